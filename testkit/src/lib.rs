@@ -1,0 +1,136 @@
+//! Fault-injecting HTTP/1.1 providers on loopback, for baton's tests, demos and benchmarks.
+//!
+//! A [`Provider`] is a real HTTP/1.1 server bound to `127.0.0.1:0` (an ephemeral port),
+//! running on its own threads (one accept thread, one thread per connection), with a
+//! plain synchronous API, so it serves blocking tests, tokio tests and async-std / smol
+//! tests alike. What it does with each request is a [`Behaviour`]: a response, or a
+//! fault. Behaviours can follow a per-request-number script
+//! ([`Provider::builder`]) and can be changed at run time ([`Provider::set_behaviour`]),
+//! e.g. "healthy, then refusing, then black-holed, then healthy again" on one port.
+//!
+//! Every provider records each request it read ([`Request`]: method, path, query, all
+//! headers, body, arrival time, connection number) *before* applying the behaviour, so a
+//! test can assert how often a request (by idempotency key or request id) was executed
+//! on which provider: [`Provider::requests`], [`Provider::request_count`],
+//! [`Provider::count_with_header`], [`Provider::clear`].
+//!
+//! ```
+//! use testkit::{Behaviour, Provider};
+//!
+//! let p = Provider::builder()
+//!     .then(Behaviour::reset())
+//!     .then(Behaviour::status(503).header("Retry-After", "1"))
+//!     .otherwise(Behaviour::ok())
+//!     .start();
+//! let base = p.url(); // "http://127.0.0.1:PORT"
+//! # let _ = base;
+//! ```
+//!
+//! # Faults, and the failure class a client should report
+//!
+//! baton's spec (section 1) classifies transport failures by phase: **undelivered** when
+//! no request byte can have reached the server (safe to send elsewhere), **ambiguous**
+//! once the connection was ready (the server may have done the work).
+//!
+//! | fault | how to get it | what the client sees | class |
+//! |---|---|---|---|
+//! | refused port | [`refused_url`], or a provider in [`Behaviour::refuse`] | connect fails with `ConnectionRefused`; nothing recorded | undelivered |
+//! | DNS failure | [`unresolvable_url`] (a name under `.invalid`, RFC 6761) | name resolution fails | undelivered |
+//! | status, headers, body | [`Behaviour::status`], [`Behaviour::ok`], `.header(..)`, `.body(..)` | a response (e.g. `503` with `Retry-After`) | a response, not a transport failure |
+//! | delay | `.delay(d)` | the response after `d`; past the client's timeout, a timeout while waiting | ambiguous (if it times out) |
+//! | headers then stall | `.stall_after_headers()` | the head (status, `Content-Length`), then no body ever | ambiguous (the head is the commit point: a body error) |
+//! | half body then close | `.close_after_half_body()` | the head with `Content-Length: N`, `N/2` body bytes, then EOF | ambiguous (body error) |
+//! | close without answer | [`Behaviour::close`] | EOF before any response byte | ambiguous |
+//! | reset after read | [`Behaviour::reset`] | connection reset (RST) before any response byte; the request **was** recorded | ambiguous |
+//! | black hole | [`Behaviour::black_hole`] | the connection is accepted and the request read, nothing ever comes back | ambiguous (timeout) |
+//!
+//! In every ambiguous case the request bytes reached the server and were recorded, which is
+//! exactly why a client must not assume it was not executed.
+//!
+//! # HTTP/1.1 support
+//!
+//! Request line (origin- or absolute-form target), headers, `Content-Length` and chunked
+//! request bodies (chunk extensions and trailers are accepted and ignored),
+//! `Expect: 100-continue` (answered with `100 Continue`, except by a black hole),
+//! keep-alive with pipelining, `Connection: close`, HTTP/1.0 (closes unless
+//! `Connection: keep-alive`). Responses always carry `Content-Length` (except `1xx`,
+//! `204`, `304`), a `HEAD` request gets the head only. A malformed request gets `400`
+//! and the connection is closed (and it is not recorded).
+//!
+//! Responses are serialised once per installed behaviour and written with one `write`,
+//! with `TCP_NODELAY` on: a healthy provider serves many thousands of keep-alive
+//! requests per second over several connections. For long benchmarks, turn recording off
+//! with [`Provider::set_recording`].
+//!
+//! # Cleanup
+//!
+//! Dropping a provider stops its accept loop, closes its port (connecting afterwards is
+//! refused), shuts down every open connection (stalled and black-holed ones included,
+//! the client sees EOF) and joins every thread it started. A pending
+//! [`delay`](Behaviour::delay) ends early.
+//!
+//! # Re-binding after `refuse`
+//!
+//! A provider switched to [`Behaviour::refuse`] really closes its listening socket, and
+//! switching back binds the *same* port again (std sets `SO_REUSEADDR` on Unix, so
+//! connections left in `TIME_WAIT` do not block it). If, in between, another socket took
+//! that port (rare: e.g. another test's ephemeral port), re-binding fails after retrying
+//! for 2 s and [`Provider::set_behaviour`] panics. Likewise the port behind
+//! [`refused_url`] is free when returned, and could in rare cases be taken later.
+//!
+//! # Dependencies
+//!
+//! Only std, plus [`socket2`](https://docs.rs/socket2): a real TCP reset needs
+//! `SO_LINGER` with a zero timeout before closing, and `TcpStream::set_linger` is still
+//! unstable in std. socket2 is also used to shut down a listening socket as a fallback
+//! when waking the accept loop by connecting to it fails. baton-core is not a
+//! dependency.
+
+mod behaviour;
+mod http;
+mod provider;
+
+pub use behaviour::Behaviour;
+pub use provider::{Provider, ProviderBuilder, Request};
+
+use std::net::{SocketAddr, TcpListener};
+
+/// A host name that never resolves (`.invalid` is reserved by RFC 6761).
+pub const UNRESOLVABLE_HOST: &str = "baton-test.invalid";
+
+/// A loopback address that refuses connections: an ephemeral port is bound, noted and
+/// released, so connecting to it fails with `ConnectionRefused` (*undelivered*).
+///
+/// The port is free when returned; in rare cases another socket could take it later.
+///
+/// # Panics
+/// If binding `127.0.0.1:0` fails.
+///
+/// ```
+/// let addr = testkit::refused_addr();
+/// let err = std::net::TcpStream::connect(addr).unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+/// ```
+pub fn refused_addr() -> SocketAddr {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("testkit: bind 127.0.0.1:0");
+    listener.local_addr().expect("testkit: local_addr")
+}
+
+/// `http://127.0.0.1:PORT` for a [`refused_addr`] (no trailing slash).
+///
+/// ```
+/// assert!(testkit::refused_url().starts_with("http://127.0.0.1:"));
+/// ```
+pub fn refused_url() -> String {
+    format!("http://{}", refused_addr())
+}
+
+/// `http://baton-test.invalid:80`, a URL whose host name never resolves, to exercise
+/// DNS failure (*undelivered*). No trailing slash, like [`Provider::url`].
+///
+/// ```
+/// assert_eq!(testkit::unresolvable_url(), "http://baton-test.invalid:80");
+/// ```
+pub fn unresolvable_url() -> String {
+    format!("http://{UNRESOLVABLE_HOST}:80")
+}
