@@ -1,0 +1,300 @@
+//! Destination rules (SPEC 3): where one attempt goes and which headers it carries.
+//!
+//! Pure functions over `http` types, shared by every adapter so that all runtimes build the
+//! same request for the same attempt: the URL mode (complete destination or base + request
+//! path), the Host rule, per-endpoint headers (credentials) that never reach another
+//! endpoint, and the request-id, idempotency-key and attempt-number headers.
+
+use http::header::{HeaderMap, HeaderValue, HOST};
+use http::uri::{Authority, PathAndQuery, Uri};
+
+use crate::policy::{Policy, UrlMode};
+
+/// Why a request could not be built for an endpoint (the call ends as rejected locally).
+///
+/// ```
+/// use baton_core::DestinationError;
+/// let e = DestinationError::Scheme("ftp".into());
+/// assert!(e.to_string().contains("ftp"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DestinationError {
+    /// The caller's URL has a scheme other than http or https.
+    #[error("unsupported scheme {0:?} in the request URL (only http and https)")]
+    Scheme(String),
+    /// The joined URL is not valid.
+    #[error("cannot build the URL for endpoint {endpoint:?}: {reason}")]
+    Url {
+        /// Endpoint id.
+        endpoint: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A header value for this attempt is not valid.
+    #[error("invalid value for header {0}")]
+    Header(String),
+    /// The endpoint index does not exist.
+    #[error("no endpoint #{0}")]
+    Endpoint(usize),
+}
+
+/// The URL of an attempt at endpoint `index` for a request whose URL is `request`.
+///
+/// In complete mode the endpoint URL is used as is. In base mode the request's path is
+/// joined to the base path and the queries are concatenated, base first.
+///
+/// ```
+/// use baton_core::{attempt_uri, Endpoint, Policy, UrlMode};
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://api.example/v1?tenant=7"))
+///     .url_mode(UrlMode::Base)
+///     .build()
+///     .unwrap();
+/// let uri = attempt_uri(&policy, 0, &"/charges?limit=3".parse().unwrap()).unwrap();
+/// assert_eq!(uri, "https://api.example/v1/charges?tenant=7&limit=3");
+/// ```
+pub fn attempt_uri(policy: &Policy, index: usize, request: &Uri) -> Result<Uri, DestinationError> {
+    let endpoint = policy
+        .endpoints()
+        .get(index)
+        .ok_or(DestinationError::Endpoint(index))?;
+    if let Some(s) = request.scheme_str() {
+        if s != "http" && s != "https" {
+            return Err(DestinationError::Scheme(s.to_string()));
+        }
+    }
+    let base = endpoint.uri();
+    if policy.settings().url_mode == UrlMode::Complete {
+        return Ok(base.clone());
+    }
+    let base_path = base.path().trim_end_matches('/');
+    let req_path = request.path();
+    let mut pq = String::with_capacity(base_path.len() + req_path.len() + 16);
+    pq.push_str(base_path);
+    if !req_path.starts_with('/') {
+        pq.push('/');
+    }
+    pq.push_str(req_path);
+    if pq.is_empty() {
+        pq.push('/');
+    }
+    match (base.query(), request.query()) {
+        (Some(a), Some(b)) if !a.is_empty() && !b.is_empty() => {
+            pq.push('?');
+            pq.push_str(a);
+            pq.push('&');
+            pq.push_str(b);
+        }
+        (Some(a), _) if !a.is_empty() => {
+            pq.push('?');
+            pq.push_str(a);
+            if let Some(b) = request.query().filter(|b| !b.is_empty()) {
+                pq.push('&');
+                pq.push_str(b);
+            }
+        }
+        (_, Some(b)) => {
+            pq.push('?');
+            pq.push_str(b);
+        }
+        _ => {}
+    }
+    let err = |reason: String| DestinationError::Url {
+        endpoint: endpoint.id().to_string(),
+        reason,
+    };
+    let pq = PathAndQuery::try_from(pq).map_err(|e| err(e.to_string()))?;
+    let mut parts = base.clone().into_parts();
+    parts.path_and_query = Some(pq);
+    Uri::from_parts(parts).map_err(|e| err(e.to_string()))
+}
+
+/// The host of the "original URL" (the request's URL resolved against the first
+/// endpoint), used by the Host rule.
+pub fn original_authority<'a>(policy: &'a Policy, request: &'a Uri) -> Option<&'a Authority> {
+    request
+        .authority()
+        .or_else(|| policy.endpoints().first().and_then(|e| e.uri().authority()))
+}
+
+/// Sets the headers of one attempt at endpoint `index` in `headers` (a copy of the caller's
+/// headers):
+///
+/// - the request id and, when present, the idempotency key, unchanged on every attempt;
+/// - the attempt number, when the policy enables that header;
+/// - Host: absent stays absent; equal to the original URL's host, it follows the endpoint;
+///   any other value is the caller's and is kept;
+/// - per-endpoint headers, overriding caller headers of the same name.
+///
+/// ```
+/// use baton_core::{apply_attempt_headers, Endpoint, Policy};
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/").header("authorization", "Bearer A"))
+///     .endpoint(Endpoint::new("b", "https://b.example/").header("authorization", "Bearer B"))
+///     .build()
+///     .unwrap();
+/// let request: http::Uri = "https://a.example/".parse().unwrap();
+/// let mut headers = http::HeaderMap::new();
+/// headers.insert("host", "a.example".parse().unwrap());
+/// apply_attempt_headers(&policy, 1, &request, "req-12345678", Some("key-1"), 2, &mut headers).unwrap();
+/// assert_eq!(headers["authorization"], "Bearer B");
+/// assert_eq!(headers["host"], "b.example");
+/// assert_eq!(headers["x-request-id"], "req-12345678");
+/// assert_eq!(headers["idempotency-key"], "key-1");
+/// ```
+pub fn apply_attempt_headers(
+    policy: &Policy,
+    index: usize,
+    request: &Uri,
+    request_id: &str,
+    idempotency_key: Option<&str>,
+    attempt: u32,
+    headers: &mut HeaderMap,
+) -> Result<(), DestinationError> {
+    let endpoint = policy
+        .endpoints()
+        .get(index)
+        .ok_or(DestinationError::Endpoint(index))?;
+    let value = |name: &str, v: &str| {
+        HeaderValue::from_str(v).map_err(|_| DestinationError::Header(name.to_string()))
+    };
+    headers.insert(
+        policy.request_id_header().clone(),
+        value(policy.request_id_header().as_str(), request_id)?,
+    );
+    if let Some(key) = idempotency_key {
+        headers.insert(
+            policy.idempotency_key_header().clone(),
+            value(policy.idempotency_key_header().as_str(), key)?,
+        );
+    }
+    if let Some(h) = policy.attempt_header() {
+        headers.insert(h.clone(), HeaderValue::from(attempt));
+    }
+    if let Some(current) = headers.get(HOST) {
+        let original = original_authority(policy, request);
+        let follows = original.is_some_and(|a| {
+            current.to_str().is_ok_and(|c| {
+                c.eq_ignore_ascii_case(a.as_str()) || c.eq_ignore_ascii_case(a.host())
+            })
+        });
+        if follows {
+            if let Some(target) = endpoint.uri().authority() {
+                headers.insert(HOST, value("host", target.as_str())?);
+            }
+        }
+    }
+    for name in endpoint.headers().keys() {
+        headers.remove(name);
+    }
+    for (name, v) in endpoint.headers() {
+        headers.append(name.clone(), v.clone());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Endpoint;
+
+    fn policy(mode: UrlMode, urls: &[&str]) -> Policy {
+        let mut b = Policy::builder().url_mode(mode);
+        for (i, u) in urls.iter().enumerate() {
+            b = b.endpoint(Endpoint::new(format!("e{i}"), *u));
+        }
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn complete_mode_ignores_the_request_path() {
+        let p = policy(UrlMode::Complete, &["https://rpc.example/key/abc"]);
+        let u = attempt_uri(&p, 0, &"/whatever?x=1".parse().unwrap()).unwrap();
+        assert_eq!(u, "https://rpc.example/key/abc");
+    }
+
+    #[test]
+    fn base_mode_joins_paths_without_double_slashes() {
+        let p = policy(
+            UrlMode::Base,
+            &["https://api.example/v1/", "https://b.example"],
+        );
+        let u = attempt_uri(&p, 0, &"/charges".parse().unwrap()).unwrap();
+        assert_eq!(u, "https://api.example/v1/charges");
+        let u = attempt_uri(&p, 1, &"/charges?a=1".parse().unwrap()).unwrap();
+        assert_eq!(u, "https://b.example/charges?a=1");
+    }
+
+    #[test]
+    fn base_mode_puts_base_query_first() {
+        let p = policy(UrlMode::Base, &["https://api.example/v1?k=1"]);
+        let u = attempt_uri(&p, 0, &"/x?b=2".parse().unwrap()).unwrap();
+        assert_eq!(u, "https://api.example/v1/x?k=1&b=2");
+        let u = attempt_uri(&p, 0, &"/x".parse().unwrap()).unwrap();
+        assert_eq!(u, "https://api.example/v1/x?k=1");
+    }
+
+    #[test]
+    fn base_mode_takes_path_of_an_absolute_request_url() {
+        let p = policy(UrlMode::Base, &["http://b.example/api"]);
+        let u = attempt_uri(&p, 0, &"http://a.example/users/7".parse().unwrap()).unwrap();
+        assert_eq!(u, "http://b.example/api/users/7");
+    }
+
+    #[test]
+    fn unsupported_request_scheme_is_rejected_locally() {
+        let p = policy(UrlMode::Base, &["http://b.example/api"]);
+        let e = attempt_uri(&p, 0, &"ftp://a.example/x".parse().unwrap()).unwrap_err();
+        assert_eq!(e, DestinationError::Scheme("ftp".into()));
+    }
+
+    #[test]
+    fn host_header_absent_stays_absent_and_foreign_host_is_kept() {
+        let p = policy(
+            UrlMode::Complete,
+            &["http://a.example/", "http://b.example/"],
+        );
+        let req: Uri = "/".parse().unwrap();
+        let mut h = HeaderMap::new();
+        apply_attempt_headers(&p, 1, &req, "abcdefgh", None, 1, &mut h).unwrap();
+        assert!(h.get(HOST).is_none());
+        let mut h = HeaderMap::new();
+        h.insert(HOST, "virtual.example".parse().unwrap());
+        apply_attempt_headers(&p, 1, &req, "abcdefgh", None, 1, &mut h).unwrap();
+        assert_eq!(h[HOST], "virtual.example");
+    }
+
+    #[test]
+    fn host_header_equal_to_original_follows_the_endpoint_with_port() {
+        let p = policy(
+            UrlMode::Complete,
+            &["http://127.0.0.1:81/", "http://127.0.0.1:82/"],
+        );
+        let req: Uri = "/".parse().unwrap();
+        let mut h = HeaderMap::new();
+        h.insert(HOST, "127.0.0.1:81".parse().unwrap());
+        apply_attempt_headers(&p, 1, &req, "abcdefgh", None, 1, &mut h).unwrap();
+        assert_eq!(h[HOST], "127.0.0.1:82");
+    }
+
+    #[test]
+    fn endpoint_headers_override_caller_headers_and_attempt_header_counts() {
+        let p = Policy::builder()
+            .endpoint(Endpoint::new("a", "http://a/").header("x-api-key", "A"))
+            .endpoint(Endpoint::new("b", "http://b/"))
+            .configure(|s| s.attempt_header = Some("x-attempt".into()))
+            .build()
+            .unwrap();
+        let req: Uri = "/".parse().unwrap();
+        let mut h = HeaderMap::new();
+        h.insert("x-api-key", "caller".parse().unwrap());
+        apply_attempt_headers(&p, 0, &req, "abcdefgh", None, 3, &mut h).unwrap();
+        assert_eq!(h.get_all("x-api-key").iter().count(), 1);
+        assert_eq!(h["x-api-key"], "A");
+        assert_eq!(h["x-attempt"], "3");
+        let mut h2 = HeaderMap::new();
+        apply_attempt_headers(&p, 1, &req, "abcdefgh", None, 1, &mut h2).unwrap();
+        assert!(h2.get("x-api-key").is_none());
+    }
+}

@@ -1,0 +1,538 @@
+//! Per-endpoint health shared by all calls of one client (SPEC 2.5): circuit breakers and
+//! `not_before` cooldowns.
+//!
+//! States move closed -> open -> half-open -> closed | open, plus a manual reset to closed,
+//! and only when a call (or a caller) asks at a given time: there are no background timers.
+//! With the consecutive rule, a success on a closed endpoint with no failure streak touches
+//! nothing but one atomic load; every other path takes a per-endpoint lock held for a few
+//! instructions. Outcomes of attempts started before the endpoint's last state change are
+//! stale and change nothing.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::policy::{Breaker, BreakerRule};
+use crate::time::add;
+
+/// A breaker's state.
+///
+/// ```
+/// use baton_core::BreakerState;
+/// assert_eq!(BreakerState::Closed.as_str(), "closed");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BreakerState {
+    /// Calls flow.
+    Closed,
+    /// Calls avoid the endpoint until the open time passes.
+    Open,
+    /// A limited number of probe calls may test the endpoint.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// The state's name in events and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
+/// A snapshot of one endpoint's health, read with [`Engine::health`](crate::Engine::health).
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::{BreakerState, Endpoint, Engine, Policy};
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
+/// let engine = Engine::new(policy);
+/// let h = engine.health(0, Instant::now()).unwrap();
+/// assert_eq!(h.state, BreakerState::Closed);
+/// assert!(h.available);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EndpointHealth {
+    /// Breaker state at the time asked.
+    pub state: BreakerState,
+    /// Whether a new call could use the endpoint now.
+    pub available: bool,
+    /// When an open breaker becomes half-open.
+    pub open_until: Option<Instant>,
+    /// The open time the breaker will use the next time it opens.
+    pub open_time: Duration,
+    /// `Retry-After` cooldown, separate from the breaker.
+    pub not_before: Option<Instant>,
+    /// Current run of consecutive breaker failures.
+    pub consecutive_failures: u32,
+    /// Attempts recorded in the failure-rate window, and how many of them failed.
+    pub window: (u32, u32),
+    /// Probes in flight while half-open.
+    pub probes_in_flight: u32,
+}
+
+/// A breaker transition, reported to the call that caused it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Transition {
+    pub from: BreakerState,
+    pub to: BreakerState,
+}
+
+/// What one attempt's outcome means for the breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Record {
+    /// A success (any response that is not a breaker failure), with the attempt's time.
+    Success(Duration),
+    /// A breaker failure.
+    Failure,
+    /// Counts for nothing (cancelled, cut by the caller's deadline, rejected locally).
+    Nothing,
+}
+
+/// Proof that an attempt was admitted, handed back when it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    pub epoch: u64,
+    /// Probe id when the attempt holds a half-open probe slot.
+    pub probe: Option<u64>,
+    /// False when the endpoint was unavailable and is tried anyway as a last resort: such
+    /// an attempt's outcome changes no breaker state.
+    pub tracked: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Closed,
+    Open { until: Instant },
+    HalfOpen,
+}
+
+impl State {
+    fn public(self) -> BreakerState {
+        match self {
+            State::Closed => BreakerState::Closed,
+            State::Open { .. } => BreakerState::Open,
+            State::HalfOpen => BreakerState::HalfOpen,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: State,
+    streak: u32,
+    /// Failure-rate window as a ring of outcomes (true = failure).
+    ring: Vec<bool>,
+    ring_next: usize,
+    ring_len: usize,
+    ring_failures: u32,
+    probes: Vec<(u64, Instant)>,
+    next_probe: u64,
+    open_time: Duration,
+    not_before: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    /// True while closed, no failure streak, no `not_before`, and the rule records nothing
+    /// for successes (consecutive or disabled): the healthy path then reads only this.
+    quiet: AtomicBool,
+    epoch: AtomicU64,
+    inner: Mutex<Inner>,
+}
+
+/// The health table of one client.
+#[derive(Debug)]
+pub(crate) struct Health {
+    breaker: Breaker,
+    slots: Vec<Slot>,
+}
+
+fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    // Nothing inside the lock can panic; recover the data if a user callback ever did.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Health {
+    pub(crate) fn new(breaker: Breaker, endpoints: usize) -> Self {
+        let ring = match breaker.rule {
+            BreakerRule::FailureRate { window, .. } => window as usize,
+            _ => 0,
+        };
+        let slots = (0..endpoints)
+            .map(|_| Slot {
+                quiet: AtomicBool::new(true),
+                epoch: AtomicU64::new(0),
+                inner: Mutex::new(Inner {
+                    state: State::Closed,
+                    streak: 0,
+                    ring: vec![false; ring],
+                    ring_next: 0,
+                    ring_len: 0,
+                    ring_failures: 0,
+                    probes: Vec::with_capacity(breaker.probe_quota.min(64) as usize),
+                    next_probe: 0,
+                    open_time: breaker.open,
+                    not_before: None,
+                }),
+            })
+            .collect();
+        Health { breaker, slots }
+    }
+
+    fn records_successes(&self) -> bool {
+        matches!(self.breaker.rule, BreakerRule::FailureRate { .. })
+    }
+
+    fn update_quiet(&self, slot: &Slot, inner: &Inner) {
+        let quiet = inner.state == State::Closed
+            && inner.streak == 0
+            && inner.not_before.is_none()
+            && !self.records_successes();
+        slot.quiet.store(quiet, Ordering::Release);
+    }
+
+    fn transition(
+        &self,
+        slot: &Slot,
+        inner: &mut Inner,
+        to: State,
+        out: &mut dyn FnMut(Transition),
+    ) {
+        let from = inner.state.public();
+        inner.state = to;
+        slot.epoch.fetch_add(1, Ordering::AcqRel);
+        if to == State::Closed {
+            inner.open_time = self.breaker.open;
+            inner.streak = 0;
+            clear_ring(inner);
+        }
+        if matches!(to, State::Open { .. }) {
+            inner.streak = 0;
+            clear_ring(inner);
+        }
+        out(Transition {
+            from,
+            to: to.public(),
+        });
+    }
+
+    /// Moves time forward for one slot: open -> half-open when its time has passed, lost
+    /// probes expire, a passed `not_before` is forgotten.
+    fn advance(
+        &self,
+        slot: &Slot,
+        inner: &mut Inner,
+        now: Instant,
+        out: &mut dyn FnMut(Transition),
+    ) {
+        if let State::Open { until } = inner.state {
+            if now >= until {
+                inner.probes.clear();
+                self.transition(slot, inner, State::HalfOpen, out);
+            }
+        }
+        if inner.state == State::HalfOpen && !inner.probes.is_empty() {
+            let ttl = self.breaker.open;
+            inner.probes.retain(|(_, started)| now < add(*started, ttl));
+        }
+        if let Some(nb) = inner.not_before {
+            if now >= nb {
+                inner.not_before = None;
+            }
+        }
+        self.update_quiet(slot, inner);
+    }
+
+    fn available_locked(&self, inner: &Inner, now: Instant) -> bool {
+        let cooled = inner.not_before.is_none_or(|nb| now >= nb);
+        let breaker = match inner.state {
+            State::Closed => true,
+            State::Open { .. } => false,
+            State::HalfOpen => inner.probes.len() < self.breaker.probe_quota as usize,
+        };
+        cooled && breaker
+    }
+
+    /// Whether endpoint `i` is available at `now`.
+    pub(crate) fn available(
+        &self,
+        i: usize,
+        now: Instant,
+        out: &mut dyn FnMut(Transition),
+    ) -> bool {
+        let Some(slot) = self.slots.get(i) else {
+            return false;
+        };
+        if slot.quiet.load(Ordering::Acquire) {
+            return true;
+        }
+        let mut inner = lock(&slot.inner);
+        self.advance(slot, &mut inner, now, out);
+        self.available_locked(&inner, now)
+    }
+
+    /// Admits an attempt at endpoint `i`; a half-open endpoint hands out a probe slot.
+    pub(crate) fn begin(&self, i: usize, now: Instant, out: &mut dyn FnMut(Transition)) -> Ticket {
+        let Some(slot) = self.slots.get(i) else {
+            return Ticket {
+                epoch: 0,
+                probe: None,
+                tracked: false,
+            };
+        };
+        if slot.quiet.load(Ordering::Acquire) {
+            return Ticket {
+                epoch: slot.epoch.load(Ordering::Acquire),
+                probe: None,
+                tracked: true,
+            };
+        }
+        let mut inner = lock(&slot.inner);
+        self.advance(slot, &mut inner, now, out);
+        let epoch = slot.epoch.load(Ordering::Acquire);
+        let cooled = inner.not_before.is_none_or(|nb| now >= nb);
+        match inner.state {
+            State::Closed => Ticket {
+                epoch,
+                probe: None,
+                tracked: cooled,
+            },
+            State::HalfOpen if cooled && inner.probes.len() < self.breaker.probe_quota as usize => {
+                let id = inner.next_probe;
+                inner.next_probe += 1;
+                inner.probes.push((id, now));
+                Ticket {
+                    epoch,
+                    probe: Some(id),
+                    tracked: true,
+                }
+            }
+            _ => Ticket {
+                epoch,
+                probe: None,
+                tracked: false,
+            },
+        }
+    }
+
+    /// Records how an admitted attempt ended. Returns whether the record was a probe result
+    /// (`Some(success)`) so the call can report it.
+    pub(crate) fn finish(
+        &self,
+        i: usize,
+        ticket: Ticket,
+        record: Record,
+        now: Instant,
+        out: &mut dyn FnMut(Transition),
+    ) -> Option<bool> {
+        let slot = self.slots.get(i)?;
+        if ticket.probe.is_none() && (!ticket.tracked || self.breaker.rule == BreakerRule::Disabled)
+        {
+            return None;
+        }
+        if ticket.probe.is_none() {
+            if let Record::Success(_) = record {
+                if slot.quiet.load(Ordering::Acquire) {
+                    // The healthy path: nothing to write.
+                    return None;
+                }
+            }
+            if record == Record::Nothing {
+                return None;
+            }
+        }
+        let mut inner = lock(&slot.inner);
+        if let Some(id) = ticket.probe {
+            inner.probes.retain(|(p, _)| *p != id);
+        }
+        let stale = slot.epoch.load(Ordering::Acquire) != ticket.epoch;
+        let mut probe_result = None;
+        if !stale && record != Record::Nothing {
+            match inner.state {
+                State::Closed => self.record_closed(slot, &mut inner, record, now, out),
+                State::HalfOpen if ticket.probe.is_some() => {
+                    let failed = self.is_failure(record);
+                    probe_result = Some(!failed);
+                    if failed {
+                        let grown = grow(
+                            inner.open_time,
+                            self.breaker.open_growth,
+                            self.breaker.max_open,
+                        );
+                        inner.open_time = grown;
+                        let until = add(now, grown);
+                        self.transition(slot, &mut inner, State::Open { until }, out);
+                    } else {
+                        inner.probes.clear();
+                        self.transition(slot, &mut inner, State::Closed, out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.update_quiet(slot, &inner);
+        probe_result
+    }
+
+    fn is_failure(&self, record: Record) -> bool {
+        match record {
+            Record::Failure => true,
+            Record::Success(elapsed) => matches!(
+                self.breaker.rule,
+                BreakerRule::FailureRate { slow_call: Some(slow), .. } if elapsed > slow
+            ),
+            Record::Nothing => false,
+        }
+    }
+
+    fn record_closed(
+        &self,
+        slot: &Slot,
+        inner: &mut Inner,
+        record: Record,
+        now: Instant,
+        out: &mut dyn FnMut(Transition),
+    ) {
+        match self.breaker.rule {
+            BreakerRule::Disabled => {}
+            BreakerRule::Consecutive { failures } => {
+                if record == Record::Failure {
+                    inner.streak = inner.streak.saturating_add(1);
+                    if inner.streak >= failures {
+                        let until = add(now, inner.open_time);
+                        self.transition(slot, inner, State::Open { until }, out);
+                    }
+                } else {
+                    inner.streak = 0;
+                }
+            }
+            BreakerRule::FailureRate {
+                min_calls, rate, ..
+            } => {
+                let failed = self.is_failure(record);
+                inner.streak = if failed {
+                    inner.streak.saturating_add(1)
+                } else {
+                    0
+                };
+                push_ring(inner, failed);
+                let len = inner.ring_len as u32;
+                if len >= min_calls && f64::from(inner.ring_failures) >= rate * f64::from(len) {
+                    let until = add(now, inner.open_time);
+                    self.transition(slot, inner, State::Open { until }, out);
+                }
+            }
+        }
+    }
+
+    /// Sets endpoint `i`'s `not_before` (Retry-After), separately from the breaker.
+    pub(crate) fn set_not_before(&self, i: usize, until: Instant) {
+        if let Some(slot) = self.slots.get(i) {
+            let mut inner = lock(&slot.inner);
+            inner.not_before = Some(until);
+            self.update_quiet(slot, &inner);
+        }
+    }
+
+    /// Resets endpoint `i` by hand: closed, no streak, no cooldown. A reset is a state
+    /// change: outcomes of attempts started before it are stale.
+    pub(crate) fn reset(&self, i: usize, out: &mut dyn FnMut(Transition)) -> bool {
+        let Some(slot) = self.slots.get(i) else {
+            return false;
+        };
+        let mut inner = lock(&slot.inner);
+        inner.probes.clear();
+        inner.not_before = None;
+        if inner.state != State::Closed {
+            self.transition(slot, &mut inner, State::Closed, out);
+        } else {
+            inner.streak = 0;
+            inner.open_time = self.breaker.open;
+            clear_ring(&mut inner);
+            slot.epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        self.update_quiet(slot, &inner);
+        true
+    }
+
+    /// A snapshot of endpoint `i` at `now` (advances lazy transitions).
+    pub(crate) fn snapshot(
+        &self,
+        i: usize,
+        now: Instant,
+        out: &mut dyn FnMut(Transition),
+    ) -> Option<EndpointHealth> {
+        let slot = self.slots.get(i)?;
+        let mut inner = lock(&slot.inner);
+        self.advance(slot, &mut inner, now, out);
+        Some(EndpointHealth {
+            state: inner.state.public(),
+            available: self.available_locked(&inner, now),
+            open_until: match inner.state {
+                State::Open { until } => Some(until),
+                _ => None,
+            },
+            open_time: inner.open_time,
+            not_before: inner.not_before,
+            consecutive_failures: inner.streak,
+            window: (inner.ring_len as u32, inner.ring_failures),
+            probes_in_flight: inner.probes.len() as u32,
+        })
+    }
+
+    /// The time when endpoint `i` next becomes available, if it is not available at `now`.
+    pub(crate) fn available_at(&self, i: usize, now: Instant) -> Option<Instant> {
+        let slot = self.slots.get(i)?;
+        if slot.quiet.load(Ordering::Acquire) {
+            return None;
+        }
+        let inner = lock(&slot.inner);
+        let breaker = match inner.state {
+            State::Open { until } => Some(until),
+            _ => None,
+        };
+        let cool = inner.not_before.filter(|nb| *nb > now);
+        match (breaker, cool) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+fn grow(current: Duration, growth: f64, max: Duration) -> Duration {
+    let next = current.as_secs_f64() * growth;
+    if !next.is_finite() || next >= max.as_secs_f64() {
+        max
+    } else {
+        Duration::from_secs_f64(next)
+    }
+}
+
+fn clear_ring(inner: &mut Inner) {
+    inner.ring_next = 0;
+    inner.ring_len = 0;
+    inner.ring_failures = 0;
+}
+
+fn push_ring(inner: &mut Inner, failed: bool) {
+    let cap = inner.ring.len();
+    if cap == 0 {
+        return;
+    }
+    if inner.ring_len == cap {
+        if inner.ring[inner.ring_next] {
+            inner.ring_failures -= 1;
+        }
+    } else {
+        inner.ring_len += 1;
+    }
+    inner.ring[inner.ring_next] = failed;
+    if failed {
+        inner.ring_failures += 1;
+    }
+    inner.ring_next = (inner.ring_next + 1) % cap;
+}

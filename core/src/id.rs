@@ -1,0 +1,161 @@
+//! Request identity (SPEC 3): the request id sent unchanged on every attempt.
+//!
+//! A caller-chosen id is validated (8 to 128 characters of `A-Z a-z 0-9 . _ : -`); a
+//! generated one is 26 characters drawn from the supplied random source. The id is stored
+//! inline, so creating a call allocates nothing for it.
+
+use std::fmt;
+
+use crate::rng::Rng;
+
+/// Shortest accepted caller-chosen request id.
+pub const REQUEST_ID_MIN_LEN: usize = 8;
+/// Longest accepted caller-chosen request id.
+pub const REQUEST_ID_MAX_LEN: usize = 128;
+/// Length of a generated request id.
+pub const GENERATED_ID_LEN: usize = 26;
+
+/// Alphabet of generated ids (Crockford base32: no look-alike letters).
+const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+/// The id of one call, sent in the request-id header on every attempt and carried by every
+/// event and error of the call.
+///
+/// ```
+/// use baton_core::RequestId;
+/// let id = RequestId::parse("order-1234:retry").unwrap();
+/// assert_eq!(id.as_str(), "order-1234:retry");
+/// assert!(RequestId::parse("short").is_err());
+/// assert!(RequestId::parse("has space in it").is_err());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestId {
+    buf: [u8; REQUEST_ID_MAX_LEN],
+    len: u8,
+}
+
+/// Why a caller-chosen request id was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestIdError {
+    /// Fewer than 8 or more than 128 characters.
+    #[error("request id {value:?} has {len} characters; it needs 8 to 128")]
+    Length {
+        /// The rejected value (cut to 160 characters).
+        value: String,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A character outside `A-Z a-z 0-9 . _ : -`.
+    #[error("request id {value:?} contains {found:?}; only A-Z a-z 0-9 . _ : - are allowed")]
+    Character {
+        /// The rejected value (cut to 160 characters).
+        value: String,
+        /// The first character that is not allowed.
+        found: char,
+    },
+}
+
+fn shown(value: &str) -> String {
+    value.chars().take(160).collect()
+}
+
+impl RequestId {
+    /// Validates a caller-chosen id.
+    pub fn parse(value: &str) -> Result<Self, RequestIdError> {
+        let len = value.len();
+        if let Some(found) = value
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+        {
+            return Err(RequestIdError::Character {
+                value: shown(value),
+                found,
+            });
+        }
+        if !(REQUEST_ID_MIN_LEN..=REQUEST_ID_MAX_LEN).contains(&len) {
+            return Err(RequestIdError::Length {
+                value: shown(value),
+                len,
+            });
+        }
+        let mut buf = [0u8; REQUEST_ID_MAX_LEN];
+        buf[..len].copy_from_slice(value.as_bytes());
+        Ok(RequestId {
+            buf,
+            len: len as u8,
+        })
+    }
+
+    /// Generates a 26-character id from the call's random source.
+    pub(crate) fn generate(rng: &mut Rng) -> Self {
+        let mut buf = [0u8; REQUEST_ID_MAX_LEN];
+        let mut bits = 0u64;
+        let mut left = 0;
+        for slot in buf.iter_mut().take(GENERATED_ID_LEN) {
+            if left < 5 {
+                bits = rng.next_u64();
+                left = 64;
+            }
+            *slot = ALPHABET[(bits & 31) as usize];
+            bits >>= 5;
+            left -= 5;
+        }
+        RequestId {
+            buf,
+            len: GENERATED_ID_LEN as u8,
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII bytes are ever stored (validated or drawn from ALPHABET).
+        std::str::from_utf8(&self.buf[..self.len as usize]).unwrap_or("")
+    }
+}
+
+impl fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_id_accepts_allowed_characters_at_both_length_limits() {
+        assert!(RequestId::parse("abcdefgh").is_ok());
+        assert!(RequestId::parse(&"a".repeat(128)).is_ok());
+        assert!(RequestId::parse("A-Z.a_z:0-9").is_ok());
+    }
+
+    #[test]
+    fn request_id_rejects_bad_length_and_characters_with_the_value() {
+        let e = RequestId::parse("1234567").unwrap_err();
+        assert!(e.to_string().contains("\"1234567\""), "{e}");
+        assert!(RequestId::parse(&"a".repeat(129)).is_err());
+        let e = RequestId::parse("abcdefgh/").unwrap_err();
+        assert!(matches!(e, RequestIdError::Character { found: '/', .. }));
+        assert!(RequestId::parse("abcdéfgh").is_err());
+        assert!(RequestId::parse("").is_err());
+    }
+
+    #[test]
+    fn generated_request_id_has_26_valid_characters_and_depends_on_seed() {
+        let a = RequestId::generate(&mut Rng::new(1));
+        let b = RequestId::generate(&mut Rng::new(1));
+        let c = RequestId::generate(&mut Rng::new(2));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a.as_str().len(), 26);
+        assert!(RequestId::parse(a.as_str()).is_ok());
+    }
+}

@@ -1,0 +1,85 @@
+//! # baton-core: the failover engine, without I/O
+//!
+//! baton decides, for every HTTP call to a small ordered set of providers, which endpoint
+//! to try, whether another attempt is allowed and safe, when to wait and when to stop, and
+//! it never sends a request twice where that could do the work twice.
+//!
+//! This crate is the whole policy, as pure state machines: a [`Call`] takes explicit inputs
+//! (the request's method, URL and headers, each attempt's classified outcome, the time) and
+//! answers with [`Action`]s (send this attempt, discard that one, wait until, done). It
+//! never reads a clock, never draws OS randomness, never sleeps, spawns or does I/O: time
+//! comes in as `Instant`s, randomness from a seed in the [`Settings`]. The same inputs give
+//! the same actions, so one property test covers every runtime. The adapters
+//! (`baton-tokio`, `baton-blocking`, `baton-async-std`) only send, sleep and classify.
+//!
+//! State shared by all calls of a client (endpoint health, the retry budget) lives in an
+//! [`Engine`] behind `&self`: with the consecutive breaker rule, a healthy call writes
+//! nothing shared.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use baton_core::{sim::{Script, Sim}, CallOptions, Endpoint, Policy};
+//!
+//! let policy = Policy::builder()
+//!     .endpoint(Endpoint::new("primary", "https://a.example/"))
+//!     .endpoint(Endpoint::new("backup", "https://b.example/"))
+//!     .build()
+//!     .unwrap();
+//! let mut sim = Sim::new(policy, Instant::now());
+//! sim.script("primary", Script::refuse());
+//! sim.script("backup", Script::status(200).after(Duration::from_millis(30)));
+//! let run = sim.run(http::Method::POST, CallOptions::default());
+//! assert_eq!(run.report.status(), Some(http::StatusCode::OK));
+//! assert_eq!(run.endpoints_attempted(), ["primary", "backup"]);
+//! assert_eq!(run.executions("primary"), 0);
+//! ```
+//!
+//! ## Dependencies
+//! - `http`: the request and response vocabulary every Rust HTTP client shares.
+//! - `thiserror`: error types without boilerplate.
+//! - `smallvec`: attempt lists stored inline, so the healthy path allocates nothing.
+//! - `httpdate`: the HTTP-date form of `Retry-After` (RFC 9110), no I/O.
+//! - optional `proptest` (strategies for users' property tests), `arbitrary` (fuzzing) and
+//!   `serde` (configuration files).
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod backoff;
+mod budget;
+mod call;
+mod destination;
+mod engine;
+mod event;
+mod health;
+mod id;
+mod permission;
+mod policy;
+mod report;
+mod retry_after;
+mod rng;
+pub mod sim;
+mod status;
+mod time;
+
+pub use backoff::{Backoff, Jitter};
+pub use call::{Action, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, ResponseInfo};
+pub use destination::{apply_attempt_headers, attempt_uri, original_authority, DestinationError};
+pub use engine::Engine;
+pub use event::{AttemptKind, Event, EventKind, WaitReason};
+pub use health::{BreakerState, EndpointHealth};
+pub use id::{RequestId, RequestIdError, GENERATED_ID_LEN, REQUEST_ID_MAX_LEN, REQUEST_ID_MIN_LEN};
+pub use permission::{is_safe_method, Permission, PermissionOverride, PermissionSource};
+#[cfg(feature = "serde")]
+pub use policy::serde_duration;
+pub use policy::{
+    Breaker, BreakerRule, Budget, ClassifyFn, ConfigError, EligibleFn, Endpoint, EventSink, Hedge,
+    PermissionFn, Policy, PolicyBuilder, RequestInfo, ResponseView, Settings, Unavailable, UrlMode,
+    Verdict, MAX_DURATION, MAX_ENDPOINTS,
+};
+pub use report::{
+    AttemptFailure, AttemptRecord, AttemptResult, Error, ErrorKind, FailureClass, Outcome, Report,
+    StopReason, TimeoutPhase,
+};
+pub use retry_after::{parse_retry_after, retry_after_from_headers, MAX_RETRY_AFTER_VALUE};
+pub use status::StatusSet;

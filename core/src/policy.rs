@@ -1,0 +1,1436 @@
+//! Configuration: endpoints, the policy, and their validation (SPEC 1, 5 and 8).
+//!
+//! Every setting is checked when the policy is built, and a bad one is reported with the
+//! setting's name and the value. Nothing here panics on user input. The plain-data part of
+//! the policy is [`Settings`] (serde-able behind the `serde` feature); the functions a user
+//! may plug in (permission, eligibility, response classifier, event sink) live beside it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode, Uri};
+
+use crate::backoff::{Backoff, Jitter};
+use crate::event::Event;
+use crate::permission::PermissionOverride;
+use crate::status::StatusSet;
+
+/// Most endpoints one policy may hold. Per-call state is kept in fixed-size bitsets so
+/// that a call allocates nothing on the healthy path; 64 is far above the "small, ordered
+/// set of providers" baton is for.
+pub const MAX_ENDPOINTS: usize = 64;
+
+/// Longest duration any setting accepts (10 years); anything longer is surely a unit
+/// mistake, and the cap keeps all time arithmetic far from overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Why a policy or an endpoint could not be built. Each variant names the setting and the
+/// offending value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The policy has no endpoints.
+    #[error("no endpoints configured: a policy needs at least one")]
+    NoEndpoints,
+    /// More than [`MAX_ENDPOINTS`] endpoints.
+    #[error("{count} endpoints configured; at most {max} are supported")]
+    TooManyEndpoints {
+        /// How many were configured.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// An endpoint id is empty.
+    #[error("endpoint #{index} has an empty id")]
+    EmptyId {
+        /// Position of the endpoint (0-based).
+        index: usize,
+    },
+    /// Two endpoints share an id.
+    #[error("duplicate endpoint id {id:?}")]
+    DuplicateId {
+        /// The repeated id.
+        id: String,
+    },
+    /// An endpoint URL is not an absolute `http`/`https` URL with a host and no fragment.
+    #[error("endpoint {id:?}: unusable url {url:?}: {reason}")]
+    InvalidUrl {
+        /// The endpoint's id.
+        id: String,
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A header name or value in the configuration is not valid HTTP.
+    #[error("{setting}: invalid header {name:?}: {reason}")]
+    InvalidHeader {
+        /// Where the header was configured (an endpoint id or a setting name).
+        setting: String,
+        /// The header name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A numeric or duration setting is out of range, or settings contradict each other.
+    #[error("setting `{setting}` = {value}: {reason}")]
+    InvalidSetting {
+        /// The setting's name, as in [`Settings`].
+        setting: &'static str,
+        /// The offending value.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
+
+fn invalid(setting: &'static str, value: impl fmt::Debug, reason: &'static str) -> ConfigError {
+    ConfigError::InvalidSetting {
+        setting,
+        value: format!("{value:?}"),
+        reason,
+    }
+}
+
+/// One provider URL, with its id, optional idempotency group and per-endpoint settings.
+///
+/// Per-endpoint settings that are unset inherit the client's defaults. Problems (a bad URL,
+/// a bad header) are reported when the policy is built, with the endpoint's id.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::Endpoint;
+/// let e = Endpoint::new("eu", "https://eu.pay.example/v1")
+///     .group("pay")
+///     .header("authorization", "Bearer eu-secret")
+///     .attempt_timeout(Duration::from_secs(10));
+/// assert_eq!(e.id(), "eu");
+/// assert_eq!(e.group_name(), Some("pay"));
+/// assert_eq!(e.uri().host(), Some("eu.pay.example"));
+/// ```
+#[derive(Clone)]
+pub struct Endpoint {
+    id: String,
+    url: String,
+    uri: Uri,
+    url_error: Option<String>,
+    group: Option<String>,
+    connect_timeout: Option<Duration>,
+    attempt_timeout: Option<Duration>,
+    headers: HeaderMap,
+    header_error: Option<(String, String)>,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Header values are credentials more often than not: show names only.
+        f.debug_struct("Endpoint")
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .field("group", &self.group)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+fn check_url(url: &str) -> Result<Uri, String> {
+    if url.contains('#') {
+        return Err("it has a fragment (#...), which is never sent to a server".into());
+    }
+    let uri: Uri = url
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| e.to_string())?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        Some(other) => return Err(format!("scheme {other:?} is not http or https")),
+        None => return Err("it is not absolute (no http:// or https://)".into()),
+    }
+    match uri.host() {
+        Some(h) if !h.is_empty() => {}
+        _ => return Err("it has no host".into()),
+    }
+    Ok(uri)
+}
+
+impl Endpoint {
+    /// An endpoint with `id` and `url`; both are checked when the policy is built.
+    pub fn new(id: impl Into<String>, url: impl Into<String>) -> Self {
+        let url = url.into();
+        let (uri, url_error) = match check_url(&url) {
+            Ok(u) => (u, None),
+            Err(e) => (Uri::default(), Some(e)),
+        };
+        Endpoint {
+            id: id.into(),
+            url,
+            uri,
+            url_error,
+            group: None,
+            connect_timeout: None,
+            attempt_timeout: None,
+            headers: HeaderMap::new(),
+            header_error: None,
+        }
+    }
+
+    /// Declares the idempotency group (SPEC 1.1): endpoints of one group share
+    /// idempotency state, so a keyed call repeated within the group is de-duplicated.
+    pub fn group(mut self, name: impl Into<String>) -> Self {
+        self.group = Some(name.into());
+        self
+    }
+
+    /// A header sent on every attempt to this endpoint only (credentials). It overrides a
+    /// caller header of the same name and never reaches another endpoint.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        match (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            (Ok(n), Ok(mut v)) => {
+                v.set_sensitive(true);
+                self.headers.append(n, v);
+            }
+            (Err(e), _) => {
+                self.header_error
+                    .get_or_insert_with(|| (name.to_string(), e.to_string()));
+            }
+            (_, Err(e)) => {
+                self.header_error
+                    .get_or_insert_with(|| (name.to_string(), e.to_string()));
+            }
+        }
+        self
+    }
+
+    /// This endpoint's connect timeout (else the policy's).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// This endpoint's attempt timeout (else the policy's).
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// The endpoint's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The URL as configured.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The parsed URL (valid once the endpoint is part of a built [`Policy`]).
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+
+    /// The idempotency group, if declared.
+    pub fn group_name(&self) -> Option<&str> {
+        self.group.as_deref()
+    }
+
+    /// Per-endpoint headers (values are marked sensitive).
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The per-endpoint connect timeout, if set.
+    pub fn connect_timeout_override(&self) -> Option<Duration> {
+        self.connect_timeout
+    }
+
+    /// The per-endpoint attempt timeout, if set.
+    pub fn attempt_timeout_override(&self) -> Option<Duration> {
+        self.attempt_timeout
+    }
+}
+
+/// How an endpoint URL combines with the request's own path and query.
+///
+/// ```
+/// use baton_core::UrlMode;
+/// assert_eq!(UrlMode::default(), UrlMode::Complete);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum UrlMode {
+    /// The endpoint URL is the whole destination; the request's path is ignored
+    /// (JSON-RPC style; the default).
+    #[default]
+    Complete,
+    /// The endpoint URL is a base: base path + request path, base query first then the
+    /// request's (REST style).
+    Base,
+}
+
+/// What to do with endpoints that are unavailable (breaker open, probe slots taken, or
+/// `not_before` in the future).
+///
+/// ```
+/// use baton_core::Unavailable;
+/// assert_eq!(Unavailable::default(), Unavailable::TryLast);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Unavailable {
+    /// Try them after the available ones, in the same order (the default: a total outage
+    /// degrades to plain single-endpoint behaviour instead of failing with no request).
+    #[default]
+    TryLast,
+    /// Skip them (each skip is an event).
+    Skip,
+}
+
+/// When a breaker trips (SPEC 2.5).
+///
+/// ```
+/// use baton_core::BreakerRule;
+/// assert_eq!(BreakerRule::default(), BreakerRule::Consecutive { failures: 3 });
+/// let rate = BreakerRule::failure_rate();
+/// assert!(matches!(rate, BreakerRule::FailureRate { window: 20, min_calls: 10, .. }));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum BreakerRule {
+    /// Open after this many breaker failures in a row (default 3).
+    Consecutive {
+        /// Failures in a row that trip the breaker.
+        failures: u32,
+    },
+    /// Open when, over the last `window` recorded attempts (at least `min_calls`), the
+    /// share of failures reaches `rate`. An attempt slower than `slow_call` counts as a
+    /// failure even when it succeeded.
+    FailureRate {
+        /// Attempts remembered (default 20).
+        window: u32,
+        /// Fewest recorded attempts before the rule may trip (default 10).
+        min_calls: u32,
+        /// Failure share that trips, in `(0, 1]` (default 0.5).
+        rate: f64,
+        /// Attempts slower than this count as failures (default off).
+        #[cfg_attr(feature = "serde", serde(default, with = "serde_opt_duration"))]
+        slow_call: Option<Duration>,
+    },
+    /// Never trip.
+    Disabled,
+}
+
+impl Default for BreakerRule {
+    fn default() -> Self {
+        BreakerRule::Consecutive { failures: 3 }
+    }
+}
+
+impl BreakerRule {
+    /// The failure-rate rule with its defaults (last 20, at least 10, 50 %, slow calls off).
+    pub fn failure_rate() -> Self {
+        BreakerRule::FailureRate {
+            window: 20,
+            min_calls: 10,
+            rate: 0.5,
+            slow_call: None,
+        }
+    }
+}
+
+/// Circuit-breaker settings, per endpoint, shared by all calls of a client.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::Breaker;
+/// let b = Breaker::default();
+/// assert_eq!(b.open, Duration::from_secs(30));
+/// assert_eq!(b.max_open, Duration::from_secs(300));
+/// assert_eq!(b.probe_quota, 1);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+pub struct Breaker {
+    /// When to trip.
+    pub rule: BreakerRule,
+    /// Base open time (default 30 s).
+    #[cfg_attr(feature = "serde", serde(with = "serde_duration"))]
+    pub open: Duration,
+    /// Factor applied to the open time after each failed probe (default 2).
+    pub open_growth: f64,
+    /// Longest open time (default 5 min).
+    #[cfg_attr(feature = "serde", serde(with = "serde_duration"))]
+    pub max_open: Duration,
+    /// Calls admitted while half-open (default 1).
+    pub probe_quota: u32,
+}
+
+impl Default for Breaker {
+    fn default() -> Self {
+        Breaker {
+            rule: BreakerRule::default(),
+            open: Duration::from_secs(30),
+            open_growth: 2.0,
+            max_open: Duration::from_secs(300),
+            probe_quota: 1,
+        }
+    }
+}
+
+/// Retry budget settings (SPEC 2.7).
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::Budget;
+/// let b = Budget::default();
+/// assert_eq!((b.ratio, b.window, b.min_per_sec), (0.2, Duration::from_secs(10), 10.0));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+pub struct Budget {
+    /// Tokens deposited by each first attempt (default 0.2).
+    pub ratio: f64,
+    /// How long a deposit (and a withdrawal) counts (default 10 s).
+    #[cfg_attr(feature = "serde", serde(with = "serde_duration"))]
+    pub window: Duration,
+    /// Reserve of tokens per second always available on top (default 10).
+    pub min_per_sec: f64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            ratio: 0.2,
+            window: Duration::from_secs(10),
+            min_per_sec: 10.0,
+        }
+    }
+}
+
+/// Hedging settings (SPEC 2.8): reads only.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::Hedge;
+/// let h = Hedge::after(Duration::from_millis(150));
+/// assert_eq!(h.max_in_flight, 2);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
+pub struct Hedge {
+    /// Delay after which the next endpoint is started while earlier attempts run.
+    #[cfg_attr(feature = "serde", serde(with = "serde_duration"))]
+    pub after: Duration,
+    /// Most attempts of one call in flight at once (default 2).
+    #[cfg_attr(feature = "serde", serde(default = "default_in_flight"))]
+    pub max_in_flight: u32,
+}
+
+#[cfg(feature = "serde")]
+fn default_in_flight() -> u32 {
+    2
+}
+
+impl Hedge {
+    /// Hedging after `after`, with at most two attempts in flight.
+    pub fn after(after: Duration) -> Self {
+        Hedge {
+            after,
+            max_in_flight: 2,
+        }
+    }
+}
+
+/// The plain-data part of a policy. Every field has the default of SPEC 8.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::Settings;
+/// let s = Settings { max_attempts: Some(5), ..Settings::default() };
+/// assert_eq!(s.connect_timeout, Duration::from_secs(5));
+/// assert!(s.trigger_statuses.contains_code(503));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+pub struct Settings {
+    /// How endpoint URLs combine with request paths.
+    pub url_mode: UrlMode,
+    /// Attempts per endpoint per round (default: 1 with several usable endpoints, 3 with one).
+    pub attempts_per_endpoint: Option<u32>,
+    /// Attempts at a pinned endpoint (default: `attempts_per_endpoint` if set, else 3).
+    pub pinned_attempts: Option<u32>,
+    /// Cap on a call's attempts (default: one round).
+    pub max_attempts: Option<u32>,
+    /// Unavailable endpoints: tried last or skipped.
+    pub unavailable: Unavailable,
+    /// Backoff between attempts at one endpoint and between rounds.
+    pub backoff: Backoff,
+    /// Longest `Retry-After` the call will wait for (default 30 s).
+    #[cfg_attr(feature = "serde", serde(with = "serde_duration"))]
+    pub max_retry_after: Duration,
+    /// Connect timeout per attempt (default 5 s).
+    #[cfg_attr(feature = "serde", serde(with = "serde_duration"))]
+    pub connect_timeout: Duration,
+    /// Attempt timeout, from sending to the end of the response headers (default 30 s).
+    #[cfg_attr(feature = "serde", serde(with = "serde_duration"))]
+    pub attempt_timeout: Duration,
+    /// Deadline for the whole call (default none).
+    #[cfg_attr(feature = "serde", serde(with = "serde_opt_duration"))]
+    pub deadline: Option<Duration>,
+    /// Statuses that trigger another attempt for calls whose permissions are `Always`
+    /// (default `{502, 503, 504}`).
+    #[cfg_attr(feature = "serde", serde(with = "serde_status_set"))]
+    pub trigger_statuses: StatusSet,
+    /// Statuses that trigger another attempt for calls relying on an idempotency key
+    /// (default `{503}`).
+    #[cfg_attr(feature = "serde", serde(with = "serde_status_set"))]
+    pub key_trigger_statuses: StatusSet,
+    /// Statuses by which a provider promises it did nothing (default `{429}`).
+    #[cfg_attr(feature = "serde", serde(with = "serde_status_set"))]
+    pub not_processed: StatusSet,
+    /// Circuit breaker.
+    pub breaker: Breaker,
+    /// Retry budget (default on; `None` turns it off).
+    pub budget: Option<Budget>,
+    /// Hedging (default off).
+    pub hedge: Option<Hedge>,
+    /// Request-id header (default `x-request-id`).
+    pub request_id_header: String,
+    /// Idempotency-key header (default `idempotency-key`).
+    pub idempotency_key_header: String,
+    /// Attempt-number header (default off).
+    pub attempt_header: Option<String>,
+    /// Seed of the engine's random source (jitter, generated request ids). Adapters set it
+    /// from the OS; tests and simulations fix it.
+    pub seed: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            url_mode: UrlMode::Complete,
+            attempts_per_endpoint: None,
+            pinned_attempts: None,
+            max_attempts: None,
+            unavailable: Unavailable::TryLast,
+            backoff: Backoff::default(),
+            max_retry_after: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            attempt_timeout: Duration::from_secs(30),
+            deadline: None,
+            trigger_statuses: StatusSet::from_codes(&[502, 503, 504]),
+            key_trigger_statuses: StatusSet::from_codes(&[503]),
+            not_processed: StatusSet::from_codes(&[429]),
+            breaker: Breaker::default(),
+            budget: Some(Budget::default()),
+            hedge: None,
+            request_id_header: "x-request-id".into(),
+            idempotency_key_header: "idempotency-key".into(),
+            attempt_header: None,
+            seed: 0x5EED_BA70_u64,
+        }
+    }
+}
+
+/// What a call's request looks like to the functions a user plugs in: method, URL and
+/// headers, never the body.
+///
+/// ```
+/// use baton_core::RequestInfo;
+/// let headers = http::HeaderMap::new();
+/// let uri: http::Uri = "/v1/charges".parse().unwrap();
+/// let info = RequestInfo { method: &http::Method::POST, uri: &uri, headers: &headers };
+/// assert_eq!(info.uri.path(), "/v1/charges");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct RequestInfo<'a> {
+    /// The request method.
+    pub method: &'a Method,
+    /// The request URL as the caller gave it (often only a path).
+    pub uri: &'a Uri,
+    /// The caller's headers.
+    pub headers: &'a HeaderMap,
+}
+
+/// What the optional response classifier sees (SPEC 2.3).
+///
+/// ```
+/// use baton_core::{ResponseView, Verdict};
+/// fn classify(r: &ResponseView<'_>) -> Option<Verdict> {
+///     // A DELETE answered 404 after an ambiguous attempt: the first one did the work.
+///     (r.method == http::Method::DELETE && r.status == 404 && r.earlier_ambiguous)
+///         .then_some(Verdict::Success)
+/// }
+/// # let _ = classify;
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseView<'a> {
+    /// The call's method.
+    pub method: &'a Method,
+    /// The endpoint that answered.
+    pub endpoint: &'a Endpoint,
+    /// The response status.
+    pub status: StatusCode,
+    /// The response headers.
+    pub headers: &'a HeaderMap,
+    /// Whether an earlier attempt of this call ended ambiguous.
+    pub earlier_ambiguous: bool,
+}
+
+/// A response classifier's verdict.
+///
+/// ```
+/// use baton_core::Verdict;
+/// assert_ne!(Verdict::Success, Verdict::Trigger);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The work is done: return this response as a success.
+    Success,
+    /// Return this response as the call's answer.
+    Answer,
+    /// Another attempt is called for (still subject to permission, replay and budget).
+    Trigger,
+}
+
+/// A permission function: given the request (never the body), it may set either permission
+/// or leave it to inference. Called at most once per call.
+pub type PermissionFn = Arc<dyn Fn(&RequestInfo<'_>) -> PermissionOverride + Send + Sync>;
+/// An eligibility predicate: asked once per endpoint per call; the answers stay fixed for
+/// that call.
+pub type EligibleFn = Arc<dyn Fn(&Endpoint, &RequestInfo<'_>) -> bool + Send + Sync>;
+/// A response classifier: `None` keeps the default decision.
+pub type ClassifyFn = Arc<dyn Fn(&ResponseView<'_>) -> Option<Verdict> + Send + Sync>;
+/// A receiver of events, called synchronously, in causal order per call. Its panics are not
+/// caught.
+pub type EventSink = Arc<dyn Fn(&Event<'_>) + Send + Sync>;
+
+/// A validated policy: endpoints, settings and the plugged-in functions.
+///
+/// ```
+/// use baton_core::{Endpoint, Policy};
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("primary", "https://rpc-a.example/"))
+///     .endpoint(Endpoint::new("backup", "https://rpc-b.example/"))
+///     .build()
+///     .unwrap();
+/// assert_eq!(policy.endpoints().len(), 2);
+/// assert_eq!(policy.endpoint_index("backup"), Some(1));
+///
+/// let err = Policy::builder().build().unwrap_err();
+/// assert!(err.to_string().contains("no endpoints"));
+/// ```
+#[derive(Clone)]
+pub struct Policy {
+    pub(crate) endpoints: Vec<Endpoint>,
+    pub(crate) settings: Settings,
+    pub(crate) request_id_header: HeaderName,
+    pub(crate) idempotency_key_header: HeaderName,
+    pub(crate) attempt_header: Option<HeaderName>,
+    pub(crate) permission: Option<PermissionFn>,
+    pub(crate) eligible: Option<EligibleFn>,
+    pub(crate) classify: Option<ClassifyFn>,
+    pub(crate) events: Option<EventSink>,
+    /// Group number per endpoint: endpoints without a group get a group of their own.
+    pub(crate) group_of: Vec<u8>,
+}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("endpoints", &self.endpoints)
+            .field("settings", &self.settings)
+            .field("permission_fn", &self.permission.is_some())
+            .field("eligible_fn", &self.eligible.is_some())
+            .field("classify_fn", &self.classify.is_some())
+            .field("event_sink", &self.events.is_some())
+            .finish()
+    }
+}
+
+impl Policy {
+    /// Starts building a policy with the defaults of SPEC 8.
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder::default()
+    }
+
+    /// The endpoints, in priority order.
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    /// The index of the endpoint with `id`.
+    pub fn endpoint_index(&self, id: &str) -> Option<usize> {
+        self.endpoints.iter().position(|e| e.id == id)
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The request-id header name.
+    pub fn request_id_header(&self) -> &HeaderName {
+        &self.request_id_header
+    }
+
+    /// The idempotency-key header name.
+    pub fn idempotency_key_header(&self) -> &HeaderName {
+        &self.idempotency_key_header
+    }
+
+    /// The attempt-number header name, when enabled.
+    pub fn attempt_header(&self) -> Option<&HeaderName> {
+        self.attempt_header.as_ref()
+    }
+
+    /// The effective connect timeout for endpoint `index`.
+    pub fn connect_timeout_for(&self, index: usize) -> Duration {
+        self.endpoints
+            .get(index)
+            .and_then(|e| e.connect_timeout)
+            .unwrap_or(self.settings.connect_timeout)
+    }
+
+    /// The effective attempt timeout for endpoint `index`.
+    pub fn attempt_timeout_for(&self, index: usize) -> Duration {
+        self.endpoints
+            .get(index)
+            .and_then(|e| e.attempt_timeout)
+            .unwrap_or(self.settings.attempt_timeout)
+    }
+
+    /// Whether endpoints `a` and `b` share an idempotency group (an endpoint is always in
+    /// its own group).
+    pub fn same_group(&self, a: usize, b: usize) -> bool {
+        a == b
+            || matches!((self.group_of.get(a), self.group_of.get(b)), (Some(x), Some(y)) if x == y)
+    }
+}
+
+/// Builds a [`Policy`]; [`build`](PolicyBuilder::build) validates everything.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::{Endpoint, Permission, PermissionOverride, Policy, Unavailable};
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/rpc"))
+///     .endpoint(Endpoint::new("b", "https://b.example/rpc"))
+///     .unavailable(Unavailable::Skip)
+///     .attempt_timeout(Duration::from_secs(2))
+///     .permission_fn(|req| {
+///         // Our JSON-RPC reads are POSTs, but they are safe to repeat anywhere.
+///         if req.headers.get("x-rpc-read").is_some() {
+///             PermissionOverride::both(Permission::Always)
+///         } else {
+///             PermissionOverride::default()
+///         }
+///     })
+///     .build()
+///     .unwrap();
+/// assert_eq!(policy.settings().attempt_timeout, Duration::from_secs(2));
+/// ```
+#[derive(Default)]
+pub struct PolicyBuilder {
+    endpoints: Vec<Endpoint>,
+    settings: Settings,
+    permission: Option<PermissionFn>,
+    eligible: Option<EligibleFn>,
+    classify: Option<ClassifyFn>,
+    events: Option<EventSink>,
+}
+
+impl PolicyBuilder {
+    /// Adds an endpoint (priority order is the order of these calls).
+    pub fn endpoint(mut self, endpoint: Endpoint) -> Self {
+        self.endpoints.push(endpoint);
+        self
+    }
+
+    /// Adds several endpoints.
+    pub fn endpoints(mut self, endpoints: impl IntoIterator<Item = Endpoint>) -> Self {
+        self.endpoints.extend(endpoints);
+        self
+    }
+
+    /// Replaces all plain settings at once.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Gives mutable access to the plain settings.
+    pub fn configure(mut self, f: impl FnOnce(&mut Settings)) -> Self {
+        f(&mut self.settings);
+        self
+    }
+
+    /// Endpoint URL mode.
+    pub fn url_mode(mut self, mode: UrlMode) -> Self {
+        self.settings.url_mode = mode;
+        self
+    }
+
+    /// Attempts per endpoint per round.
+    pub fn attempts_per_endpoint(mut self, n: u32) -> Self {
+        self.settings.attempts_per_endpoint = Some(n);
+        self
+    }
+
+    /// Attempts at a pinned endpoint.
+    pub fn pinned_attempts(mut self, n: u32) -> Self {
+        self.settings.pinned_attempts = Some(n);
+        self
+    }
+
+    /// Cap on a call's attempts.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.settings.max_attempts = Some(n);
+        self
+    }
+
+    /// Unavailable endpoints: tried last or skipped.
+    pub fn unavailable(mut self, mode: Unavailable) -> Self {
+        self.settings.unavailable = mode;
+        self
+    }
+
+    /// Backoff schedule.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.settings.backoff = backoff;
+        self
+    }
+
+    /// Jitter of the backoff.
+    pub fn jitter(mut self, jitter: Jitter) -> Self {
+        self.settings.backoff.jitter = jitter;
+        self
+    }
+
+    /// Longest `Retry-After` to wait for.
+    pub fn max_retry_after(mut self, d: Duration) -> Self {
+        self.settings.max_retry_after = d;
+        self
+    }
+
+    /// Connect timeout.
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.settings.connect_timeout = d;
+        self
+    }
+
+    /// Attempt timeout.
+    pub fn attempt_timeout(mut self, d: Duration) -> Self {
+        self.settings.attempt_timeout = d;
+        self
+    }
+
+    /// Deadline of every call (a call may set its own).
+    pub fn deadline(mut self, d: Duration) -> Self {
+        self.settings.deadline = Some(d);
+        self
+    }
+
+    /// Adds statuses to both trigger sets.
+    pub fn extend_trigger_statuses(mut self, codes: &[u16]) -> Self {
+        for &c in codes {
+            self.settings.trigger_statuses.insert(c);
+            self.settings.key_trigger_statuses.insert(c);
+        }
+        self
+    }
+
+    /// Adds statuses to `not_processed`.
+    pub fn extend_not_processed(mut self, codes: &[u16]) -> Self {
+        for &c in codes {
+            self.settings.not_processed.insert(c);
+        }
+        self
+    }
+
+    /// Circuit breaker settings.
+    pub fn breaker(mut self, breaker: Breaker) -> Self {
+        self.settings.breaker = breaker;
+        self
+    }
+
+    /// Retry budget (`None` turns it off).
+    pub fn budget(mut self, budget: Option<Budget>) -> Self {
+        self.settings.budget = budget;
+        self
+    }
+
+    /// Hedging for reads.
+    pub fn hedge(mut self, hedge: Option<Hedge>) -> Self {
+        self.settings.hedge = hedge;
+        self
+    }
+
+    /// Seed of the random source.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.settings.seed = seed;
+        self
+    }
+
+    /// The permission function.
+    pub fn permission_fn(
+        mut self,
+        f: impl Fn(&RequestInfo<'_>) -> PermissionOverride + Send + Sync + 'static,
+    ) -> Self {
+        self.permission = Some(Arc::new(f));
+        self
+    }
+
+    /// The eligibility predicate.
+    pub fn eligible_fn(
+        mut self,
+        f: impl Fn(&Endpoint, &RequestInfo<'_>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.eligible = Some(Arc::new(f));
+        self
+    }
+
+    /// The response classifier.
+    pub fn classify_fn(
+        mut self,
+        f: impl Fn(&ResponseView<'_>) -> Option<Verdict> + Send + Sync + 'static,
+    ) -> Self {
+        self.classify = Some(Arc::new(f));
+        self
+    }
+
+    /// The event sink for every call of the client.
+    pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
+        self.events = Some(Arc::new(f));
+        self
+    }
+
+    /// The event sink, as a shared function.
+    pub fn event_sink(mut self, sink: Option<EventSink>) -> Self {
+        self.events = sink;
+        self
+    }
+
+    /// Validates everything and builds the policy.
+    pub fn build(self) -> Result<Policy, ConfigError> {
+        let s = &self.settings;
+        if self.endpoints.is_empty() {
+            return Err(ConfigError::NoEndpoints);
+        }
+        if self.endpoints.len() > MAX_ENDPOINTS {
+            return Err(ConfigError::TooManyEndpoints {
+                count: self.endpoints.len(),
+                max: MAX_ENDPOINTS,
+            });
+        }
+        let mut groups: Vec<&str> = Vec::new();
+        let mut group_of = Vec::with_capacity(self.endpoints.len());
+        for (i, e) in self.endpoints.iter().enumerate() {
+            if e.id.is_empty() {
+                return Err(ConfigError::EmptyId { index: i });
+            }
+            if self.endpoints[..i].iter().any(|o| o.id == e.id) {
+                return Err(ConfigError::DuplicateId { id: e.id.clone() });
+            }
+            if let Some(reason) = &e.url_error {
+                return Err(ConfigError::InvalidUrl {
+                    id: e.id.clone(),
+                    url: e.url.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            if let Some((name, reason)) = &e.header_error {
+                return Err(ConfigError::InvalidHeader {
+                    setting: format!("endpoint {:?}", e.id),
+                    name: name.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            if let Some(t) = e.connect_timeout {
+                check_timeout("endpoint.connect_timeout", t)?;
+            }
+            if let Some(t) = e.attempt_timeout {
+                check_timeout("endpoint.attempt_timeout", t)?;
+            }
+            // Endpoints without a group form a group of their own; named groups share a
+            // number. Numbers stay below MAX_ENDPOINTS * 2, so they fit in a u8.
+            let g = match &e.group {
+                Some(name) if name.is_empty() => {
+                    return Err(invalid(
+                        "endpoint.group",
+                        name,
+                        "a group name must not be empty",
+                    ))
+                }
+                Some(name) => match groups.iter().position(|g| *g == name.as_str()) {
+                    Some(p) => p,
+                    None => {
+                        groups.push(name);
+                        groups.len() - 1
+                    }
+                },
+                None => {
+                    groups.push("");
+                    groups.len() - 1
+                }
+            };
+            group_of.push(g as u8);
+        }
+        validate_settings(s)?;
+        let header = |setting: &'static str, name: &str| {
+            HeaderName::try_from(name).map_err(|e| ConfigError::InvalidHeader {
+                setting: setting.to_string(),
+                name: name.to_string(),
+                reason: e.to_string(),
+            })
+        };
+        let request_id_header = header("request_id_header", &s.request_id_header)?;
+        let idempotency_key_header = header("idempotency_key_header", &s.idempotency_key_header)?;
+        let attempt_header = match &s.attempt_header {
+            Some(h) => Some(header("attempt_header", h)?),
+            None => None,
+        };
+        if request_id_header == idempotency_key_header
+            || attempt_header.as_ref() == Some(&request_id_header)
+            || attempt_header.as_ref() == Some(&idempotency_key_header)
+        {
+            return Err(invalid(
+                "attempt_header",
+                (
+                    &s.request_id_header,
+                    &s.idempotency_key_header,
+                    &s.attempt_header,
+                ),
+                "the request-id, idempotency-key and attempt-number headers must differ",
+            ));
+        }
+        Ok(Policy {
+            endpoints: self.endpoints,
+            settings: self.settings,
+            request_id_header,
+            idempotency_key_header,
+            attempt_header,
+            permission: self.permission,
+            eligible: self.eligible,
+            classify: self.classify,
+            events: self.events,
+            group_of,
+        })
+    }
+}
+
+fn check_timeout(setting: &'static str, d: Duration) -> Result<(), ConfigError> {
+    if d.is_zero() {
+        return Err(invalid(setting, d, "a timeout must be greater than zero"));
+    }
+    if d > MAX_DURATION {
+        return Err(invalid(setting, d, "longer than 10 years; check the unit"));
+    }
+    Ok(())
+}
+
+fn check_duration(setting: &'static str, d: Duration) -> Result<(), ConfigError> {
+    if d > MAX_DURATION {
+        return Err(invalid(setting, d, "longer than 10 years; check the unit"));
+    }
+    Ok(())
+}
+
+fn check_count(setting: &'static str, n: Option<u32>) -> Result<(), ConfigError> {
+    match n {
+        Some(0) => Err(invalid(setting, 0, "must be at least 1")),
+        Some(n) if n > 10_000 => Err(invalid(setting, n, "more than 10000 attempts")),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn validate_settings(s: &Settings) -> Result<(), ConfigError> {
+    check_count("attempts_per_endpoint", s.attempts_per_endpoint)?;
+    check_count("pinned_attempts", s.pinned_attempts)?;
+    check_count("max_attempts", s.max_attempts)?;
+    check_timeout("connect_timeout", s.connect_timeout)?;
+    check_timeout("attempt_timeout", s.attempt_timeout)?;
+    if let Some(d) = s.deadline {
+        check_timeout("deadline", d)?;
+    }
+    check_duration("max_retry_after", s.max_retry_after)?;
+    let b = &s.backoff;
+    check_duration("backoff.initial", b.initial)?;
+    check_duration("backoff.max", b.max)?;
+    if !(b.multiplier.is_finite() && b.multiplier >= 1.0) {
+        return Err(invalid(
+            "backoff.multiplier",
+            b.multiplier,
+            "must be a finite number >= 1",
+        ));
+    }
+    if b.initial > b.max {
+        return Err(invalid(
+            "backoff.initial",
+            (b.initial, b.max),
+            "the initial delay is larger than backoff.max",
+        ));
+    }
+    if let Jitter::Proportional(f) = b.jitter {
+        if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
+            return Err(invalid(
+                "backoff.jitter",
+                f,
+                "the proportional factor must be in [0, 1]",
+            ));
+        }
+    }
+    for (name, set) in [
+        ("trigger_statuses", &s.trigger_statuses),
+        ("key_trigger_statuses", &s.key_trigger_statuses),
+        ("not_processed", &s.not_processed),
+    ] {
+        if let Some(c) = set.codes().find(|c| *c < 400 || *c > 599) {
+            return Err(invalid(
+                name,
+                c,
+                "only 4xx and 5xx statuses can call for another attempt",
+            ));
+        }
+    }
+    if let Some(c) = s.not_processed.codes().find(|c| *c != 429 && *c < 500) {
+        return Err(invalid(
+            "not_processed",
+            c,
+            "a 4xx other than 429 means the provider looked at the request; it cannot promise it did nothing",
+        ));
+    }
+    let br = &s.breaker;
+    match br.rule {
+        BreakerRule::Consecutive { failures } if failures == 0 => {
+            return Err(invalid(
+                "breaker.rule.failures",
+                failures,
+                "must be at least 1",
+            ))
+        }
+        BreakerRule::FailureRate {
+            window,
+            min_calls,
+            rate,
+            slow_call,
+        } => {
+            if window == 0 || window > 1024 {
+                return Err(invalid("breaker.rule.window", window, "must be 1 to 1024"));
+            }
+            if min_calls == 0 || min_calls > window {
+                return Err(invalid(
+                    "breaker.rule.min_calls",
+                    (min_calls, window),
+                    "must be at least 1 and at most the window",
+                ));
+            }
+            if !(rate.is_finite() && rate > 0.0 && rate <= 1.0) {
+                return Err(invalid("breaker.rule.rate", rate, "must be in (0, 1]"));
+            }
+            if let Some(d) = slow_call {
+                check_timeout("breaker.rule.slow_call", d)?;
+            }
+        }
+        _ => {}
+    }
+    if br.rule != BreakerRule::Disabled {
+        check_timeout("breaker.open", br.open)?;
+        check_duration("breaker.max_open", br.max_open)?;
+        if br.max_open < br.open {
+            return Err(invalid(
+                "breaker.max_open",
+                (br.max_open, br.open),
+                "is shorter than breaker.open",
+            ));
+        }
+        if !(br.open_growth.is_finite() && br.open_growth >= 1.0) {
+            return Err(invalid(
+                "breaker.open_growth",
+                br.open_growth,
+                "must be a finite number >= 1",
+            ));
+        }
+        if br.probe_quota == 0 {
+            return Err(invalid("breaker.probe_quota", 0, "must be at least 1"));
+        }
+    }
+    if let Some(bu) = &s.budget {
+        if !(bu.ratio.is_finite() && bu.ratio >= 0.0 && bu.ratio <= 1000.0) {
+            return Err(invalid(
+                "budget.ratio",
+                bu.ratio,
+                "must be a number from 0 to 1000",
+            ));
+        }
+        if !(bu.min_per_sec.is_finite() && bu.min_per_sec >= 0.0 && bu.min_per_sec <= 1e9) {
+            return Err(invalid(
+                "budget.min_per_sec",
+                bu.min_per_sec,
+                "must be a number from 0 to 1e9",
+            ));
+        }
+        if bu.window < Duration::from_millis(10) {
+            return Err(invalid(
+                "budget.window",
+                bu.window,
+                "must be at least 10 ms",
+            ));
+        }
+        check_duration("budget.window", bu.window)?;
+    }
+    if let Some(h) = &s.hedge {
+        check_duration("hedge.after", h.after)?;
+        if h.max_in_flight < 2 || h.max_in_flight as usize > MAX_ENDPOINTS {
+            return Err(invalid(
+                "hedge.max_in_flight",
+                h.max_in_flight,
+                "must be 2 to 64",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// serde helpers: durations as `"250ms"`, `"5s"`, `"1.5s"`, `"2m"`, `"1h"`, or a number of
+/// seconds.
+#[cfg(feature = "serde")]
+pub mod serde_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Parses `"250ms"`, `"5s"`, `"1.5s"`, `"2m"`, `"1h"` or a bare number of seconds.
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        let t = text.trim();
+        let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+            (n, 0.001)
+        } else if let Some(n) = t.strip_suffix('s') {
+            (n, 1.0)
+        } else if let Some(n) = t.strip_suffix('m') {
+            (n, 60.0)
+        } else if let Some(n) = t.strip_suffix('h') {
+            (n, 3600.0)
+        } else {
+            (t, 1.0)
+        };
+        let v: f64 = num
+            .trim()
+            .parse()
+            .map_err(|_| format!("{text:?} is not a duration (try \"250ms\", \"5s\", \"2m\")"))?;
+        Duration::try_from_secs_f64(v * scale)
+            .map_err(|_| format!("{text:?} is not a valid duration (negative or too large)"))
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Text(String),
+        Number(f64),
+    }
+
+    pub(crate) fn to_text(d: &Duration) -> String {
+        if d.subsec_nanos() == 0 {
+            format!("{}s", d.as_secs())
+        } else {
+            format!("{}ms", d.as_secs_f64() * 1000.0)
+        }
+    }
+
+    pub(crate) fn from_raw<'de, D: Deserializer<'de>>(de: D) -> Result<Duration, D::Error> {
+        match Raw::deserialize(de)? {
+            Raw::Text(t) => parse(&t).map_err(serde::de::Error::custom),
+            Raw::Number(n) => Duration::try_from_secs_f64(n).map_err(|_| {
+                serde::de::Error::custom(format!("{n} is not a valid number of seconds"))
+            }),
+        }
+    }
+
+    /// Serialises a duration as text.
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&to_text(d))
+    }
+
+    /// Deserialises a duration from text or seconds.
+    pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Duration, D::Error> {
+        from_raw(de)
+    }
+}
+
+#[cfg(feature = "serde")]
+mod serde_opt_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_str(&super::serde_duration::to_text(d)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Duration>, D::Error> {
+        #[derive(Deserialize)]
+        struct Wrap(#[serde(deserialize_with = "super::serde_duration::from_raw")] Duration);
+        Ok(Option::<Wrap>::deserialize(de)?.map(|w| w.0))
+    }
+}
+
+#[cfg(feature = "serde")]
+mod serde_status_set {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::status::StatusSet;
+
+    pub fn serialize<S: Serializer>(set: &StatusSet, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(set.codes())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<StatusSet, D::Error> {
+        let codes = Vec::<u16>::deserialize(de)?;
+        let mut set = StatusSet::new();
+        for c in codes {
+            if !set.insert(c) {
+                return Err(serde::de::Error::custom(format!(
+                    "{c} is not an HTTP status code"
+                )));
+            }
+        }
+        Ok(set)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one() -> PolicyBuilder {
+        Policy::builder().endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+    }
+
+    #[test]
+    fn config_rejects_no_endpoints() {
+        assert_eq!(
+            Policy::builder().build().unwrap_err(),
+            ConfigError::NoEndpoints
+        );
+    }
+
+    #[test]
+    fn config_rejects_duplicate_and_empty_ids_by_name() {
+        let e = one()
+            .endpoint(Endpoint::new("a", "http://127.0.0.1:2/"))
+            .build()
+            .unwrap_err();
+        assert_eq!(e, ConfigError::DuplicateId { id: "a".into() });
+        let e = Policy::builder()
+            .endpoint(Endpoint::new("", "http://x/"))
+            .build()
+            .unwrap_err();
+        assert_eq!(e, ConfigError::EmptyId { index: 0 });
+    }
+
+    #[test]
+    fn config_rejects_unusable_urls_naming_endpoint_and_url() {
+        for (url, needle) in [
+            ("ftp://x/", "scheme"),
+            ("/relative", "not absolute"),
+            ("http://x/#frag", "fragment"),
+            ("http://", ""),
+            ("not a url", ""),
+        ] {
+            let e = Policy::builder()
+                .endpoint(Endpoint::new("p", url))
+                .build()
+                .unwrap_err();
+            let text = e.to_string();
+            assert!(matches!(e, ConfigError::InvalidUrl { .. }), "{url}: {text}");
+            assert!(text.contains("\"p\"") && text.contains(needle), "{text}");
+        }
+    }
+
+    #[test]
+    fn config_rejects_zero_timeouts_and_thresholds_naming_the_setting() {
+        let e = one().attempt_timeout(Duration::ZERO).build().unwrap_err();
+        assert!(e.to_string().contains("attempt_timeout"), "{e}");
+        let e = one()
+            .breaker(Breaker {
+                rule: BreakerRule::Consecutive { failures: 0 },
+                ..Breaker::default()
+            })
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("breaker.rule.failures"), "{e}");
+        let e = one().max_attempts(0).build().unwrap_err();
+        assert!(e.to_string().contains("max_attempts"), "{e}");
+    }
+
+    #[test]
+    fn config_rejects_contradictory_settings() {
+        let e = one()
+            .backoff(Backoff {
+                initial: Duration::from_secs(10),
+                max: Duration::from_secs(1),
+                ..Backoff::default()
+            })
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("backoff.initial"), "{e}");
+        let e = one()
+            .breaker(Breaker {
+                rule: BreakerRule::FailureRate {
+                    window: 5,
+                    min_calls: 10,
+                    rate: 0.5,
+                    slow_call: None,
+                },
+                ..Breaker::default()
+            })
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("min_calls"), "{e}");
+        let e = one().extend_not_processed(&[404]).build().unwrap_err();
+        assert!(e.to_string().contains("not_processed"), "{e}");
+    }
+
+    #[test]
+    fn config_rejects_bad_endpoint_header_naming_the_endpoint() {
+        let e = Policy::builder()
+            .endpoint(Endpoint::new("a", "http://x/").header("bad header", "v"))
+            .build()
+            .unwrap_err();
+        assert!(matches!(e, ConfigError::InvalidHeader { .. }));
+        assert!(e.to_string().contains("\"a\""), "{e}");
+    }
+
+    #[test]
+    fn endpoints_without_group_are_their_own_group() {
+        let p = Policy::builder()
+            .endpoint(Endpoint::new("a", "http://a/").group("g"))
+            .endpoint(Endpoint::new("b", "http://b/").group("g"))
+            .endpoint(Endpoint::new("c", "http://c/"))
+            .endpoint(Endpoint::new("d", "http://d/"))
+            .build()
+            .unwrap();
+        assert!(p.same_group(0, 1));
+        assert!(!p.same_group(0, 2));
+        assert!(!p.same_group(2, 3));
+        assert!(p.same_group(3, 3));
+    }
+
+    #[test]
+    fn endpoint_debug_never_shows_header_values() {
+        let e = Endpoint::new("a", "http://a/").header("authorization", "secret-token");
+        assert!(!format!("{e:?}").contains("secret-token"));
+    }
+}

@@ -1,0 +1,508 @@
+//! What a call returns (SPEC 2.10): the answer or an error, and always the attempt list,
+//! the elapsed time, the stop reason and whether the work may have been done.
+
+use std::fmt;
+use std::time::Duration;
+
+use http::StatusCode;
+use smallvec::SmallVec;
+
+use crate::id::RequestId;
+
+/// The class of a transport failure, decided by the phase it happened in (SPEC 1).
+///
+/// ```
+/// use baton_core::FailureClass;
+/// assert!(!FailureClass::Undelivered.may_have_executed());
+/// assert!(FailureClass::Ambiguous.may_have_executed());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureClass {
+    /// Before the connection was ready: no request byte can have reached the server
+    /// (DNS failure, refused, unreachable, connect timeout, TLS handshake failure).
+    Undelivered,
+    /// After the connection was ready, or the phase is unknown: the server may have done
+    /// the work.
+    Ambiguous,
+    /// The request could not be built for any endpoint; the call ends as invalid.
+    RejectedLocally,
+}
+
+impl FailureClass {
+    /// Whether a failure of this class may hide an executed request.
+    pub fn may_have_executed(self) -> bool {
+        self == FailureClass::Ambiguous
+    }
+
+    /// The class's name in events and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Undelivered => "undelivered",
+            FailureClass::Ambiguous => "ambiguous",
+            FailureClass::RejectedLocally => "rejected_locally",
+        }
+    }
+}
+
+/// The phase an attempt timeout fired in.
+///
+/// ```
+/// use baton_core::{FailureClass, TimeoutPhase};
+/// assert_eq!(TimeoutPhase::Connect.class(), FailureClass::Undelivered);
+/// assert_eq!(TimeoutPhase::Response.class(), FailureClass::Ambiguous);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimeoutPhase {
+    /// While connecting (TCP or TLS handshake): nothing was sent.
+    Connect,
+    /// While sending the request or waiting for the response headers.
+    Response,
+    /// The phase is not known (treated as ambiguous).
+    Unknown,
+}
+
+impl TimeoutPhase {
+    /// The failure class this timeout belongs to.
+    pub fn class(self) -> FailureClass {
+        match self {
+            TimeoutPhase::Connect => FailureClass::Undelivered,
+            _ => FailureClass::Ambiguous,
+        }
+    }
+}
+
+/// How one attempt ended, as recorded in the report and events.
+///
+/// ```
+/// use baton_core::{AttemptResult, FailureClass};
+/// let r = AttemptResult::Failed(FailureClass::Ambiguous);
+/// assert_eq!(r.as_str(), "ambiguous");
+/// assert!(r.may_have_executed(&baton_core::StatusSet::new()));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptResult {
+    /// Response headers arrived with this status.
+    Response(StatusCode),
+    /// A transport failure of this class.
+    Failed(FailureClass),
+    /// The attempt timeout fired in this phase.
+    TimedOut(TimeoutPhase),
+    /// Cut short by the call's deadline (never counts against the breaker).
+    Deadline,
+    /// Cancelled (lost a hedge race, or the call was dropped).
+    Cancelled,
+    /// No copy of the body could be made, so the attempt was never sent.
+    ReplayFailed,
+    /// Still in flight when the report was taken.
+    InFlight,
+}
+
+impl AttemptResult {
+    /// The name used in events and batch output: `response`, `undelivered`, `ambiguous`,
+    /// `rejected_locally`, `timeout`, `deadline`, `cancelled`, `replay_failed`, `in_flight`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AttemptResult::Response(_) => "response",
+            AttemptResult::Failed(c) => c.as_str(),
+            AttemptResult::TimedOut(_) => "timeout",
+            AttemptResult::Deadline => "deadline",
+            AttemptResult::Cancelled => "cancelled",
+            AttemptResult::ReplayFailed => "replay_failed",
+            AttemptResult::InFlight => "in_flight",
+        }
+    }
+
+    /// Whether the endpoint may have done the work, given the `not_processed` statuses.
+    /// An attempt cut by the deadline or cancelled after sending counts as possibly
+    /// executed too: nothing proves it was not.
+    pub fn may_have_executed(&self, not_processed: &crate::StatusSet) -> bool {
+        match self {
+            AttemptResult::Response(s) => !not_processed.contains(*s),
+            AttemptResult::Failed(c) => c.may_have_executed(),
+            AttemptResult::TimedOut(p) => p.class().may_have_executed(),
+            AttemptResult::Deadline | AttemptResult::Cancelled | AttemptResult::InFlight => true,
+            AttemptResult::ReplayFailed => false,
+        }
+    }
+
+    /// The status, when the attempt got a response.
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            AttemptResult::Response(s) => Some(*s),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for AttemptResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttemptResult::Response(s) => write!(f, "status {}", s.as_u16()),
+            AttemptResult::TimedOut(TimeoutPhase::Connect) => f.write_str("connect timeout"),
+            AttemptResult::TimedOut(_) => f.write_str("timeout waiting for response"),
+            other => f.write_str(other.as_str()),
+        }
+    }
+}
+
+/// One attempt in a call's report.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::{AttemptRecord, AttemptResult};
+/// let r = AttemptRecord { endpoint: 0, endpoint_id: "a".into(), number: 1,
+///     result: AttemptResult::Response(http::StatusCode::OK), elapsed: Duration::from_millis(3) };
+/// assert_eq!(r.to_string(), "#1 a: status 200 after 3ms");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// Endpoint index in the policy.
+    pub endpoint: usize,
+    /// Endpoint id (shared with the policy; cloning it never allocates).
+    pub endpoint_id: std::sync::Arc<str>,
+    /// Attempt number (1-based).
+    pub number: u32,
+    /// How it ended.
+    pub result: AttemptResult,
+    /// Time from its start to its end.
+    pub elapsed: Duration,
+}
+
+impl fmt::Display for AttemptRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "#{} {}: {} after {:?}",
+            self.number, self.endpoint_id, self.result, self.elapsed
+        )
+    }
+}
+
+/// Why a call stopped.
+///
+/// ```
+/// use baton_core::StopReason;
+/// assert_eq!(StopReason::Deadline.as_str(), "deadline");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StopReason {
+    /// A response that does not call for another attempt.
+    Answered,
+    /// Every attempt the schedule allows was made.
+    AttemptsExhausted,
+    /// Permission forbids every further attempt (it may have executed somewhere).
+    NotPermitted,
+    /// The body cannot be replayed.
+    NotReplayable,
+    /// A copy of the body could not be made.
+    ReplayFailed,
+    /// The call's deadline.
+    Deadline,
+    /// The retry budget refused.
+    Budget,
+    /// A rate limiter refused and the call fails fast.
+    RateLimited,
+    /// A `Retry-After` longer than `max_retry_after` on the endpoint that is next.
+    RetryAfterTooLong,
+    /// The call was cancelled.
+    Cancelled,
+    /// No endpoint is eligible or available.
+    NoUsableEndpoint,
+    /// The preferred endpoint does not exist.
+    UnknownEndpoint,
+    /// The call's settings or request are invalid (nothing sent).
+    InvalidCall,
+}
+
+impl StopReason {
+    /// The reason's name in events and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Answered => "answered",
+            StopReason::AttemptsExhausted => "attempts_exhausted",
+            StopReason::NotPermitted => "not_permitted",
+            StopReason::NotReplayable => "not_replayable",
+            StopReason::ReplayFailed => "replay_failed",
+            StopReason::Deadline => "deadline",
+            StopReason::Budget => "budget",
+            StopReason::RateLimited => "rate_limited",
+            StopReason::RetryAfterTooLong => "retry_after_too_long",
+            StopReason::Cancelled => "cancelled",
+            StopReason::NoUsableEndpoint => "no_usable_endpoint",
+            StopReason::UnknownEndpoint => "unknown_endpoint",
+            StopReason::InvalidCall => "invalid_call",
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The distinct errors of SPEC 2.10.
+///
+/// ```
+/// use baton_core::ErrorKind;
+/// assert_eq!(ErrorKind::Deadline.as_str(), "deadline");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Every attempt failed (or further attempts were not allowed).
+    Failover,
+    /// No endpoint is eligible or available.
+    NoUsableEndpoint,
+    /// The preferred endpoint id does not exist.
+    UnknownEndpoint(String),
+    /// The deadline passed before a usable answer.
+    Deadline,
+    /// The call was cancelled.
+    Cancelled,
+    /// The provider asked to wait longer than `max_retry_after`.
+    RetryAfterTooLong(Duration),
+    /// The retry budget refused the next attempt.
+    Budget,
+    /// A rate limiter refused the next attempt.
+    RateLimited,
+    /// The call's settings or request are invalid; nothing was sent.
+    InvalidCall(String),
+}
+
+impl ErrorKind {
+    /// The kind's name in output (`failover`, `no_usable_endpoint`, ...).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ErrorKind::Failover => "failover",
+            ErrorKind::NoUsableEndpoint => "no_usable_endpoint",
+            ErrorKind::UnknownEndpoint(_) => "unknown_endpoint",
+            ErrorKind::Deadline => "deadline",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::RetryAfterTooLong(_) => "retry_after_too_long",
+            ErrorKind::Budget => "budget",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::InvalidCall(_) => "invalid_call",
+        }
+    }
+}
+
+/// What the call returns.
+///
+/// ```
+/// use baton_core::Outcome;
+/// let o = Outcome::Error { kind: baton_core::ErrorKind::Deadline, retained: None };
+/// assert!(o.response_attempt().is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Return the response of this attempt.
+    Response {
+        /// The attempt whose response to return.
+        attempt: u32,
+        /// Its endpoint index.
+        endpoint: usize,
+        /// Its status.
+        status: StatusCode,
+        /// True when it is a retained triggering response (later attempts failed without
+        /// a response).
+        retained: bool,
+        /// True when the response classifier labelled it a success.
+        classified_success: bool,
+    },
+    /// The call failed.
+    Error {
+        /// Which error.
+        kind: ErrorKind,
+        /// A retained triggering response the error carries (its attempt number), when
+        /// returning it was not allowed.
+        retained: Option<u32>,
+    },
+}
+
+impl Outcome {
+    /// The attempt whose response the adapter returns, if any.
+    pub fn response_attempt(&self) -> Option<u32> {
+        match self {
+            Outcome::Response { attempt, .. } => Some(*attempt),
+            Outcome::Error { .. } => None,
+        }
+    }
+
+    /// The attempt whose response the adapter keeps: the answer, or the retained response
+    /// an error carries.
+    pub fn kept_attempt(&self) -> Option<u32> {
+        match self {
+            Outcome::Response { attempt, .. } => Some(*attempt),
+            Outcome::Error { retained, .. } => *retained,
+        }
+    }
+}
+
+/// Everything known about a finished call.
+///
+/// ```
+/// # use baton_core::{sim::{Sim, Script}, CallOptions, Endpoint, Policy};
+/// # use std::time::Instant;
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
+/// let mut sim = Sim::new(policy, Instant::now());
+/// sim.script("a", Script::status(200));
+/// let run = sim.run(http::Method::GET, CallOptions::default());
+/// let report = run.report;
+/// assert_eq!(report.attempts.len(), 1);
+/// assert!(report.may_have_executed);
+/// assert_eq!(report.stop_reason, baton_core::StopReason::Answered);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The call's request id.
+    pub request_id: RequestId,
+    /// The call's idempotency key, if any.
+    pub idempotency_key: Option<String>,
+    /// Every attempt, in order.
+    pub attempts: SmallVec<[AttemptRecord; 4]>,
+    /// Time from the call's start to its end.
+    pub elapsed: Duration,
+    /// Why the call stopped.
+    pub stop_reason: StopReason,
+    /// True when any attempt may have done the work: a caller moving money can tell
+    /// "nothing happened" (false) from "unknown" (true).
+    pub may_have_executed: bool,
+    /// The answer or the error.
+    pub outcome: Outcome,
+}
+
+impl Report {
+    /// The status of the returned response, if any.
+    pub fn status(&self) -> Option<StatusCode> {
+        match &self.outcome {
+            Outcome::Response { status, .. } => Some(*status),
+            Outcome::Error { .. } => None,
+        }
+    }
+
+    /// The id of the endpoint that gave the result, if any.
+    pub fn endpoint_id(&self) -> Option<&str> {
+        let attempt = self.outcome.response_attempt()?;
+        self.attempts
+            .iter()
+            .find(|a| a.number == attempt)
+            .map(|a| &*a.endpoint_id)
+    }
+
+    /// Converts a failed call into an error; `None` when the call returned a response.
+    pub fn into_error(self) -> Option<Error> {
+        match &self.outcome {
+            Outcome::Error { kind, .. } => {
+                let last_cause = self.attempts.last().map(|a| AttemptFailure {
+                    endpoint_id: a.endpoint_id.to_string(),
+                    attempt: a.number,
+                    result: a.result,
+                });
+                Some(Error {
+                    kind: kind.clone(),
+                    report: Box::new(self),
+                    last_cause,
+                })
+            }
+            Outcome::Response { .. } => None,
+        }
+    }
+}
+
+/// The last failure of a call, exposed as the `source()` of [`Error`].
+///
+/// ```
+/// use baton_core::{AttemptFailure, AttemptResult, FailureClass};
+/// let f = AttemptFailure { endpoint_id: "a".into(), attempt: 2,
+///     result: AttemptResult::Failed(FailureClass::Undelivered) };
+/// assert_eq!(f.to_string(), "attempt 2 at \"a\": undelivered");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("attempt {attempt} at {endpoint_id:?}: {result}")]
+pub struct AttemptFailure {
+    /// Endpoint id.
+    pub endpoint_id: String,
+    /// Attempt number.
+    pub attempt: u32,
+    /// How it ended.
+    pub result: AttemptResult,
+}
+
+/// A failed call: the kind of error plus the full report (attempts, request id, stop
+/// reason, `may_have_executed`).
+///
+/// ```
+/// # use baton_core::{sim::{Sim, Script}, CallOptions, Endpoint, Policy, ErrorKind};
+/// # use std::time::Instant;
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
+/// let mut sim = Sim::new(policy, Instant::now());
+/// sim.script("a", Script::refuse());
+/// let err = sim.run(http::Method::GET, CallOptions::default()).report.into_error().unwrap();
+/// assert_eq!(err.kind, ErrorKind::Failover);
+/// assert!(!err.report.may_have_executed);
+/// assert!(std::error::Error::source(&err).is_some());
+/// assert!(err.to_string().contains(err.report.request_id.as_str()));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Error {
+    /// Which error.
+    pub kind: ErrorKind,
+    /// Everything known about the call.
+    pub report: Box<Report>,
+    last_cause: Option<AttemptFailure>,
+}
+
+impl Error {
+    /// The last attempt's failure, if there was an attempt.
+    pub fn last_failure(&self) -> Option<&AttemptFailure> {
+        self.last_cause.as_ref()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = &self.report;
+        match &self.kind {
+            ErrorKind::Failover => write!(f, "all attempts failed")?,
+            ErrorKind::NoUsableEndpoint => write!(f, "no usable endpoint")?,
+            ErrorKind::UnknownEndpoint(id) => write!(f, "unknown endpoint {id:?}")?,
+            ErrorKind::Deadline => write!(f, "deadline exceeded")?,
+            ErrorKind::Cancelled => write!(f, "call cancelled")?,
+            ErrorKind::RetryAfterTooLong(d) => write!(
+                f,
+                "provider asked to retry after {d:?}, longer than max_retry_after"
+            )?,
+            ErrorKind::Budget => write!(f, "retry budget exhausted")?,
+            ErrorKind::RateLimited => write!(f, "rate limited")?,
+            ErrorKind::InvalidCall(why) => write!(f, "invalid call: {why}")?,
+        }
+        write!(
+            f,
+            " (request id {}, stop reason {}, {} attempt(s)",
+            r.request_id,
+            r.stop_reason,
+            r.attempts.len()
+        )?;
+        for a in &r.attempts {
+            write!(f, "; {a}")?;
+        }
+        write!(
+            f,
+            "; {})",
+            if r.may_have_executed {
+                "may have executed"
+            } else {
+                "not executed"
+            }
+        )
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.last_cause
+            .as_ref()
+            .map(|c| c as &(dyn std::error::Error + 'static))
+    }
+}

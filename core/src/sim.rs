@@ -1,0 +1,531 @@
+//! A virtual-clock simulator: scripted endpoints driving the real engine.
+//!
+//! Write "primary refuses, backup answers 200 after 30 ms", run calls, and assert on the
+//! attempts, the result, the events and the executions each endpoint saw. Time jumps from
+//! one wake-up to the next, so a scenario with 30-second timeouts runs in microseconds.
+//! Health and budget carry from call to call, as in a real client. Most of baton's own tests
+//! use it, and users can property-test their policies with it.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use baton_core::{sim::{Script, Sim}, CallOptions, Endpoint, Policy, StopReason};
+//!
+//! let policy = Policy::builder()
+//!     .endpoint(Endpoint::new("a", "https://a.example/"))
+//!     .endpoint(Endpoint::new("b", "https://b.example/"))
+//!     .build()
+//!     .unwrap();
+//! let mut sim = Sim::new(policy, Instant::now());
+//! sim.script("a", Script::reset());          // reads the request, then drops the connection
+//! sim.script("b", Script::status(200));
+//! let run = sim.run(http::Method::POST, CallOptions::default());
+//! // A POST without a key never reaches a second provider after an ambiguous failure.
+//! assert_eq!(run.report.stop_reason, StopReason::NotPermitted);
+//! assert_eq!((run.executions("a"), run.executions("b")), (1, 0));
+//! ```
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode, Uri};
+
+use crate::call::{Action, AttemptOutcome, BodyKind, Call, CallOptions, ResponseInfo};
+use crate::engine::Engine;
+use crate::policy::{Policy, RequestInfo};
+use crate::report::{FailureClass, Report, TimeoutPhase};
+use crate::time::add;
+
+/// What a scripted endpoint does with one request.
+///
+/// ```
+/// use baton_core::sim::Reply;
+/// let r = Reply::Status(503, vec![("retry-after".into(), "1".into())]);
+/// assert!(r.delivered());
+/// assert!(!Reply::Refuse.delivered());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Answer with this status and headers.
+    Status(u16, Vec<(String, String)>),
+    /// Refuse the connection (undelivered).
+    Refuse,
+    /// Never finish connecting (undelivered, after the connect timeout).
+    ConnectTimeout,
+    /// Read the request, then reset the connection (ambiguous).
+    Reset,
+    /// Read the request, never answer (ambiguous, after the attempt timeout).
+    BlackHole,
+    /// The adapter cannot build the request (rejected locally).
+    RejectLocally,
+}
+
+impl Reply {
+    /// Whether the request reaches the provider (and so may execute there).
+    pub fn delivered(&self) -> bool {
+        matches!(self, Reply::Status(..) | Reply::Reset | Reply::BlackHole)
+    }
+}
+
+/// One scripted step: a reply after a delay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// The reply.
+    pub reply: Reply,
+    /// How long the provider takes.
+    pub after: Duration,
+}
+
+/// An endpoint's behaviour per request number: the steps in order, the last one repeating.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::sim::Script;
+/// // 503 with Retry-After: 1, then 200 after 20 ms forever.
+/// let s = Script::status(503).header("retry-after", "1").then(Script::status(200).after(Duration::from_millis(20)));
+/// assert_eq!(s.steps().len(), 2);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Script {
+    steps: Vec<Step>,
+}
+
+impl Script {
+    fn one(reply: Reply) -> Self {
+        Script {
+            steps: vec![Step {
+                reply,
+                after: Duration::ZERO,
+            }],
+        }
+    }
+
+    /// Answer with `status`.
+    pub fn status(status: u16) -> Self {
+        Self::one(Reply::Status(status, Vec::new()))
+    }
+
+    /// Refuse the connection.
+    pub fn refuse() -> Self {
+        Self::one(Reply::Refuse)
+    }
+
+    /// Never finish connecting.
+    pub fn connect_timeout() -> Self {
+        Self::one(Reply::ConnectTimeout)
+    }
+
+    /// Read the request, then reset.
+    pub fn reset() -> Self {
+        Self::one(Reply::Reset)
+    }
+
+    /// Read the request, never answer.
+    pub fn black_hole() -> Self {
+        Self::one(Reply::BlackHole)
+    }
+
+    /// The adapter cannot build the request.
+    pub fn reject() -> Self {
+        Self::one(Reply::RejectLocally)
+    }
+
+    /// A script from explicit steps (the last repeats; an empty list answers 200).
+    pub fn steps_of(steps: Vec<Step>) -> Self {
+        if steps.is_empty() {
+            return Self::status(200);
+        }
+        Script { steps }
+    }
+
+    /// Sets the delay of the last step.
+    pub fn after(mut self, delay: Duration) -> Self {
+        if let Some(s) = self.steps.last_mut() {
+            s.after = delay;
+        }
+        self
+    }
+
+    /// Adds a response header to the last step.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        if let Some(Step {
+            reply: Reply::Status(_, h),
+            ..
+        }) = self.steps.last_mut()
+        {
+            h.push((name.to_string(), value.to_string()));
+        }
+        self
+    }
+
+    /// Appends `next`'s steps.
+    pub fn then(mut self, next: Script) -> Self {
+        self.steps.extend(next.steps);
+        self
+    }
+
+    /// The steps.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    fn step(&self, n: usize) -> &Step {
+        &self.steps[n.min(self.steps.len() - 1)]
+    }
+}
+
+/// One request that reached a scripted endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Execution {
+    /// The call's request id.
+    pub request_id: String,
+    /// The call's idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Time since the simulator's start.
+    pub at: Duration,
+}
+
+/// A recorded event: its time since the simulator's start and its debug text (which starts
+/// with the event's name, e.g. `Failover { .. }`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimEvent {
+    /// Time since the simulator's start.
+    pub at: Duration,
+    /// `format!("{:?}", kind)` of the event.
+    pub text: String,
+}
+
+/// A simulated request.
+///
+/// ```
+/// use baton_core::{sim::SimRequest, BodyKind};
+/// let r = SimRequest::new(http::Method::POST).header("idempotency-key", "k-1").body(BodyKind::OneShot);
+/// assert_eq!(r.method, http::Method::POST);
+/// ```
+#[derive(Debug, Clone)]
+pub struct SimRequest {
+    /// Method.
+    pub method: Method,
+    /// URL (often a path).
+    pub uri: Uri,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// Body kind (default: empty for safe methods, replayable otherwise).
+    pub body: BodyKind,
+}
+
+impl SimRequest {
+    /// A request with `method` to `/`.
+    pub fn new(method: Method) -> Self {
+        let body = if crate::is_safe_method(&method) {
+            BodyKind::Empty
+        } else {
+            BodyKind::Replayable
+        };
+        SimRequest {
+            method,
+            uri: Uri::from_static("/"),
+            headers: HeaderMap::new(),
+            body,
+        }
+    }
+
+    /// Adds a header (ignored when invalid).
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            self.headers.append(n, v);
+        }
+        self
+    }
+
+    /// Sets the body kind.
+    pub fn body(mut self, body: BodyKind) -> Self {
+        self.body = body;
+        self
+    }
+}
+
+/// What one simulated call did.
+#[derive(Debug, Clone)]
+pub struct SimRun {
+    /// The call's report.
+    pub report: Report,
+    /// Events, in order.
+    pub events: Vec<SimEvent>,
+    /// Executions per endpoint (index order) during this call.
+    pub executed: Vec<Vec<Execution>>,
+    /// Endpoint ids in policy order.
+    pub ids: Vec<String>,
+    /// Most attempts in flight at once.
+    pub max_in_flight: usize,
+    /// The call's duration on the virtual clock.
+    pub elapsed: Duration,
+    /// True when the engine asked to wait with nothing to wait for (a bug; never expected).
+    pub stuck: bool,
+}
+
+impl SimRun {
+    /// Ids of the endpoints attempted, in order.
+    pub fn endpoints_attempted(&self) -> Vec<&str> {
+        self.report
+            .attempts
+            .iter()
+            .map(|a| &*a.endpoint_id)
+            .collect()
+    }
+
+    /// How many times the endpoint with `id` received (and so may have executed) the call.
+    pub fn executions(&self, id: &str) -> usize {
+        self.ids
+            .iter()
+            .position(|i| i == id)
+            .map_or(0, |i| self.executed[i].len())
+    }
+
+    /// How many endpoints received the call at least once.
+    pub fn providers_executed(&self) -> usize {
+        self.executed.iter().filter(|e| !e.is_empty()).count()
+    }
+
+    /// Events whose debug text starts with `name` (e.g. `"Failover"`).
+    pub fn events_named(&self, name: &str) -> Vec<&SimEvent> {
+        self.events
+            .iter()
+            .filter(|e| e.text.starts_with(name))
+            .collect()
+    }
+}
+
+#[derive(Debug)]
+struct Pending {
+    number: u32,
+    endpoint: usize,
+    at: Instant,
+    outcome: PendingOutcome,
+}
+
+#[derive(Debug, Clone)]
+enum PendingOutcome {
+    Response(u16, Vec<(String, String)>),
+    Failure(FailureClass),
+    Timeout(TimeoutPhase),
+}
+
+/// The simulator: a shared [`Engine`], a virtual clock and one script per endpoint.
+#[derive(Debug)]
+pub struct Sim {
+    engine: Arc<Engine>,
+    origin: Instant,
+    now: Instant,
+    wall: SystemTime,
+    scripts: Vec<Script>,
+    requests: Vec<usize>,
+}
+
+impl Sim {
+    /// A simulator for `policy` whose clock starts at `start`. Every endpoint answers 200
+    /// until scripted otherwise.
+    pub fn new(policy: Policy, start: Instant) -> Self {
+        let n = policy.endpoints().len();
+        Sim {
+            engine: Arc::new(Engine::new(policy)),
+            origin: start,
+            now: start,
+            wall: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+            scripts: vec![Script::status(200); n],
+            requests: vec![0; n],
+        }
+    }
+
+    /// Scripts the endpoint with `id` (request numbering restarts at 1). Unknown ids are
+    /// ignored.
+    pub fn script(&mut self, id: &str, script: Script) -> &mut Self {
+        if let Some(i) = self.engine.policy().endpoint_index(id) {
+            self.scripts[i] = script;
+            self.requests[i] = 0;
+        }
+        self
+    }
+
+    /// The shared engine (health, budget).
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The virtual time now.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Moves the virtual clock forward.
+    pub fn advance(&mut self, d: Duration) {
+        self.now = add(self.now, d);
+        self.wall += d;
+    }
+
+    /// Runs one call of `method` to `/` with `options`.
+    pub fn run(&mut self, method: Method, options: CallOptions) -> SimRun {
+        self.run_request(SimRequest::new(method), options)
+    }
+
+    /// Runs one call.
+    pub fn run_request(&mut self, request: SimRequest, mut options: CallOptions) -> SimRun {
+        let log: Arc<Mutex<Vec<SimEvent>>> = Arc::new(Mutex::new(Vec::new()));
+        let user_sink = options
+            .events
+            .take()
+            .or_else(|| self.engine.policy().events.clone());
+        let origin = self.origin;
+        let l2 = log.clone();
+        options.events = Some(Arc::new(move |e: &crate::Event<'_>| {
+            if let Some(u) = &user_sink {
+                u(e);
+            }
+            if let Ok(mut v) = l2.lock() {
+                v.push(SimEvent {
+                    at: e.at.saturating_duration_since(origin),
+                    text: format!("{:?}", e.kind),
+                });
+            }
+        }));
+        let info = RequestInfo {
+            method: &request.method,
+            uri: &request.uri,
+            headers: &request.headers,
+        };
+        let start = self.now;
+        let mut call = Call::new(self.engine.clone(), &info, request.body, options, start);
+        let n = self.scripts.len();
+        let mut executed: Vec<Vec<Execution>> = vec![Vec::new(); n];
+        let mut pending: Vec<Pending> = Vec::new();
+        let mut max_in_flight = 0;
+        let mut stuck = false;
+        let report = loop {
+            match call.poll_action(self.now) {
+                Action::Send(a) => {
+                    let i = a.endpoint;
+                    let step = self.scripts[i].step(self.requests[i]).clone();
+                    self.requests[i] += 1;
+                    if step.reply.delivered() {
+                        executed[i].push(Execution {
+                            request_id: call.request_id().to_string(),
+                            idempotency_key: call.idempotency_key().map(str::to_owned),
+                            attempt: a.number,
+                            at: self.now.saturating_duration_since(self.origin),
+                        });
+                    }
+                    let (after, outcome) = match step.reply {
+                        Reply::Status(code, headers) => {
+                            if step.after >= a.timeout {
+                                (a.timeout, PendingOutcome::Timeout(TimeoutPhase::Response))
+                            } else {
+                                (step.after, PendingOutcome::Response(code, headers))
+                            }
+                        }
+                        Reply::Refuse => (
+                            step.after.min(a.connect_timeout),
+                            PendingOutcome::Failure(FailureClass::Undelivered),
+                        ),
+                        Reply::ConnectTimeout => (
+                            a.connect_timeout,
+                            PendingOutcome::Timeout(TimeoutPhase::Connect),
+                        ),
+                        Reply::Reset => {
+                            if step.after >= a.timeout {
+                                (a.timeout, PendingOutcome::Timeout(TimeoutPhase::Response))
+                            } else {
+                                (step.after, PendingOutcome::Failure(FailureClass::Ambiguous))
+                            }
+                        }
+                        Reply::BlackHole => {
+                            (a.timeout, PendingOutcome::Timeout(TimeoutPhase::Response))
+                        }
+                        Reply::RejectLocally => (
+                            Duration::ZERO,
+                            PendingOutcome::Failure(FailureClass::RejectedLocally),
+                        ),
+                    };
+                    pending.push(Pending {
+                        number: a.number,
+                        endpoint: i,
+                        at: add(self.now, after),
+                        outcome,
+                    });
+                    max_in_flight = max_in_flight.max(pending.len());
+                }
+                Action::Discard(number) => pending.retain(|p| p.number != number),
+                Action::Wait(until) => {
+                    let next = pending
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, p)| (p.at, p.number))
+                        .map(|(k, p)| (k, p.at));
+                    match (next, until) {
+                        (Some((k, at)), u) if u.is_none_or(|u| at <= u) => {
+                            let p = pending.remove(k);
+                            self.set_now(p.at);
+                            let _ = p.endpoint;
+                            deliver(&mut call, p, self.now, self.wall);
+                        }
+                        (_, Some(u)) => self.set_now(u),
+                        _ => {
+                            stuck = true;
+                            call.cancel(self.now);
+                        }
+                    }
+                }
+                Action::Done(report) => break report,
+            }
+        };
+        let events = log.lock().map(|v| v.clone()).unwrap_or_default();
+        SimRun {
+            report,
+            events,
+            executed,
+            ids: self
+                .engine
+                .policy()
+                .endpoints()
+                .iter()
+                .map(|e| e.id().to_string())
+                .collect(),
+            max_in_flight,
+            elapsed: self.now.saturating_duration_since(start),
+            stuck,
+        }
+    }
+
+    fn set_now(&mut self, t: Instant) {
+        if t > self.now {
+            self.wall += t.saturating_duration_since(self.now);
+            self.now = t;
+        }
+    }
+}
+
+fn deliver(call: &mut Call, p: Pending, now: Instant, wall: SystemTime) {
+    match p.outcome {
+        PendingOutcome::Response(code, headers) => {
+            let mut map = HeaderMap::new();
+            for (k, v) in headers {
+                if let (Ok(n), Ok(v)) = (HeaderName::try_from(k), HeaderValue::try_from(v)) {
+                    map.append(n, v);
+                }
+            }
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            call.handle_outcome(
+                p.number,
+                AttemptOutcome::Response(ResponseInfo::new(status, &map).wall(wall)),
+                now,
+            );
+        }
+        PendingOutcome::Failure(c) => {
+            call.handle_outcome(p.number, AttemptOutcome::Failure(c), now);
+        }
+        PendingOutcome::Timeout(ph) => {
+            call.handle_outcome(p.number, AttemptOutcome::Timeout(ph), now);
+        }
+    }
+}
