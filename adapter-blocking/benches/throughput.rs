@@ -1,0 +1,2 @@
+//! Placeholder (the benchmark follows).
+fn main() {}

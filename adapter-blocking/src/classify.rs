@@ -1,0 +1,503 @@
+//! Failure classification (SPEC 1): which phase an attempt failed in, learnt exactly.
+//!
+//! ureq 3 reports a DNS failure as a plain I/O error, a refused connection and a reset
+//! with the same `Error::Io` variant, and a timeout by the budget that expired. Guessing
+//! the phase from those would be unreliable, so this module *observes* it instead:
+//!
+//! - [`ObservedResolver`] wraps the agent's resolver and marks the attempt *resolving*;
+//! - [`ObservedConnector`] wraps the whole connector chain (TCP, proxy, TLS): it marks the
+//!   attempt *connecting*, and *ready* when the chain hands back a finished transport
+//!   (rustls completes the handshake inside the chain, so a TLS failure is still
+//!   *connecting*);
+//! - every transport it hands out is an [`ObservedTransport`], which marks the attempt
+//!   *ready* the first time the attempt uses it: that is how a pooled keep-alive
+//!   connection, which skips the connector, is seen.
+//!
+//! The phase lives in a thread-local slot: a blocking attempt runs entirely on the calling
+//! thread (ureq resolves, connects and sends on it), and the slot is only armed between
+//! [`begin`] and [`end`]. A failure before *ready* is **undelivered** (no request byte can
+//! have left), anything later is **ambiguous**, and a phase that was never observed is
+//! ambiguous too. Building errors seen before anything happened on the wire (a bad URL or
+//! header) are **rejected locally**.
+//!
+//! The same wrappers enforce the attempt's budgets exactly, which ureq's separate
+//! per-phase budgets cannot: resolving plus connecting share the attempt's connect
+//! timeout, and sending plus waiting for the response headers share its attempt timeout
+//! (from the moment the connection is ready), both clipped to the call's deadline.
+//!
+//! This module decides nothing else: no retry, no endpoint choice.
+
+use std::cell::Cell;
+use std::fmt;
+use std::net::IpAddr;
+use std::time::Instant;
+
+use baton_core::{AttemptOutcome, FailureClass, TimeoutPhase};
+use ureq::config::Config;
+use ureq::http::Uri;
+use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::time::Duration as UDuration;
+use ureq::unversioned::transport::{Buffers, ConnectionDetails, Connector, NextTimeout, Transport};
+use ureq::Timeout;
+
+/// How far an attempt got before it ended (ordered: the phase only moves forward).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Phase {
+    /// Nothing happened on the wire yet (request being built, pool lookup).
+    Idle,
+    /// Resolving the host name.
+    Resolving,
+    /// Connecting (TCP, proxy negotiation, TLS handshake).
+    Connecting,
+    /// The connection is ready: request bytes may have left.
+    Ready,
+    /// No observation (the wrappers were not in the path): treated as ambiguous.
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    armed: bool,
+    phase: Phase,
+    /// Depth of nested connector runs (a CONNECT proxy runs the chain again inside).
+    depth: u32,
+    /// End of the connect budget (resolve + connect).
+    connect_until: Option<Instant>,
+    /// Attempt timeout, started when the connection becomes ready.
+    response_budget: std::time::Duration,
+    /// The call's deadline.
+    deadline: Option<Instant>,
+    /// End of the response budget (set when ready).
+    response_until: Option<Instant>,
+}
+
+const DISARMED: Slot = Slot {
+    armed: false,
+    phase: Phase::Idle,
+    depth: 0,
+    connect_until: None,
+    response_budget: std::time::Duration::ZERO,
+    deadline: None,
+    response_until: None,
+};
+
+thread_local! {
+    static SLOT: Cell<Slot> = const { Cell::new(DISARMED) };
+}
+
+fn with_slot<R>(f: impl FnOnce(&mut Slot) -> R) -> R {
+    SLOT.with(|c| {
+        let mut s = c.get();
+        let r = f(&mut s);
+        c.set(s);
+        r
+    })
+}
+
+fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Arms the slot for one attempt on this thread.
+pub(crate) fn begin(
+    now: Instant,
+    connect_timeout: std::time::Duration,
+    timeout: std::time::Duration,
+    deadline: Option<Instant>,
+) {
+    let connect_until = now.checked_add(connect_timeout);
+    with_slot(|s| {
+        *s = Slot {
+            armed: true,
+            phase: Phase::Idle,
+            depth: 0,
+            connect_until: min_opt(connect_until, deadline),
+            response_budget: timeout,
+            deadline,
+            response_until: None,
+        }
+    });
+}
+
+/// Disarms the slot and returns how far the attempt got.
+pub(crate) fn end() -> Phase {
+    with_slot(|s| {
+        let phase = if s.armed { s.phase } else { Phase::Unknown };
+        *s = DISARMED;
+        phase
+    })
+}
+
+fn advance(to: Phase) {
+    with_slot(|s| {
+        if !s.armed || s.phase >= to {
+            return;
+        }
+        if to == Phase::Ready && s.depth > 0 {
+            // A nested connector run (the connection to a CONNECT proxy) is not the
+            // attempt's connection.
+            return;
+        }
+        s.phase = to;
+        if to == Phase::Ready {
+            let now = Instant::now();
+            s.response_until = min_opt(now.checked_add(s.response_budget), s.deadline);
+        }
+    });
+}
+
+/// Clips a ureq timeout to `until`, reporting `reason` when the clip is what expires.
+fn clip(mut t: NextTimeout, until: Option<Instant>, reason: Timeout) -> NextTimeout {
+    if let Some(until) = until {
+        let left = until.saturating_duration_since(Instant::now());
+        if left < *t.after {
+            t.after = UDuration::Exact(left);
+            t.reason = reason;
+        }
+    }
+    t
+}
+
+fn connect_until() -> Option<Instant> {
+    with_slot(|s| if s.armed { s.connect_until } else { None })
+}
+
+/// Classifies a ureq error by the phase the attempt reached (SPEC 1).
+///
+/// Before the connection was ready: a timeout is a connect timeout, a building error seen
+/// before anything happened is rejected locally, anything else is undelivered. After:
+/// a timeout is a response timeout, anything else ambiguous. An unknown phase is
+/// ambiguous.
+pub(crate) fn classify(err: &ureq::Error, phase: Phase) -> AttemptOutcome<'static> {
+    use ureq::Error as E;
+    match phase {
+        Phase::Ready | Phase::Unknown => match err {
+            E::Timeout(_) => AttemptOutcome::Timeout(if phase == Phase::Ready {
+                TimeoutPhase::Response
+            } else {
+                TimeoutPhase::Unknown
+            }),
+            _ => AttemptOutcome::Failure(FailureClass::Ambiguous),
+        },
+        Phase::Idle | Phase::Resolving | Phase::Connecting => match err {
+            E::Timeout(_) => AttemptOutcome::Timeout(TimeoutPhase::Connect),
+            E::Http(_) | E::BadUri(_) | E::RequireHttpsOnly(_) if phase == Phase::Idle => {
+                AttemptOutcome::Failure(FailureClass::RejectedLocally)
+            }
+            _ => AttemptOutcome::Failure(FailureClass::Undelivered),
+        },
+    }
+}
+
+/// A resolver that marks the attempt *resolving* and keeps the lookup within the
+/// attempt's connect budget. IP literals are answered without a lookup thread.
+pub(crate) struct ObservedResolver<R>(pub(crate) R);
+
+impl<R> fmt::Debug for ObservedResolver<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ObservedResolver")
+    }
+}
+
+impl<R: Resolver> Resolver for ObservedResolver<R> {
+    fn resolve(
+        &self,
+        uri: &Uri,
+        config: &Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        advance(Phase::Resolving);
+        let literal = uri
+            .host()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+            .is_some_and(|h| h.parse::<IpAddr>().is_ok());
+        let timeout = if literal {
+            // No lookup: ureq's resolver would otherwise spawn a thread to time it.
+            NextTimeout {
+                after: UDuration::NotHappening,
+                ..timeout
+            }
+        } else {
+            clip(timeout, connect_until(), Timeout::Resolve)
+        };
+        if !literal && timeout.after.is_zero() {
+            return Err(ureq::Error::Timeout(Timeout::Resolve));
+        }
+        self.0.resolve(uri, config, timeout)
+    }
+
+    fn empty(&self) -> ResolvedSocketAddrs {
+        self.0.empty()
+    }
+}
+
+/// The outermost connector: marks *connecting*, then *ready* when the chain returns a
+/// finished transport, which it wraps in an [`ObservedTransport`].
+pub(crate) struct ObservedConnector<C>(pub(crate) C);
+
+impl<C> fmt::Debug for ObservedConnector<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ObservedConnector")
+    }
+}
+
+impl<C: Connector<()>> Connector<()> for ObservedConnector<C> {
+    type Out = ObservedTransport;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails<'_>,
+        chained: Option<()>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        advance(Phase::Connecting);
+        with_slot(|s| s.depth += 1);
+        let clipped = clip(details.timeout, connect_until(), Timeout::Connect);
+        let result = if clipped.after.is_zero() {
+            Err(ureq::Error::Timeout(Timeout::Connect))
+        } else if clipped == details.timeout {
+            self.0.connect(details, chained)
+        } else {
+            let details = ConnectionDetails {
+                uri: details.uri,
+                addrs: details.addrs.clone(),
+                config: details.config,
+                request_level: details.request_level,
+                resolver: details.resolver,
+                now: details.now,
+                timeout: clipped,
+                current_time: details.current_time.clone(),
+                run_connector: details.run_connector.clone(),
+                register_shutdown: details.register_shutdown.clone(),
+            };
+            self.0.connect(&details, chained)
+        };
+        with_slot(|s| s.depth = s.depth.saturating_sub(1));
+        match result {
+            Ok(Some(t)) => {
+                advance(Phase::Ready);
+                Ok(Some(ObservedTransport(Box::new(t))))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A transport that marks the attempt *ready* when the attempt first uses it (a pooled
+/// connection) and keeps sending plus waiting for the head within the attempt timeout.
+#[derive(Debug)]
+pub(crate) struct ObservedTransport(Box<dyn Transport>);
+
+fn response_timeout(t: NextTimeout) -> NextTimeout {
+    advance(Phase::Ready);
+    let until = with_slot(|s| {
+        if s.armed && s.depth == 0 {
+            s.response_until
+        } else {
+            None
+        }
+    });
+    clip(t, until, Timeout::RecvResponse)
+}
+
+impl Transport for ObservedTransport {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        self.0.buffers()
+    }
+
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
+        let timeout = response_timeout(timeout);
+        if timeout.after.is_zero() {
+            return Err(ureq::Error::Timeout(timeout.reason));
+        }
+        self.0.transmit_output(amount, timeout)
+    }
+
+    fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
+        let timeout = response_timeout(timeout);
+        if timeout.after.is_zero() {
+            return Err(ureq::Error::Timeout(timeout.reason));
+        }
+        self.0.await_input(timeout)
+    }
+
+    fn is_open(&mut self) -> bool {
+        self.0.is_open()
+    }
+
+    fn is_tls(&self) -> bool {
+        self.0.is_tls()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    fn io(kind: io::ErrorKind) -> ureq::Error {
+        ureq::Error::Io(io::Error::new(kind, "test"))
+    }
+
+    fn class(o: AttemptOutcome<'_>) -> String {
+        format!("{o:?}")
+    }
+
+    const UNDELIVERED: &str = "Failure(Undelivered)";
+    const AMBIGUOUS: &str = "Failure(Ambiguous)";
+
+    #[test]
+    fn refused_connection_is_undelivered() {
+        let e = io(io::ErrorKind::ConnectionRefused);
+        assert_eq!(class(classify(&e, Phase::Connecting)), UNDELIVERED);
+    }
+
+    #[test]
+    fn dns_failure_is_undelivered_whatever_its_message() {
+        // ureq 3 reports a failed lookup as an uncategorised I/O error (or HostNotFound):
+        // the phase, not the text, decides.
+        let e = ureq::Error::Io(io::Error::other("failed to lookup address information"));
+        assert_eq!(class(classify(&e, Phase::Resolving)), UNDELIVERED);
+        assert_eq!(
+            class(classify(&ureq::Error::HostNotFound, Phase::Resolving)),
+            UNDELIVERED
+        );
+    }
+
+    #[test]
+    fn unreachable_host_or_network_is_undelivered() {
+        for kind in [
+            io::ErrorKind::HostUnreachable,
+            io::ErrorKind::NetworkUnreachable,
+        ] {
+            assert_eq!(class(classify(&io(kind), Phase::Connecting)), UNDELIVERED);
+        }
+    }
+
+    #[test]
+    fn connect_timeout_is_a_connect_phase_timeout() {
+        for t in [Timeout::Connect, Timeout::Resolve, Timeout::Global] {
+            let e = ureq::Error::Timeout(t);
+            assert_eq!(
+                class(classify(&e, Phase::Connecting)),
+                "Timeout(Connect)",
+                "{t:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn tls_handshake_failure_is_undelivered() {
+        let e = ureq::Error::Tls("handshake alert");
+        assert_eq!(class(classify(&e, Phase::Connecting)), UNDELIVERED);
+        let e = io(io::ErrorKind::InvalidData);
+        assert_eq!(class(classify(&e, Phase::Connecting)), UNDELIVERED);
+    }
+
+    #[test]
+    fn read_timeout_after_ready_is_a_response_timeout() {
+        for t in [
+            Timeout::RecvResponse,
+            Timeout::SendRequest,
+            Timeout::PerRead,
+        ] {
+            let e = ureq::Error::Timeout(t);
+            assert_eq!(class(classify(&e, Phase::Ready)), "Timeout(Response)");
+        }
+    }
+
+    #[test]
+    fn reset_closed_and_broken_pipe_after_ready_are_ambiguous() {
+        for kind in [
+            io::ErrorKind::ConnectionReset,
+            io::ErrorKind::UnexpectedEof,
+            io::ErrorKind::BrokenPipe,
+            io::ErrorKind::ConnectionAborted,
+        ] {
+            assert_eq!(class(classify(&io(kind), Phase::Ready)), AMBIGUOUS);
+        }
+    }
+
+    #[test]
+    fn tls_alert_or_protocol_error_after_ready_is_ambiguous() {
+        assert_eq!(
+            class(classify(&ureq::Error::Tls("alert"), Phase::Ready)),
+            AMBIGUOUS
+        );
+        assert_eq!(
+            class(classify(
+                &ureq::Error::LargeResponseHeader(1, 2),
+                Phase::Ready
+            )),
+            AMBIGUOUS
+        );
+    }
+
+    #[test]
+    fn body_errors_are_ambiguous() {
+        // A body failure is after the head: the connection was ready.
+        let e = ureq::Error::Timeout(Timeout::RecvBody);
+        assert_eq!(class(classify(&e, Phase::Ready)), "Timeout(Response)");
+        assert_eq!(
+            class(classify(&io(io::ErrorKind::UnexpectedEof), Phase::Ready)),
+            AMBIGUOUS
+        );
+    }
+
+    #[test]
+    fn unknown_phase_is_ambiguous() {
+        assert_eq!(
+            class(classify(&ureq::Error::ConnectionFailed, Phase::Unknown)),
+            AMBIGUOUS
+        );
+        assert_eq!(
+            class(classify(
+                &ureq::Error::Timeout(Timeout::Global),
+                Phase::Unknown
+            )),
+            "Timeout(Unknown)"
+        );
+    }
+
+    #[test]
+    fn building_errors_before_the_wire_are_rejected_locally() {
+        let e = ureq::Error::BadUri("no host".into());
+        assert_eq!(class(classify(&e, Phase::Idle)), "Failure(RejectedLocally)");
+        // The same error after resolving started is not a building error.
+        assert_eq!(class(classify(&e, Phase::Resolving)), UNDELIVERED);
+    }
+
+    #[test]
+    fn phase_only_moves_forward_and_ends_disarmed() {
+        begin(
+            Instant::now(),
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(1),
+            None,
+        );
+        advance(Phase::Connecting);
+        advance(Phase::Resolving);
+        assert_eq!(end(), Phase::Connecting);
+        // Not armed: nothing observed.
+        advance(Phase::Ready);
+        assert_eq!(end(), Phase::Unknown);
+    }
+
+    #[test]
+    fn nested_connector_run_does_not_make_the_attempt_ready() {
+        begin(
+            Instant::now(),
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(1),
+            None,
+        );
+        advance(Phase::Connecting);
+        with_slot(|s| s.depth = 1);
+        advance(Phase::Ready);
+        with_slot(|s| s.depth = 0);
+        assert_eq!(end(), Phase::Connecting);
+    }
+}

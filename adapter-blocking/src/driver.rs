@@ -1,0 +1,266 @@
+//! The loop: drives one [`Call`] of the engine on the calling thread.
+//!
+//! It follows the call order of `baton_core::call` and decides nothing: it builds each
+//! attempt's request from the engine's [`Attempt`] (destination rules of
+//! `baton_core::destination`), sends it with ureq under the attempt's budgets, reports the
+//! classified outcome ([`crate::classify`]) with the time, sleeps when told to wait, and
+//! returns what the engine's report says to return. One attempt is in flight at a time, so
+//! the engine never has to be asked to hedge (the client builder refuses hedging).
+
+use std::io::{self, Read};
+use std::thread;
+use std::time::{Instant, SystemTime};
+
+use baton_core::{
+    apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
+    CallOptions, ErrorKind, FailureClass, Outcome, Report, RequestInfo, ResponseInfo,
+};
+use ureq::http::{HeaderMap, Method, Request, Response, Uri};
+use ureq::{AsSendBody, Body, SendBody};
+
+use crate::classify::{self, classify};
+use crate::error::Error;
+use crate::response;
+use crate::Inner;
+
+/// Produces a fresh body for a later attempt.
+pub(crate) type BodyFactory = Box<dyn FnMut() -> io::Result<Box<dyn Read>>>;
+
+/// The request body as the driver holds it.
+pub(crate) enum SendData {
+    /// No body.
+    Empty,
+    /// Bytes in memory: every attempt sends the same slice, nothing is copied.
+    Bytes(Vec<u8>),
+    /// A stream that can be sent once (taken by the first attempt).
+    OneShot(Option<Box<dyn Read>>),
+    /// A body the caller can produce again (the first product is made up front).
+    Factory(Option<Box<dyn Read>>, BodyFactory),
+}
+
+impl SendData {
+    fn kind(&self) -> BodyKind {
+        match self {
+            SendData::Empty => BodyKind::Empty,
+            SendData::Bytes(_) | SendData::Factory(..) => BodyKind::Replayable,
+            SendData::OneShot(_) => BodyKind::OneShot,
+        }
+    }
+}
+
+/// One call, ready to drive.
+pub(crate) struct Prepared {
+    pub(crate) method: Method,
+    pub(crate) uri: Uri,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: SendData,
+    pub(crate) options: CallOptions,
+    /// Why the request cannot be built (an invalid header or URL from the caller): every
+    /// attempt is rejected locally and the call ends as invalid, with a report.
+    pub(crate) invalid: Option<String>,
+}
+
+enum Sent {
+    Response(Response<Body>),
+    Failed(AttemptOutcome<'static>, Option<ureq::Error>),
+    ReplayFailed,
+}
+
+/// Runs the call to its end.
+pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Error> {
+    let options = std::mem::take(&mut p.options);
+    let info = RequestInfo {
+        method: &p.method,
+        uri: &p.uri,
+        headers: &p.headers,
+    };
+    let mut call = Call::new(
+        inner.engine.clone(),
+        &info,
+        p.body.kind(),
+        options,
+        Instant::now(),
+    );
+    // Responses of attempts that ended with a head, until Done or Discard.
+    let mut kept: Vec<(u32, Response<Body>)> = Vec::new();
+    let mut last_error: Option<ureq::Error> = None;
+    loop {
+        match call.poll_action(Instant::now()) {
+            Action::Send(attempt) => match send(inner, &call, &attempt, &mut p) {
+                Sent::Response(resp) => {
+                    last_error = None;
+                    let wall = SystemTime::now();
+                    let info = ResponseInfo::new(resp.status(), resp.headers()).wall(wall);
+                    call.handle_outcome(
+                        attempt.number,
+                        AttemptOutcome::Response(info),
+                        Instant::now(),
+                    );
+                    kept.push((attempt.number, resp));
+                }
+                Sent::Failed(outcome, err) => {
+                    last_error = err;
+                    call.handle_outcome(attempt.number, outcome, Instant::now());
+                }
+                Sent::ReplayFailed => {
+                    call.replay_failed(attempt.number, Instant::now());
+                }
+            },
+            Action::Discard(number) => kept.retain(|(n, _)| *n != number),
+            Action::Wait(Some(until)) => {
+                let now = Instant::now();
+                if until > now {
+                    thread::sleep(until - now);
+                }
+            }
+            Action::Wait(None) => {
+                // Nothing is ever in flight between two polls here; waiting for an attempt
+                // would never end. Not expected from the engine: end the call instead.
+                call.cancel(Instant::now());
+            }
+            Action::Done(report) => return finish(report, kept, last_error),
+        }
+    }
+}
+
+fn finish(
+    report: Report,
+    mut kept: Vec<(u32, Response<Body>)>,
+    last_error: Option<ureq::Error>,
+) -> Result<Response<Body>, Error> {
+    let keep = report.outcome.kept_attempt();
+    let resp = keep.and_then(|n| {
+        kept.iter()
+            .position(|(k, _)| *k == n)
+            .map(|i| kept.swap_remove(i).1)
+    });
+    drop(kept);
+    match (&report.outcome, resp) {
+        (Outcome::Response { attempt, .. }, Some(resp)) => {
+            let attempt = *attempt;
+            Ok(response::finish(resp, report, attempt))
+        }
+        // The engine named a response this driver does not hold (not expected): an error.
+        (Outcome::Response { .. }, None) => Err(into_error(report, last_error, None)),
+        (Outcome::Error { .. }, resp) => {
+            let retained = match (resp, keep) {
+                (Some(r), Some(n)) => Some(response::finish(r, report.clone(), n)),
+                _ => None,
+            };
+            Err(into_error(report, last_error, retained))
+        }
+    }
+}
+
+fn into_error(
+    mut report: Report,
+    last_error: Option<ureq::Error>,
+    retained: Option<Response<Body>>,
+) -> Error {
+    if matches!(report.outcome, Outcome::Response { .. }) {
+        report.outcome = Outcome::Error {
+            kind: ErrorKind::Failover,
+            retained: None,
+        };
+    }
+    match report.into_error() {
+        Some(e) => Error::new(e, last_error, retained),
+        None => unreachable!("into_error is Some for every error outcome"),
+    }
+}
+
+/// Sends one attempt and classifies how it ended.
+fn send(inner: &Inner, call: &Call, attempt: &Attempt, p: &mut Prepared) -> Sent {
+    const REJECTED: AttemptOutcome<'static> =
+        AttemptOutcome::Failure(FailureClass::RejectedLocally);
+    if p.invalid.is_some() {
+        return Sent::Failed(REJECTED, None);
+    }
+    let policy = inner.engine.policy();
+    let Ok(target) = attempt_uri(policy, attempt.endpoint, &p.uri) else {
+        return Sent::Failed(REJECTED, None);
+    };
+    let mut headers = p.headers.clone();
+    if apply_attempt_headers(
+        policy,
+        attempt.endpoint,
+        &p.uri,
+        call.request_id().as_str(),
+        call.idempotency_key(),
+        attempt.number,
+        &mut headers,
+    )
+    .is_err()
+    {
+        return Sent::Failed(REJECTED, None);
+    }
+    let mut request = Request::new(());
+    *request.method_mut() = p.method.clone();
+    *request.uri_mut() = target;
+    *request.headers_mut() = headers;
+    let deadline = call.deadline();
+    let first = attempt.number == 1 || !attempt.fresh_body;
+    match &mut p.body {
+        SendData::Empty => exec(inner, request, attempt, deadline),
+        SendData::Bytes(b) => exec(inner, request.map(|()| &b[..]), attempt, deadline),
+        SendData::OneShot(r) => match r.take() {
+            Some(r) if first => exec(
+                inner,
+                request.map(|()| SendBody::from_owned_reader(r)),
+                attempt,
+                deadline,
+            ),
+            _ => Sent::ReplayFailed,
+        },
+        SendData::Factory(ready, make) => {
+            let body = match ready.take() {
+                Some(r) if first => Ok(r),
+                _ => make(),
+            };
+            match body {
+                Ok(r) => exec(
+                    inner,
+                    request.map(|()| SendBody::from_owned_reader(r)),
+                    attempt,
+                    deadline,
+                ),
+                Err(_) => Sent::ReplayFailed,
+            }
+        }
+    }
+}
+
+/// Runs one request with the attempt's budgets, observing its phase.
+fn exec<B: AsSendBody>(
+    inner: &Inner,
+    request: Request<B>,
+    attempt: &Attempt,
+    deadline: Option<Instant>,
+) -> Sent {
+    let request = inner
+        .agent
+        .configure_request(request)
+        // 4xx and 5xx are responses: the engine decides what they mean.
+        .http_status_as_error(false)
+        // Per-phase budgets only: a global budget would hide the phase it fired in.
+        .timeout_global(None)
+        .timeout_per_call(None)
+        .timeout_resolve(Some(attempt.connect_timeout))
+        .timeout_connect(Some(attempt.connect_timeout))
+        .timeout_send_request(Some(attempt.timeout))
+        .timeout_send_body(Some(attempt.timeout))
+        .timeout_recv_response(Some(attempt.timeout))
+        .build();
+    classify::begin(
+        Instant::now(),
+        attempt.connect_timeout,
+        attempt.timeout,
+        deadline,
+    );
+    let result = inner.agent.run(request);
+    let phase = classify::end();
+    match result {
+        Ok(resp) => Sent::Response(resp),
+        Err(e) => Sent::Failed(classify(&e, phase), Some(e)),
+    }
+}

@@ -1,0 +1,159 @@
+//! Errors: building a client ([`BuildError`]) and a failed call ([`Error`]).
+
+use std::fmt;
+
+use baton_core::{ConfigError, ErrorKind, Report};
+use ureq::http::Response;
+use ureq::Body;
+
+/// Why a [`Client`](crate::Client) could not be built.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_blocking::{BuildError, Client, Endpoint, Hedge};
+/// let err = Client::builder()
+///     .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+///     .configure(|s| s.hedge = Some(Hedge::after(Duration::from_millis(50))))
+///     .build()
+///     .unwrap_err();
+/// assert!(matches!(err, BuildError::HedgingUnsupported));
+/// assert!(Client::builder().build().is_err()); // no endpoints
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The policy is invalid (the error names the setting and the value).
+    Config(ConfigError),
+    /// The policy enables hedging, which needs several attempts in flight at once: the
+    /// blocking adapter runs one attempt at a time on the calling thread and refuses it
+    /// rather than silently ignoring it. Use `baton-tokio` or `baton-async-std` to hedge.
+    HedgingUnsupported,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Config(e) => write!(f, "invalid baton policy: {e}"),
+            BuildError::HedgingUnsupported => f.write_str(
+                "setting `hedge` is not supported by baton-blocking (one attempt in flight at a \
+                 time); remove it or use an async adapter",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Config(e) => Some(e),
+            BuildError::HedgingUnsupported => None,
+        }
+    }
+}
+
+impl From<ConfigError> for BuildError {
+    fn from(e: ConfigError) -> Self {
+        BuildError::Config(e)
+    }
+}
+
+/// A failed call: the engine's error (kind and full [`Report`]), the last ureq error when
+/// the last attempt failed in the HTTP client, and the retained response when the error
+/// carries one (SPEC 2.10).
+///
+/// `source()` is the last ureq error when there is one, else the engine's description of
+/// the last attempt.
+///
+/// ```no_run
+/// use baton_blocking::{Client, Endpoint, ErrorKind};
+/// let client = Client::builder()
+///     .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+///     .build()?;
+/// let err = client.post("/charge").send("{}").unwrap_err();
+/// assert_eq!(*err.kind(), ErrorKind::Failover);
+/// assert!(!err.report().may_have_executed); // refused: nothing was sent
+/// println!("{err}");
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+pub struct Error(Box<Inner>);
+
+struct Inner {
+    inner: baton_core::Error,
+    client_error: Option<ureq::Error>,
+    retained: Option<Response<Body>>,
+}
+
+impl Error {
+    pub(crate) fn new(
+        inner: baton_core::Error,
+        client_error: Option<ureq::Error>,
+        retained: Option<Response<Body>>,
+    ) -> Self {
+        Error(Box::new(Inner {
+            inner,
+            client_error,
+            retained,
+        }))
+    }
+
+    /// Which error (SPEC 2.10).
+    pub fn kind(&self) -> &ErrorKind {
+        &self.0.inner.kind
+    }
+
+    /// Everything known about the call: attempts, request id, stop reason,
+    /// `may_have_executed`.
+    pub fn report(&self) -> &Report {
+        &self.0.inner.report
+    }
+
+    /// The engine's error.
+    pub fn engine_error(&self) -> &baton_core::Error {
+        &self.0.inner
+    }
+
+    /// The ureq error of the last attempt, when it failed inside the HTTP client.
+    pub fn client_error(&self) -> Option<&ureq::Error> {
+        self.0.client_error.as_ref()
+    }
+
+    /// The retained (triggering) response the error carries, if any.
+    pub fn response(&self) -> Option<&Response<Body>> {
+        self.0.retained.as_ref()
+    }
+
+    /// Takes the retained response out of the error (to read its body).
+    pub fn into_response(self) -> Option<Response<Body>> {
+        self.0.retained
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("kind", &self.0.inner.kind)
+            .field("report", &self.0.inner.report)
+            .field("client_error", &self.0.client_error)
+            .field("retained", &self.0.retained.as_ref().map(|r| r.status()))
+            .finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0.inner)?;
+        if let Some(e) = &self.0.client_error {
+            write!(f, "; last client error: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.0.client_error {
+            Some(e) => Some(e),
+            None => std::error::Error::source(&self.0.inner),
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! # baton-blocking: baton's failover on the calling thread, with ureq
+//!
+//! A [`Client`] sends each call to a small ordered set of providers (endpoints) and lets
+//! the `baton-core` engine decide everything: which endpoint, whether another attempt is
+//! allowed and safe, how long to wait, when to stop. This crate only sends with ureq,
+//! sleeps with `std::thread::sleep`, classifies failures and builds requests. It never
+//! sends a request twice where that could do the work twice.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use baton_blocking::{Client, Endpoint};
+//!
+//! let client = Client::builder()
+//!     .endpoint(Endpoint::new("primary", "https://rpc-a.example/v1/KEY"))
+//!     .endpoint(Endpoint::new("backup", "https://rpc-b.example/"))
+//!     .configure(|s| s.attempt_timeout = Duration::from_secs(2))
+//!     .build()?;
+//!
+//! // A read: retried and failed over freely.
+//! let mut head = client.get("/").call()?;
+//! let text = head.body_mut().read_to_string()?;
+//!
+//! // A payment: failed over only while nothing may have executed; the key is sent
+//! // unchanged on every attempt.
+//! let charge = client
+//!     .post("/")
+//!     .idempotency_key("order-1234")
+//!     .send(r#"{"amount":100}"#);
+//! match charge {
+//!     Ok(resp) => println!("{}", resp.status()),
+//!     Err(e) if !e.report().may_have_executed => println!("nothing happened: {e}"),
+//!     Err(e) => println!("unknown, reconcile {}: {e}", e.report().request_id),
+//! }
+//! # let _ = text;
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## What a call returns
+//! An `http::Response<ureq::Body>`, read as usual with ureq. 4xx and 5xx statuses are
+//! responses, never `Err` (the engine decides what they mean). The call's [`Report`]
+//! (attempts, request id, stop reason, `may_have_executed`) is in the response's
+//! extensions ([`ResponseExt::report`]) and in every [`Error`]. The response head is the
+//! commit point: a failure while reading the body afterwards is an `io::Error` whose inner
+//! error is a [`BodyError`] naming the endpoint, never a short body passed off as whole.
+//! The rebuilt body keeps its MIME type and charset, but `Body::content_length()` is
+//! `None`: read the `Content-Length` header instead.
+//!
+//! ## Failure classes, learnt by phase
+//! ureq 3 reports a DNS failure as an uncategorised I/O error, so the class is never read
+//! from an error message: the client wraps ureq's resolver, its connector chain and every
+//! transport, and records how far each attempt got (resolving, connecting, ready). A
+//! failure before the connection was ready is *undelivered* (DNS, refused, unreachable,
+//! connect timeout, TLS handshake); anything later (a timeout waiting, reset, closed,
+//! protocol error) is *ambiguous*; an unobserved phase is ambiguous. std opens no TCP Fast
+//! Open connection and ureq's rustls configuration sends no TLS early data, so nothing
+//! leaves before the handshake completes.
+//!
+//! ## Timeouts
+//! Each attempt runs with ureq's per-phase budgets, never a global one (a global timeout
+//! hides the phase): resolving plus connecting share the attempt's `connect_timeout`;
+//! sending plus waiting for the response head share its attempt timeout, counted from the
+//! moment the connection is ready; both are clipped to the call's deadline. An agent's own
+//! `timeout_global` and `timeout_per_call` are replaced during the attempt by these;
+//! `timeout_recv_body` and the per-read/per-write limits are kept and govern reading the
+//! body. Backoff and `Retry-After` waits are `std::thread::sleep` until the instant the
+//! engine names, which is never past the deadline.
+//!
+//! ## The agent
+//! [`ClientBuilder::agent`] takes an existing `ureq::Agent`'s configuration (proxy, TLS,
+//! redirects, user agent, middleware, ...) and builds the client's own agent from it with
+//! ureq's default connector and resolver wrapped as above; ureq does not expose an agent's
+//! connector or connection pool, so a bespoke connector must be handed over with
+//! [`ClientBuilder::parts`]. The client's agent ([`Client::agent`]) keeps one keep-alive
+//! pool for all calls.
+//!
+//! ## Choices where the spec is silent
+//! - **Hedging** needs several attempts in flight: this adapter runs one at a time, so a
+//!   policy with `hedge` set is refused at build ([`BuildError::HedgingUnsupported`]).
+//! - **Seed**: when the policy's seed is left at its default, the client replaces it with
+//!   one drawn from the OS (`std::collections::hash_map::RandomState`, mixed with the
+//!   time), so jitter de-correlates clients. A seed set to exactly the default value counts
+//!   as unset; any other seed is kept (deterministic runs).
+//! - **Bodies**: [`RequestBuilder::send`] and `send_json` hold bytes and replay the same
+//!   slice; [`RequestBuilder::send_reader`] is one-shot unless
+//!   [`RequestBuilder::buffer_for_replay`] opts in with a size limit;
+//!   [`RequestBuilder::send_with`] re-produces the body per attempt, and a failure to do so
+//!   is a replay failure.
+//! - **Invalid requests** (a bad header, URL or body) fail the call before any send as an
+//!   invalid call that carries a report, like every other call error.
+//! - **Events** go to [`ClientBuilder::on_event`] (or the policy's sink, or a per-call
+//!   sink), synchronously on the calling thread; with the `tracing` feature,
+//!   [`ClientBuilder::trace_events`] forwards them to `tracing` at debug level.
+//!
+//! ## Dependencies
+//! - `baton-core`: the engine (every decision).
+//! - `ureq` 3: the blocking HTTP/1.1 client, with its pluggable resolver and connector
+//!   (the `unversioned` API, pinned by the `3.5` requirement) for exact phases.
+//! - `http`: the request and response types ureq and baton-core share.
+//! - optional `serde` + `serde_json` (`json`, default): [`RequestBuilder::send_json`].
+//! - optional `tracing` (`tracing`): forwarding events.
+//!
+//! Features `rustls` (default, https) and `gzip` (default) switch on ureq's features of
+//! the same name.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod classify;
+mod driver;
+mod error;
+mod request;
+mod response;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+pub use baton_core::{
+    self as core, BreakerState, CallOptions, Endpoint, EndpointHealth, ErrorKind, Event, EventKind,
+    Hedge, Outcome, Permission, Policy, PolicyBuilder, Report, Settings, StopReason, UrlMode,
+};
+pub use error::{BuildError, Error};
+pub use request::RequestBuilder;
+pub use response::{BodyError, ResponseExt};
+
+use baton_core::{Engine, EventSink};
+use ureq::config::Config;
+use ureq::http::Method;
+use ureq::unversioned::resolver::{DefaultResolver, Resolver};
+use ureq::unversioned::transport::{Connector, DefaultConnector};
+use ureq::Agent;
+
+use classify::{ObservedConnector, ObservedResolver};
+
+pub(crate) struct Inner {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) agent: Agent,
+}
+
+/// A failover HTTP client: one engine (endpoint health, retry budget) and one ureq agent
+/// (keep-alive pool) shared by all its calls. Cheap to clone; `Send + Sync`, so one client
+/// can serve many threads.
+///
+/// ```no_run
+/// use baton_blocking::{Client, Endpoint};
+/// let client = Client::builder()
+///     .endpoint(Endpoint::new("a", "http://127.0.0.1:8080/"))
+///     .endpoint(Endpoint::new("b", "http://127.0.0.1:8081/"))
+///     .build()?;
+/// let threads: Vec<_> = (0..4)
+///     .map(|_| {
+///         let client = client.clone();
+///         std::thread::spawn(move || client.get("/").call().map(|r| r.status()))
+///     })
+///     .collect();
+/// for t in threads {
+///     println!("{:?}", t.join().unwrap());
+/// }
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("policy", self.inner.engine.policy())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Starts building a client.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// A call with `method` to `path` (or a URL; see [`RequestBuilder`]).
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder<'_> {
+        RequestBuilder::new(self, method, path)
+    }
+
+    /// A GET call.
+    pub fn get(&self, path: &str) -> RequestBuilder<'_> {
+        self.request(Method::GET, path)
+    }
+
+    /// A HEAD call.
+    pub fn head(&self, path: &str) -> RequestBuilder<'_> {
+        self.request(Method::HEAD, path)
+    }
+
+    /// A POST call.
+    pub fn post(&self, path: &str) -> RequestBuilder<'_> {
+        self.request(Method::POST, path)
+    }
+
+    /// A PUT call.
+    pub fn put(&self, path: &str) -> RequestBuilder<'_> {
+        self.request(Method::PUT, path)
+    }
+
+    /// A PATCH call.
+    pub fn patch(&self, path: &str) -> RequestBuilder<'_> {
+        self.request(Method::PATCH, path)
+    }
+
+    /// A DELETE call.
+    pub fn delete(&self, path: &str) -> RequestBuilder<'_> {
+        self.request(Method::DELETE, path)
+    }
+
+    /// The engine (policy, endpoint health, budget) shared by all calls.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.inner.engine
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        self.inner.engine.policy()
+    }
+
+    /// The client's ureq agent (phase-observing connector and resolver, one pool). Using
+    /// it directly bypasses baton.
+    pub fn agent(&self) -> &Agent {
+        &self.inner.agent
+    }
+
+    /// A snapshot of the health of the endpoint with `id`.
+    pub fn health(&self, id: &str) -> Option<EndpointHealth> {
+        self.inner.engine.health_of(id, Instant::now())
+    }
+
+    /// Resets the endpoint with `id` to closed by hand; false for an unknown id.
+    pub fn reset(&self, id: &str) -> bool {
+        self.inner.engine.reset(id, Instant::now())
+    }
+}
+
+type AgentFactory = Box<dyn FnOnce(Config) -> Agent>;
+
+/// Builds a [`Client`]: endpoints, policy settings, the ureq configuration, events.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_blocking::{Client, Endpoint, Policy};
+/// let agent: ureq::Agent = ureq::Agent::config_builder()
+///     .user_agent("my-app/1.0")
+///     .build()
+///     .into();
+/// let client = Client::builder()
+///     .agent(&agent)
+///     .policy(Policy::builder().attempt_timeout(Duration::from_secs(3)))
+///     .endpoint(Endpoint::new("a", "http://127.0.0.1:8080/"))
+///     .endpoint(Endpoint::new("b", "http://127.0.0.1:8081/"))
+///     .on_event(|e| eprintln!("{}: {:?}", e.request_id, e.kind))
+///     .build()
+///     .unwrap();
+/// assert_eq!(client.policy().endpoints().len(), 2);
+/// ```
+#[must_use]
+pub struct ClientBuilder {
+    policy: PolicyBuilder,
+    config: Option<Config>,
+    parts: Option<AgentFactory>,
+    sink: Option<EventSink>,
+    #[cfg(feature = "tracing")]
+    tracing: bool,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder {
+            policy: Policy::builder(),
+            config: None,
+            parts: None,
+            sink: None,
+            #[cfg(feature = "tracing")]
+            tracing: false,
+        }
+    }
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("config", &self.config)
+            .field("custom_parts", &self.parts.is_some())
+            .field("on_event", &self.sink.is_some())
+            .finish()
+    }
+}
+
+impl ClientBuilder {
+    /// Uses `agent`'s configuration (proxy, TLS, redirects, user agent, middleware, ...).
+    /// The client builds its own agent from it, with phase-observing wrappers around
+    /// ureq's default connector and resolver (see the crate docs).
+    pub fn agent(mut self, agent: &Agent) -> Self {
+        self.config = Some(agent.config().clone());
+        self
+    }
+
+    /// Uses this ureq configuration.
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Uses a bespoke ureq connector chain and resolver (wrapped to observe phases).
+    pub fn parts<C, R>(mut self, connector: C, resolver: R) -> Self
+    where
+        C: Connector<()>,
+        R: Resolver,
+    {
+        self.parts = Some(Box::new(move |config| {
+            Agent::with_parts(
+                config,
+                ObservedConnector(connector),
+                ObservedResolver(resolver),
+            )
+        }));
+        self
+    }
+
+    /// Starts from this policy builder (its endpoints and settings); later
+    /// [`endpoint`](Self::endpoint) and [`configure`](Self::configure) calls add to it.
+    pub fn policy(mut self, policy: PolicyBuilder) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Adds an endpoint (priority order is the order of these calls).
+    pub fn endpoint(mut self, endpoint: Endpoint) -> Self {
+        self.policy = self.policy.endpoint(endpoint);
+        self
+    }
+
+    /// Adds several endpoints.
+    pub fn endpoints(mut self, endpoints: impl IntoIterator<Item = Endpoint>) -> Self {
+        self.policy = self.policy.endpoints(endpoints);
+        self
+    }
+
+    /// Changes the policy's settings in place.
+    pub fn configure(mut self, f: impl FnOnce(&mut Settings)) -> Self {
+        self.policy = self.policy.configure(f);
+        self
+    }
+
+    /// Delivers every call's events to `f`, synchronously on the calling thread. Replaces
+    /// an event sink set on the policy builder; a per-call sink replaces it for that call.
+    pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
+        self.sink = Some(Arc::new(f));
+        self
+    }
+
+    /// Also forwards every event to `tracing` (target `baton`, debug level).
+    #[cfg(feature = "tracing")]
+    pub fn trace_events(mut self) -> Self {
+        self.tracing = true;
+        self
+    }
+
+    /// Validates everything and builds the client.
+    pub fn build(self) -> Result<Client, BuildError> {
+        let mut hedge = false;
+        let mut policy = self.policy.configure(|s| {
+            hedge = s.hedge.is_some();
+            if s.seed == Settings::default().seed {
+                s.seed = os_seed();
+            }
+        });
+        if hedge {
+            return Err(BuildError::HedgingUnsupported);
+        }
+        #[cfg(feature = "tracing")]
+        let sink = match (self.sink, self.tracing) {
+            (Some(user), true) => Some(Arc::new(move |e: &Event<'_>| {
+                trace_event(e);
+                user(e);
+            }) as EventSink),
+            (None, true) => Some(Arc::new(trace_event) as EventSink),
+            (user, false) => user,
+        };
+        #[cfg(not(feature = "tracing"))]
+        let sink = self.sink;
+        if sink.is_some() {
+            policy = policy.event_sink(sink);
+        }
+        let policy = policy.build()?;
+        let config = self.config.unwrap_or_default();
+        let agent = match self.parts {
+            Some(make) => make(config),
+            None => Agent::with_parts(
+                config,
+                ObservedConnector(DefaultConnector::new()),
+                ObservedResolver(DefaultResolver::default()),
+            ),
+        };
+        Ok(Client {
+            inner: Arc::new(Inner {
+                engine: Arc::new(Engine::new(policy)),
+                agent,
+            }),
+        })
+    }
+}
+
+/// A seed from the OS: `RandomState` keys are drawn from OS randomness once per process
+/// and then varied per instance; the time is mixed in for good measure.
+fn os_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    h.write_u128(nanos);
+    h.finish()
+}
+
+#[cfg(feature = "tracing")]
+fn trace_event(e: &Event<'_>) {
+    tracing::debug!(
+        target: "baton",
+        request_id = e.request_id,
+        idempotency_key = e.idempotency_key,
+        event = ?e.kind,
+        "baton event"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_is_send_sync_and_cheap_to_clone() {
+        fn assert_send_sync<T: Send + Sync + Clone>() {}
+        assert_send_sync::<Client>();
+    }
+
+    #[test]
+    fn default_seed_is_replaced_and_explicit_seed_kept() {
+        let a = Client::builder()
+            .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+            .build()
+            .unwrap();
+        assert_ne!(a.policy().settings().seed, Settings::default().seed);
+        let b = Client::builder()
+            .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+            .configure(|s| s.seed = 42)
+            .build()
+            .unwrap();
+        assert_eq!(b.policy().settings().seed, 42);
+    }
+
+    #[test]
+    fn hedging_is_refused_with_a_clear_error() {
+        let err = Client::builder()
+            .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+            .policy(
+                Policy::builder().hedge(Some(Hedge::after(std::time::Duration::from_millis(5)))),
+            )
+            .build()
+            .unwrap_err();
+        assert_eq!(err, BuildError::HedgingUnsupported);
+        assert!(err.to_string().contains("hedge"));
+    }
+
+    #[test]
+    fn invalid_policy_names_the_setting() {
+        let err = Client::builder()
+            .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+            .configure(|s| s.connect_timeout = std::time::Duration::ZERO)
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("connect_timeout"), "{err}");
+    }
+}

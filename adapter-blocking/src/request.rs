@@ -1,0 +1,272 @@
+//! One call, in ureq's idiom: `client.get(path).header(..).call()`,
+//! `client.post(path).idempotency_key(..).send_json(&value)`.
+//!
+//! The builder collects the request (method, URL or path, headers, body) and the call's
+//! options (SPEC 2.2, 2.6, 3). A bad header or URL does not fail here: the call fails
+//! before any send, as an invalid call with a report, like every other call error.
+
+use std::io::{self, Read};
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_core::{CallOptions, Event, Permission};
+use ureq::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use ureq::http::{HeaderMap, Method, Response, Uri};
+use ureq::Body;
+
+use crate::driver::{drive, Prepared, SendData};
+use crate::error::Error;
+use crate::Client;
+
+/// A call being built. Finish it with [`call`](Self::call) (no body) or one of the
+/// `send*` methods.
+///
+/// The path (or URL) is joined to each endpoint by the policy's URL mode: ignored in the
+/// default complete mode (JSON-RPC style), appended to the base in base mode (REST style).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use baton_blocking::{Client, Endpoint};
+/// let client = Client::builder()
+///     .endpoint(Endpoint::new("primary", "http://127.0.0.1:8080/rpc"))
+///     .endpoint(Endpoint::new("backup", "http://127.0.0.1:8081/rpc"))
+///     .build()?;
+/// let mut response = client
+///     .post("/")
+///     .header("content-type", "application/json")
+///     .idempotency_key("transfer-7f3a")
+///     .deadline(Duration::from_secs(5))
+///     .send(r#"{"jsonrpc":"2.0","id":1,"method":"send"}"#)?;
+/// let text = response.body_mut().read_to_string()?;
+/// # let _ = text;
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "a request does nothing until `call()` or a `send*` method runs it"]
+pub struct RequestBuilder<'c> {
+    client: &'c Client,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    options: CallOptions,
+    buffer_limit: Option<usize>,
+    invalid: Option<String>,
+}
+
+impl std::fmt::Debug for RequestBuilder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestBuilder")
+            .field("method", &self.method)
+            .field("uri", &self.uri)
+            .field("headers", &self.headers)
+            .field("options", &self.options)
+            .field("invalid", &self.invalid)
+            .finish()
+    }
+}
+
+impl<'c> RequestBuilder<'c> {
+    pub(crate) fn new(client: &'c Client, method: Method, path: &str) -> Self {
+        let (uri, invalid) = match path.parse::<Uri>() {
+            Ok(u) => (u, None),
+            Err(e) => (
+                Uri::from_static("/"),
+                Some(format!("invalid request URL {path:?}: {e}")),
+            ),
+        };
+        RequestBuilder {
+            client,
+            method,
+            uri,
+            headers: HeaderMap::new(),
+            options: CallOptions::default(),
+            buffer_limit: None,
+            invalid,
+        }
+    }
+
+    fn invalid(&mut self, why: String) {
+        self.invalid.get_or_insert(why);
+    }
+
+    /// Appends a header (sent on every attempt; per-endpoint headers of the same name
+    /// override it). An invalid name or value makes the call fail before any send.
+    pub fn header(mut self, name: impl AsRef<str>, value: impl AsRef<str>) -> Self {
+        let (name, value) = (name.as_ref(), value.as_ref());
+        match (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            (Ok(n), Ok(v)) => {
+                self.headers.append(n, v);
+            }
+            _ => self.invalid(format!("invalid header {name:?}: {value:?}")),
+        }
+        self
+    }
+
+    /// The request id (instead of a generated one): 8 to 128 of `A-Z a-z 0-9 . _ : -`.
+    pub fn request_id(mut self, id: impl Into<String>) -> Self {
+        self.options.request_id = Some(id.into());
+        self
+    }
+
+    /// The idempotency key, sent unchanged on every attempt. A keyed call may be retried
+    /// on the same endpoint after an ambiguous failure, and failed over only while
+    /// nothing may have executed (SPEC 2.2).
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.options.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Deadline for the whole call, from now.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.options.deadline = Some(deadline);
+        self
+    }
+
+    /// Attempt timeout for this call (sending to end of response headers).
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.options.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// Tries the endpoint with this id first, when eligible and available.
+    pub fn prefer(mut self, endpoint_id: impl Into<String>) -> Self {
+        self.options.prefer = Some(endpoint_id.into());
+        self
+    }
+
+    /// At most one attempt (both permissions `Never`).
+    pub fn deny_retries(mut self) -> Self {
+        self.options.deny = true;
+        self
+    }
+
+    /// Retry permission for this call.
+    pub fn retry(mut self, permission: Permission) -> Self {
+        self.options.retry = Some(permission);
+        self
+    }
+
+    /// Failover permission for this call.
+    pub fn failover(mut self, permission: Permission) -> Self {
+        self.options.failover = Some(permission);
+        self
+    }
+
+    /// Attempts per endpoint per round for this call.
+    pub fn attempts_per_endpoint(mut self, n: u32) -> Self {
+        self.options.attempts_per_endpoint = Some(n);
+        self
+    }
+
+    /// Cap on this call's attempts.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.options.max_attempts = Some(n);
+        self
+    }
+
+    /// Sends this call's events to `sink` (instead of the client's).
+    pub fn on_event(mut self, sink: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
+        self.options.events = Some(Arc::new(sink));
+        self
+    }
+
+    /// Replaces all call options at once.
+    pub fn options(mut self, options: CallOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Opt-in (SPEC 2.4): [`send_reader`](Self::send_reader) buffers a stream of up to
+    /// `limit` bytes so later attempts can replay it. A longer stream is sent once,
+    /// unreplayable (the engine then reports `NotReplayable` when it wanted another
+    /// attempt).
+    pub fn buffer_for_replay(mut self, limit: usize) -> Self {
+        self.buffer_limit = Some(limit);
+        self
+    }
+
+    fn run(self, body: SendData) -> Result<Response<Body>, Error> {
+        let p = Prepared {
+            method: self.method,
+            uri: self.uri,
+            headers: self.headers,
+            body,
+            options: self.options,
+            invalid: self.invalid,
+        };
+        drive(&self.client.inner, p)
+    }
+
+    /// Runs the call without a body.
+    pub fn call(self) -> Result<Response<Body>, Error> {
+        self.run(SendData::Empty)
+    }
+
+    /// Runs the call with these bytes as the body (replayable: every attempt sends the same
+    /// bytes, nothing is copied).
+    pub fn send(self, body: impl Into<Vec<u8>>) -> Result<Response<Body>, Error> {
+        self.run(SendData::Bytes(body.into()))
+    }
+
+    /// Runs the call with `value` serialised as JSON once (replayable), with
+    /// `content-type: application/json` unless a content type was set.
+    #[cfg(feature = "json")]
+    pub fn send_json(mut self, value: &impl serde::Serialize) -> Result<Response<Body>, Error> {
+        match serde_json::to_vec(value) {
+            Ok(bytes) => {
+                if !self.headers.contains_key(CONTENT_TYPE) {
+                    self.headers.insert(
+                        CONTENT_TYPE,
+                        HeaderValue::from_static("application/json; charset=utf-8"),
+                    );
+                }
+                self.run(SendData::Bytes(bytes))
+            }
+            Err(e) => {
+                self.invalid(format!("the JSON body could not be serialised: {e}"));
+                self.run(SendData::Empty)
+            }
+        }
+    }
+
+    /// Runs the call with a stream as the body. The stream is sent once, so there is no
+    /// later attempt, unless [`buffer_for_replay`](Self::buffer_for_replay) was set and
+    /// the stream fits.
+    pub fn send_reader(mut self, mut reader: impl Read + 'static) -> Result<Response<Body>, Error> {
+        let Some(limit) = self.buffer_limit else {
+            return self.run(SendData::OneShot(Some(Box::new(reader))));
+        };
+        let mut buf = Vec::new();
+        let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+        match reader.by_ref().take(cap).read_to_end(&mut buf) {
+            Ok(n) if n <= limit => self.run(SendData::Bytes(buf)),
+            Ok(_) => {
+                let stream = io::Cursor::new(buf).chain(reader);
+                self.run(SendData::OneShot(Some(Box::new(stream))))
+            }
+            Err(e) => {
+                self.invalid(format!("reading the request body failed: {e}"));
+                self.run(SendData::Empty)
+            }
+        }
+    }
+
+    /// Runs the call with a body the caller can produce again (re-open a file, rewind a
+    /// source): `make` is called once per attempt. If it fails for a later attempt, no
+    /// later attempt can be made and the call ends with what it has (SPEC 2.4).
+    pub fn send_with<R, F>(mut self, mut make: F) -> Result<Response<Body>, Error>
+    where
+        R: Read + 'static,
+        F: FnMut() -> io::Result<R> + 'static,
+    {
+        match make() {
+            Ok(first) => {
+                let factory = Box::new(move || make().map(|r| Box::new(r) as Box<dyn Read>));
+                self.run(SendData::Factory(Some(Box::new(first)), factory))
+            }
+            Err(e) => {
+                self.invalid(format!("producing the request body failed: {e}"));
+                self.run(SendData::Empty)
+            }
+        }
+    }
+}

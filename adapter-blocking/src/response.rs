@@ -1,0 +1,162 @@
+//! The response a call returns: a plain ureq `http::Response<ureq::Body>` that carries the
+//! call's [`Report`] in its extensions, with a body whose read errors name the endpoint.
+//!
+//! The response head is the commit point (SPEC 1): once it arrived the call is decided.
+//! A failure while the caller reads the body afterwards is a [`BodyError`] (inside the
+//! `io::Error`, or inside `ureq::Error::Io` for ureq's `read_to_*` helpers) that names the
+//! endpoint, the attempt and the request id; it is never passed off as a complete body.
+
+use std::fmt;
+use std::io::{self, Read};
+use std::sync::Arc;
+
+use baton_core::Report;
+use ureq::http::Response;
+use ureq::Body;
+
+/// A failure while reading a response body, after the call returned the response.
+///
+/// It is the inner error of the `io::Error` the body reader returns (its kind is kept).
+///
+/// ```
+/// use std::io;
+/// use baton_blocking::BodyError;
+/// let e = BodyError::new("backup", 2, "req-12345678",
+///     io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"));
+/// assert!(e.to_string().contains("\"backup\""));
+/// assert_eq!(e.endpoint_id(), "backup");
+/// ```
+#[derive(Debug)]
+pub struct BodyError {
+    endpoint_id: Arc<str>,
+    attempt: u32,
+    request_id: Arc<str>,
+    source: io::Error,
+}
+
+impl BodyError {
+    /// A body error for `endpoint_id`'s attempt `attempt` of call `request_id`.
+    pub fn new(
+        endpoint_id: impl Into<Arc<str>>,
+        attempt: u32,
+        request_id: impl Into<Arc<str>>,
+        source: io::Error,
+    ) -> Self {
+        BodyError {
+            endpoint_id: endpoint_id.into(),
+            attempt,
+            request_id: request_id.into(),
+            source,
+        }
+    }
+
+    /// The endpoint whose response body failed.
+    pub fn endpoint_id(&self) -> &str {
+        &self.endpoint_id
+    }
+
+    /// The attempt number whose response this is.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The call's request id.
+    pub fn request_id(&self) -> &str {
+        &self.request_id
+    }
+}
+
+impl fmt::Display for BodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "reading the response body from endpoint {:?} (attempt {}, request id {}) failed: {}",
+            self.endpoint_id, self.attempt, self.request_id, self.source
+        )
+    }
+}
+
+impl std::error::Error for BodyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Reads the original body, wrapping every error in a [`BodyError`].
+struct NamedReader<R> {
+    inner: R,
+    endpoint_id: Arc<str>,
+    attempt: u32,
+    request_id: Arc<str>,
+}
+
+impl<R: Read> Read for NamedReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                BodyError {
+                    endpoint_id: self.endpoint_id.clone(),
+                    attempt: self.attempt,
+                    request_id: self.request_id.clone(),
+                    source: e,
+                },
+            )
+        })
+    }
+}
+
+/// Replaces the body with one whose errors name the endpoint and stores the report.
+///
+/// The rebuilt body keeps the MIME type and charset; its `content_length()` is `None`
+/// (read the `Content-Length` header instead).
+pub(crate) fn finish(response: Response<Body>, report: Report, attempt: u32) -> Response<Body> {
+    let (mut parts, body) = response.into_parts();
+    let endpoint_id: Arc<str> = report
+        .attempts
+        .iter()
+        .find(|a| a.number == attempt)
+        .map(|a| a.endpoint_id.clone())
+        .unwrap_or_else(|| Arc::from(""));
+    let mut builder = Body::builder();
+    if let Some(m) = body.mime_type() {
+        builder = builder.mime_type(m);
+    }
+    if let Some(c) = body.charset() {
+        builder = builder.charset(c);
+    }
+    let reader = NamedReader {
+        inner: body.into_reader(),
+        endpoint_id,
+        attempt,
+        request_id: Arc::from(report.request_id.as_str()),
+    };
+    parts.extensions.insert(CallReport(Arc::new(report)));
+    Response::from_parts(parts, builder.reader(reader))
+}
+
+/// The call's report, stored in the returned response's extensions.
+#[derive(Debug, Clone)]
+pub(crate) struct CallReport(pub(crate) Arc<Report>);
+
+/// Reads the call's [`Report`] from a response returned by a baton client.
+///
+/// ```no_run
+/// use baton_blocking::{Client, Endpoint, ResponseExt};
+/// let client = Client::builder().endpoint(Endpoint::new("a", "http://127.0.0.1:8080/")).build()?;
+/// let response = client.get("/").call()?;
+/// let report = response.report().expect("returned by baton");
+/// println!("{} attempt(s), answered by {:?}", report.attempts.len(), report.endpoint_id());
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+pub trait ResponseExt {
+    /// The report of the call that returned this response (`None` for a response that
+    /// did not come from a baton client).
+    fn report(&self) -> Option<&Report>;
+}
+
+impl<B> ResponseExt for Response<B> {
+    fn report(&self) -> Option<&Report> {
+        self.extensions().get::<CallReport>().map(|r| &*r.0)
+    }
+}
