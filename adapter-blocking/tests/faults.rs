@@ -1,0 +1,542 @@
+//! The blocking adapter against real fault-injecting providers on loopback (testkit),
+//! asserting what the call returned and what each provider actually executed.
+
+use std::error::Error as _;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use baton_blocking::core::{AttemptResult, FailureClass, TimeoutPhase};
+use baton_blocking::{
+    BodyError, BreakerState, Client, ClientBuilder, Endpoint, ErrorKind, EventKind, Policy,
+    ResponseExt, StopReason, UrlMode,
+};
+use testkit::{Behaviour, Provider};
+
+/// Short timeouts, tiny backoff, no proxy from the environment.
+fn builder(endpoints: &[(&str, &str)]) -> ClientBuilder {
+    let config = ureq::Agent::config_builder()
+        .proxy(None)
+        .timeout_recv_body(Some(Duration::from_millis(500)))
+        .build();
+    let mut b = Client::builder().config(config).configure(|s| {
+        s.connect_timeout = Duration::from_secs(2);
+        s.attempt_timeout = Duration::from_secs(2);
+        s.backoff.initial = Duration::from_millis(10);
+        s.backoff.max = Duration::from_millis(50);
+    });
+    for (id, url) in endpoints {
+        b = b.endpoint(Endpoint::new(*id, *url));
+    }
+    b
+}
+
+fn client(endpoints: &[(&str, &str)]) -> Client {
+    builder(endpoints).build().expect("valid client")
+}
+
+fn results(report: &baton_blocking::Report) -> Vec<(String, AttemptResult)> {
+    report
+        .attempts
+        .iter()
+        .map(|a| (a.endpoint_id.to_string(), a.result))
+        .collect()
+}
+
+const UNDELIVERED: AttemptResult = AttemptResult::Failed(FailureClass::Undelivered);
+const AMBIGUOUS: AttemptResult = AttemptResult::Failed(FailureClass::Ambiguous);
+
+fn ok200() -> AttemptResult {
+    AttemptResult::Response(ureq::http::StatusCode::OK)
+}
+
+#[test]
+fn healthy_call_returns_the_response_with_its_report() {
+    let p = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &p.url())]);
+    let mut resp = c.get("/").call().unwrap();
+    assert_eq!(resp.status(), 200);
+    let report = resp.report().unwrap().clone();
+    assert_eq!(report.stop_reason, StopReason::Answered);
+    assert_eq!(report.endpoint_id(), Some("a"));
+    assert_eq!(resp.body_mut().read_to_string().unwrap(), "ok");
+    let reqs = p.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(
+        reqs[0].header("x-request-id"),
+        Some(report.request_id.as_str())
+    );
+}
+
+#[test]
+fn client_errors_and_server_errors_are_responses() {
+    let p = Provider::start(Behaviour::status(404).body("nope"));
+    let c = client(&[("a", &p.url())]);
+    let mut resp = c.post("/").send("x").unwrap();
+    assert_eq!(resp.status(), 404);
+    assert_eq!(resp.body_mut().read_to_string().unwrap(), "nope");
+    let p500 = Provider::start(Behaviour::status(500));
+    let c = client(&[("a", &p500.url())]);
+    assert_eq!(c.get("/").call().unwrap().status(), 500);
+}
+
+#[test]
+fn refused_primary_is_undelivered_so_a_post_fails_over() {
+    let refused = testkit::refused_url();
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &refused), ("b", &b.url())]);
+    let resp = c.post("/pay").send("{}").unwrap();
+    let report = resp.report().unwrap();
+    assert_eq!(
+        results(report),
+        [("a".into(), UNDELIVERED), ("b".into(), ok200())]
+    );
+    assert_eq!(b.request_count(), 1);
+    assert_eq!(b.requests()[0].body_text(), "{}");
+}
+
+#[test]
+fn dns_failure_is_undelivered_so_a_post_fails_over() {
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &testkit::unresolvable_url()), ("b", &b.url())]);
+    let resp = c.post("/").send("{}").unwrap();
+    assert_eq!(
+        results(resp.report().unwrap()),
+        [("a".into(), UNDELIVERED), ("b".into(), ok200())]
+    );
+}
+
+#[test]
+fn tls_handshake_failure_is_undelivered_so_a_post_fails_over() {
+    // An https endpoint on a plain HTTP provider: the handshake fails, nothing is executed.
+    let plain = Provider::start(Behaviour::ok());
+    let https = format!("https://127.0.0.1:{}", plain.port());
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &https), ("b", &b.url())]);
+    let resp = c.post("/").send("{}").unwrap();
+    assert_eq!(
+        results(resp.report().unwrap()),
+        [("a".into(), UNDELIVERED), ("b".into(), ok200())]
+    );
+    assert_eq!(plain.request_count(), 0);
+    assert_eq!(b.request_count(), 1);
+}
+
+#[test]
+fn reset_after_read_is_ambiguous_so_a_post_without_key_stops() {
+    let a = Provider::start(Behaviour::reset());
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url()), ("b", &b.url())]);
+    let err = c.post("/").send("{}").unwrap_err();
+    assert_eq!(*err.kind(), ErrorKind::Failover);
+    assert_eq!(err.report().stop_reason, StopReason::NotPermitted);
+    assert!(err.report().may_have_executed);
+    assert_eq!(results(err.report()), [("a".into(), AMBIGUOUS)]);
+    assert_eq!((a.request_count(), b.request_count()), (1, 0));
+    // The last ureq error is the source.
+    assert!(err.client_error().is_some());
+    assert!(err
+        .source()
+        .unwrap()
+        .downcast_ref::<ureq::Error>()
+        .is_some());
+    assert!(err.to_string().contains(err.report().request_id.as_str()));
+}
+
+#[test]
+fn reset_after_read_fails_a_get_over() {
+    let a = Provider::start(Behaviour::reset());
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url()), ("b", &b.url())]);
+    let resp = c.get("/").call().unwrap();
+    assert_eq!(
+        results(resp.report().unwrap()),
+        [("a".into(), AMBIGUOUS), ("b".into(), ok200())]
+    );
+}
+
+#[test]
+fn close_without_answer_is_ambiguous() {
+    let a = Provider::start(Behaviour::close());
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url()), ("b", &b.url())]);
+    let err = c.post("/").send("{}").unwrap_err();
+    assert_eq!(results(err.report()), [("a".into(), AMBIGUOUS)]);
+    assert_eq!(
+        a.connection_count(),
+        1,
+        "the second request used the pooled connection"
+    );
+    assert_eq!(b.request_count(), 0);
+}
+
+#[test]
+fn black_hole_times_out_waiting_which_is_ambiguous() {
+    let a = Provider::start(Behaviour::black_hole());
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url()), ("b", &b.url())]);
+    let t0 = Instant::now();
+    let err = c
+        .post("/")
+        .attempt_timeout(Duration::from_millis(400))
+        .send("{}")
+        .unwrap_err();
+    let took = t0.elapsed();
+    assert_eq!(
+        results(err.report()),
+        [("a".into(), AttemptResult::TimedOut(TimeoutPhase::Response))]
+    );
+    assert!(took >= Duration::from_millis(350), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert_eq!((a.request_count(), b.request_count()), (1, 0));
+}
+
+#[test]
+fn slow_answer_past_the_attempt_timeout_fails_a_get_over() {
+    let a = Provider::start(Behaviour::ok().delay(Duration::from_secs(3)));
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url()), ("b", &b.url())]);
+    let resp = c
+        .get("/")
+        .attempt_timeout(Duration::from_millis(300))
+        .call()
+        .unwrap();
+    assert_eq!(resp.report().unwrap().endpoint_id(), Some("b"));
+}
+
+#[test]
+fn deadline_cuts_the_attempt_and_ends_the_call() {
+    let a = Provider::start(Behaviour::black_hole());
+    let c = client(&[("a", &a.url())]);
+    let t0 = Instant::now();
+    let err = c
+        .get("/")
+        .deadline(Duration::from_millis(500))
+        .call()
+        .unwrap_err();
+    assert_eq!(*err.kind(), ErrorKind::Deadline);
+    assert_eq!(err.report().stop_reason, StopReason::Deadline);
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(450), "{took:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}
+
+#[test]
+fn status_503_fails_a_get_over_and_both_providers_executed() {
+    let a = Provider::start(Behaviour::status(503));
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url()), ("b", &b.url())]);
+    let resp = c.get("/").call().unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!((a.request_count(), b.request_count()), (1, 1));
+}
+
+#[test]
+fn keyed_post_after_503_is_retried_on_the_same_endpoint_with_the_same_key() {
+    let a = Provider::builder()
+        .then(Behaviour::status(503))
+        .otherwise(Behaviour::ok())
+        .start();
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url()), ("b", &b.url())]);
+    let resp = c.post("/").idempotency_key("charge-42").send("{}").unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(a.count_with_header("idempotency-key", "charge-42"), 2);
+    assert_eq!(b.request_count(), 0);
+    let ids: Vec<_> = a
+        .requests()
+        .iter()
+        .map(|r| r.header("x-request-id").unwrap().to_string())
+        .collect();
+    assert_eq!(ids[0], ids[1], "one request id on every attempt");
+}
+
+#[test]
+fn retry_after_on_429_is_waited_for_with_a_sleep() {
+    let a = Provider::builder()
+        .then(Behaviour::status(429).header("Retry-After", "1"))
+        .otherwise(Behaviour::ok())
+        .start();
+    let c = client(&[("a", &a.url())]);
+    let t0 = Instant::now();
+    let resp = c.get("/").call().unwrap();
+    assert_eq!(resp.status(), 200);
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(800), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert_eq!(a.request_count(), 2);
+}
+
+#[test]
+fn retained_503_is_returned_when_the_backup_is_refused() {
+    let a = Provider::start(Behaviour::status(503).body("busy"));
+    let c = client(&[("a", &a.url()), ("b", &testkit::refused_url())]);
+    let mut resp = c.get("/").call().unwrap();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.body_mut().read_to_string().unwrap(), "busy");
+    let report = resp.report().unwrap();
+    assert!(matches!(
+        report.outcome,
+        baton_blocking::Outcome::Response { retained: true, .. }
+    ));
+}
+
+#[test]
+fn body_stall_after_the_head_is_a_body_error_naming_the_endpoint() {
+    let a = Provider::start(Behaviour::ok().stall_after_headers());
+    let c = client(&[("primary", &a.url())]);
+    let mut resp = c.get("/").call().unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut buf = Vec::new();
+    let err = resp
+        .body_mut()
+        .as_reader()
+        .read_to_end(&mut buf)
+        .unwrap_err();
+    let body = err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<BodyError>())
+        .expect("a BodyError inside");
+    assert_eq!(body.endpoint_id(), "primary");
+    assert_eq!(body.attempt(), 1);
+}
+
+#[test]
+fn half_body_then_close_is_never_a_complete_body() {
+    let a = Provider::start(
+        Behaviour::status(200)
+            .body("0123456789")
+            .close_after_half_body(),
+    );
+    let c = client(&[("primary", &a.url())]);
+    let mut resp = c.get("/").call().unwrap();
+    let err = resp.body_mut().read_to_string().unwrap_err();
+    assert!(err.to_string().contains("\"primary\""), "{err}");
+}
+
+#[test]
+fn destination_rules_base_mode_endpoint_headers_host_and_attempt_number() {
+    let a = Provider::start(Behaviour::status(503));
+    let b = Provider::start(Behaviour::ok());
+    let c = builder(&[])
+        .policy(
+            Policy::builder()
+                .url_mode(UrlMode::Base)
+                .configure(|s| s.attempt_header = Some("x-attempt".into())),
+        )
+        .endpoint(
+            Endpoint::new("a", format!("{}/v1?tenant=7", a.url())).header("authorization", "A"),
+        )
+        .endpoint(Endpoint::new("b", format!("{}/v2", b.url())).header("authorization", "B"))
+        .build()
+        .unwrap();
+    let host_a = a.url().trim_start_matches("http://").to_string();
+    let resp = c
+        .get("/users/7?x=1")
+        .header("authorization", "caller")
+        .header("host", &host_a)
+        .request_id("req-fixed-0001")
+        .call()
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let ra = &a.requests()[0];
+    let rb = &b.requests()[0];
+    assert_eq!(ra.path, "/v1/users/7");
+    assert_eq!(ra.query.as_deref(), Some("tenant=7&x=1"));
+    assert_eq!(rb.path, "/v2/users/7");
+    assert_eq!(ra.header("authorization"), Some("A"));
+    assert_eq!(rb.header("authorization"), Some("B"));
+    assert_eq!(ra.header("host"), Some(host_a.as_str()));
+    let host_b = b.url().trim_start_matches("http://").to_string();
+    assert_eq!(rb.header("host"), Some(host_b.as_str()));
+    assert_eq!(ra.header("x-attempt"), Some("1"));
+    assert_eq!(rb.header("x-attempt"), Some("2"));
+    assert_eq!(rb.header("x-request-id"), Some("req-fixed-0001"));
+}
+
+#[test]
+fn one_shot_stream_is_not_replayed_unless_buffering_is_opted_in() {
+    let refused = testkit::refused_url();
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &refused), ("b", &b.url())]);
+    let err = c
+        .post("/")
+        .send_reader(std::io::Cursor::new(b"stream".to_vec()))
+        .unwrap_err();
+    assert_eq!(err.report().stop_reason, StopReason::NotReplayable);
+    assert!(!err.report().may_have_executed);
+    assert_eq!(b.request_count(), 0);
+
+    let resp = c
+        .post("/")
+        .buffer_for_replay(1024)
+        .send_reader(std::io::Cursor::new(b"stream".to_vec()))
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(b.requests()[0].body_text(), "stream");
+
+    // Over the limit: sent once, unreplayable.
+    let err = c
+        .post("/")
+        .buffer_for_replay(3)
+        .send_reader(std::io::Cursor::new(b"stream".to_vec()))
+        .unwrap_err();
+    assert_eq!(err.report().stop_reason, StopReason::NotReplayable);
+}
+
+#[test]
+fn body_factory_failure_on_a_later_attempt_is_a_replay_failure() {
+    let refused = testkit::refused_url();
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &refused), ("b", &b.url())]);
+    let mut n = 0;
+    let err = c
+        .post("/")
+        .send_with(move || {
+            n += 1;
+            if n == 1 {
+                Ok(std::io::Cursor::new(b"body".to_vec()))
+            } else {
+                Err(std::io::Error::other("file gone"))
+            }
+        })
+        .unwrap_err();
+    assert_eq!(err.report().stop_reason, StopReason::ReplayFailed);
+    assert_eq!(b.request_count(), 0);
+
+    // A factory that works is called again for the failover.
+    let resp = c
+        .post("/")
+        .send_with(|| Ok(std::io::Cursor::new(b"again".to_vec())))
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(b.requests().last().unwrap().body_text(), "again");
+}
+
+#[test]
+fn send_json_sets_the_content_type_and_replays_the_bytes() {
+    #[derive(serde::Serialize)]
+    struct Rpc {
+        method: &'static str,
+    }
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &testkit::refused_url()), ("b", &b.url())]);
+    c.post("/").send_json(&Rpc { method: "eth_call" }).unwrap();
+    let r = &b.requests()[0];
+    assert_eq!(r.body_text(), r#"{"method":"eth_call"}"#);
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
+}
+
+#[test]
+fn invalid_header_fails_the_call_before_any_send() {
+    let a = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url())]);
+    let err = c.get("/").header("bad header", "x").call().unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::InvalidCall(_)));
+    assert!(!err.report().may_have_executed);
+    assert_eq!(a.request_count(), 0);
+}
+
+#[test]
+fn unknown_preferred_endpoint_is_an_error_before_any_send() {
+    let a = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url())]);
+    let err = c.get("/").prefer("nope").call().unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::UnknownEndpoint(_)));
+    assert_eq!(a.request_count(), 0);
+}
+
+#[test]
+fn preferred_endpoint_goes_first_and_deny_allows_one_attempt() {
+    let a = Provider::start(Behaviour::ok());
+    let b = Provider::start(Behaviour::status(503));
+    let c = client(&[("a", &a.url()), ("b", &b.url())]);
+    let resp = c.get("/").prefer("b").deny_retries().call().unwrap();
+    // 503 with no further attempt allowed: the retained response is returned.
+    assert_eq!(resp.status(), 503);
+    assert_eq!((a.request_count(), b.request_count()), (0, 1));
+}
+
+#[test]
+fn events_are_delivered_in_order_per_call() {
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let l2 = log.clone();
+    let b = Provider::start(Behaviour::ok());
+    let c = builder(&[("a", &testkit::refused_url()), ("b", &b.url())])
+        .on_event(move |e| {
+            let name = match &e.kind {
+                EventKind::AttemptStarted { .. } => "started",
+                EventKind::AttemptFinished { .. } => "finished",
+                EventKind::Failover { .. } => "failover",
+                EventKind::Result { .. } => "result",
+                _ => return,
+            };
+            l2.lock().unwrap().push(name.to_string());
+        })
+        .build()
+        .unwrap();
+    c.get("/").call().unwrap();
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["started", "finished", "failover", "started", "finished", "result"]
+    );
+}
+
+#[test]
+fn breaker_is_shared_by_all_threads_of_one_client() {
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &testkit::refused_url()), ("b", &b.url())]);
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let c = c.clone();
+            std::thread::spawn(move || c.get("/").call().map(|r| r.status()))
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap().unwrap(), 200);
+    }
+    assert_eq!(c.health("a").unwrap().state, BreakerState::Open);
+    // The open primary is tried last: the next call goes straight to the backup.
+    let resp = c.get("/").call().unwrap();
+    assert_eq!(resp.report().unwrap().attempts.len(), 1);
+    assert!(c.reset("a"));
+    assert_eq!(c.health("a").unwrap().state, BreakerState::Closed);
+}
+
+#[test]
+fn keep_alive_connection_is_reused_across_calls() {
+    let a = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url())]);
+    for _ in 0..5 {
+        let mut r = c.get("/").call().unwrap();
+        r.body_mut().read_to_string().unwrap();
+    }
+    assert_eq!(a.request_count(), 5);
+    assert_eq!(a.connection_count(), 1);
+}
+
+#[test]
+fn server_closing_a_pooled_connection_is_ambiguous_not_undelivered() {
+    // The first request leaves a keep-alive connection in the pool; the second one is
+    // reset on it. The attempt used a ready connection, so it may have executed.
+    let a = Provider::builder()
+        .then(Behaviour::ok())
+        .then(Behaviour::reset())
+        .otherwise(Behaviour::ok())
+        .start();
+    let b = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url()), ("b", &b.url())]);
+    let mut r = c.post("/").send("1").unwrap();
+    r.body_mut().read_to_string().unwrap();
+    let err = c.post("/").send("2").unwrap_err();
+    assert_eq!(results(err.report()), [("a".into(), AMBIGUOUS)]);
+    assert_eq!(
+        a.connection_count(),
+        1,
+        "the second request used the pooled connection"
+    );
+    assert_eq!(b.request_count(), 0);
+}
