@@ -1,1 +1,95 @@
-fn main() {}
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+//! The healthy path: three endpoints, a call is created, its first attempt is answered
+//! 200, the call is done. Consecutive breaker rule (the default). Measured with the retry
+//! budget on (the default: one deposit per call) and off. Also counts heap allocations per
+//! call with a counting global allocator.
+//!
+//! Run: `cargo bench -p baton-core --bench healthy_path`
+
+use std::alloc::System;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Instant;
+
+use baton_core::{
+    Action, AttemptOutcome, BodyKind, Call, CallOptions, Endpoint, Engine, Policy, RequestInfo,
+    ResponseInfo,
+};
+use criterion::{criterion_group, criterion_main, Criterion};
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn engine(budget: bool) -> Arc<Engine> {
+    let mut b = Policy::builder()
+        .endpoint(Endpoint::new("a", "https://a.example/"))
+        .endpoint(Endpoint::new("b", "https://b.example/"))
+        .endpoint(Endpoint::new("c", "https://c.example/"));
+    if !budget {
+        b = b.budget(None);
+    }
+    Arc::new(Engine::new(b.build().unwrap()))
+}
+
+fn one_call(engine: &Arc<Engine>, info: &RequestInfo<'_>, headers: &http::HeaderMap, t: Instant) {
+    let mut call = Call::new(
+        engine.clone(),
+        info,
+        BodyKind::Empty,
+        CallOptions::default(),
+        t,
+    );
+    let Action::Send(a) = call.poll_action(t) else {
+        unreachable!()
+    };
+    call.handle_outcome(
+        a.number,
+        AttemptOutcome::Response(ResponseInfo::new(http::StatusCode::OK, headers)),
+        t,
+    );
+    let Action::Done(report) = call.poll_action(t) else {
+        unreachable!()
+    };
+    black_box(report);
+}
+
+fn bench(c: &mut Criterion) {
+    let uri: http::Uri = "/".parse().unwrap();
+    let headers = http::HeaderMap::new();
+    let info = RequestInfo {
+        method: &http::Method::GET,
+        uri: &uri,
+        headers: &headers,
+    };
+    let t0 = Instant::now();
+    for budget in [false, true] {
+        let e = engine(budget);
+        // Warm up, then count allocations over many calls.
+        for _ in 0..100 {
+            one_call(&e, &info, &headers, t0);
+        }
+        const N: usize = 100_000;
+        let region = Region::new(GLOBAL);
+        for _ in 0..N {
+            one_call(&e, &info, &headers, t0);
+        }
+        let stats = region.change();
+        println!(
+            "healthy path (budget {}): {:.3} allocations per call, {:.1} bytes per call",
+            if budget { "on" } else { "off" },
+            stats.allocations as f64 / N as f64,
+            stats.bytes_allocated as f64 / N as f64
+        );
+        c.bench_function(
+            &format!(
+                "healthy_call_3_endpoints_budget_{}",
+                if budget { "on" } else { "off" }
+            ),
+            |b| b.iter(|| one_call(&e, &info, &headers, t0)),
+        );
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

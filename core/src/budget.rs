@@ -53,7 +53,7 @@ impl BudgetState {
         (since(now, origin).as_nanos() / self.slot_width.as_nanos().max(1)) as u64 + SLOTS as u64
     }
 
-    fn current<'a>(inner: &'a mut Inner, index: u64) -> &'a mut Slot {
+    fn current(inner: &mut Inner, index: u64) -> &mut Slot {
         let s = &mut inner.slots[(index % SLOTS as u64) as usize];
         if s.index != index {
             *s = Slot {

@@ -160,6 +160,8 @@ pub struct Attempt {
 }
 
 /// What the adapter should do next.
+// `Done` is large, but boxing it would cost every call an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Send this attempt.
@@ -747,6 +749,12 @@ impl Call {
         )
     }
 
+    /// Whether an extra attempt of `kind` is free of budget: it follows an undelivered
+    /// failure, which put no load on any provider (hedges always pay).
+    fn free_step(&self, kind: AttemptKind) -> bool {
+        self.last_undelivered && kind != AttemptKind::Hedge
+    }
+
     fn attempts_made(&self) -> u32 {
         self.next_number - 1
     }
@@ -835,14 +843,16 @@ impl Call {
                     && self.allowed(e)
                     && self.available(e, now)
             });
-            self.emit(
-                now,
-                EventKind::CooldownSkip {
-                    endpoint: &self.engine.ids[endpoint],
-                    state,
-                    skipped: skip || alt.is_some(),
-                },
-            );
+            if skip || alt.is_some() {
+                self.emit(
+                    now,
+                    EventKind::CooldownSkip {
+                        endpoint: &self.engine.ids[endpoint],
+                        state,
+                        skipped: true,
+                    },
+                );
+            }
             match (alt, skip) {
                 (Some(p), _) => {
                     // Move the available one in front of the unavailable one.
@@ -879,8 +889,7 @@ impl Call {
                     b.deposit(now);
                     self.first_deposited = true;
                 }
-            } else if !(self.last_undelivered && kind != AttemptKind::Hedge) && !b.try_withdraw(now)
-            {
+            } else if !self.free_step(kind) && !b.try_withdraw(now) {
                 self.emit(
                     now,
                     EventKind::BudgetRefused {
@@ -1395,8 +1404,12 @@ impl Call {
         if hedged_in_flight {
             return Ok(None);
         }
-        if pinned && limit_ok {
-            return Err(Stop::Reason(StopReason::NotPermitted));
+        if pinned {
+            return Err(Stop::Reason(if limit_ok {
+                StopReason::NotPermitted
+            } else {
+                StopReason::AttemptsExhausted
+            }));
         }
         // 3. A new round, from the first available endpoint, after a backoff wait.
         if made < self.max_attempts && !pinned {

@@ -164,7 +164,7 @@ impl Health {
         };
         let slots = (0..endpoints)
             .map(|_| Slot {
-                quiet: AtomicBool::new(true),
+                quiet: AtomicBool::new(!matches!(breaker.rule, BreakerRule::FailureRate { .. })),
                 epoch: AtomicU64::new(0),
                 inner: Mutex::new(Inner {
                     state: State::Closed,
