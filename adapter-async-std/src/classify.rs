@@ -1,0 +1,217 @@
+//! Transport failures and their class, decided by the phase they happened in (SPEC 1).
+//!
+//! The adapter owns DNS, TCP connect, the TLS handshake and the HTTP exchange, so it always
+//! knows the phase and never guesses from error text:
+//!
+//! | phase | examples | class |
+//! |---|---|---|
+//! | [`Phase::Dns`] | name does not resolve | undelivered |
+//! | [`Phase::Connect`] | refused, host or network unreachable, connect timeout | undelivered |
+//! | [`Phase::Tls`] | handshake failure, TLS alert during the handshake, bad certificate | undelivered |
+//! | [`Phase::NotSent`] | the connection closed before hyper wrote a single request byte | undelivered |
+//! | [`Phase::Exchange`] | anything once the request started to be written: reset, EOF, timeout waiting for the headers, a TLS alert after the handshake, a protocol error | ambiguous |
+//!
+//! Nothing here decides what happens next: the class goes to the engine.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+
+use baton_core::{AttemptOutcome, FailureClass, TimeoutPhase};
+
+/// Where in an attempt a transport failure happened.
+///
+/// ```
+/// use baton_async_std::Phase;
+/// use baton_core::FailureClass;
+/// assert_eq!(Phase::Tls.class(), FailureClass::Undelivered);
+/// assert_eq!(Phase::Exchange.class(), FailureClass::Ambiguous);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Resolving the endpoint's host name.
+    Dns,
+    /// Opening the TCP connection.
+    Connect,
+    /// The TLS handshake.
+    Tls,
+    /// The connection was ready but closed before any request byte was written.
+    NotSent,
+    /// Writing the request or waiting for the response headers.
+    Exchange,
+}
+
+impl Phase {
+    /// The failure class of a failure in this phase.
+    pub fn class(self) -> FailureClass {
+        match self {
+            Phase::Dns | Phase::Connect | Phase::Tls | Phase::NotSent => FailureClass::Undelivered,
+            Phase::Exchange => FailureClass::Ambiguous,
+        }
+    }
+
+    /// The phase's name in messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Dns => "dns",
+            Phase::Connect => "connect",
+            Phase::Tls => "tls handshake",
+            Phase::NotSent => "connection closed before sending",
+            Phase::Exchange => "request",
+        }
+    }
+}
+
+type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// One attempt's transport failure: the endpoint, the attempt, the phase, whether a timeout
+/// fired, and the underlying I/O, TLS or hyper error as its [`source`](StdError::source).
+///
+/// ```
+/// use baton_async_std::{Phase, TransportError};
+/// use baton_core::FailureClass;
+/// let e = TransportError::new("primary", 1, Phase::Connect, false,
+///     std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+/// assert_eq!(e.class(), FailureClass::Undelivered);
+/// assert!(e.to_string().contains("primary"));
+/// assert!(std::error::Error::source(&e).is_some());
+/// ```
+#[derive(Debug)]
+pub struct TransportError {
+    endpoint: Arc<str>,
+    attempt: u32,
+    phase: Phase,
+    timed_out: bool,
+    source: Option<BoxError>,
+}
+
+impl TransportError {
+    /// A failure of attempt `attempt` at `endpoint` in `phase`.
+    pub fn new(
+        endpoint: impl Into<Arc<str>>,
+        attempt: u32,
+        phase: Phase,
+        timed_out: bool,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        TransportError {
+            endpoint: endpoint.into(),
+            attempt,
+            phase,
+            timed_out,
+            source: Some(source.into()),
+        }
+    }
+
+    /// A timeout in `phase` (no underlying error).
+    pub(crate) fn timeout(endpoint: Arc<str>, attempt: u32, phase: Phase) -> Self {
+        TransportError {
+            endpoint,
+            attempt,
+            phase,
+            timed_out: true,
+            source: None,
+        }
+    }
+
+    /// The endpoint id.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The attempt number.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Whether an attempt or connect timeout fired.
+    pub fn is_timeout(&self) -> bool {
+        self.timed_out
+    }
+
+    /// The failure class (undelivered before the connection was ready, ambiguous after).
+    pub fn class(&self) -> FailureClass {
+        self.phase.class()
+    }
+
+    /// The outcome handed to the engine.
+    pub fn outcome(&self) -> AttemptOutcome<'static> {
+        outcome(self.phase, self.timed_out)
+    }
+}
+
+/// The engine input for a failure in `phase` (a timeout or not).
+pub(crate) fn outcome(phase: Phase, timed_out: bool) -> AttemptOutcome<'static> {
+    match (timed_out, phase.class()) {
+        (true, FailureClass::Undelivered) => AttemptOutcome::Timeout(TimeoutPhase::Connect),
+        (true, _) => AttemptOutcome::Timeout(TimeoutPhase::Response),
+        (false, class) => AttemptOutcome::Failure(class),
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "attempt {} at {:?}: {} {}",
+            self.attempt,
+            self.endpoint,
+            self.phase.as_str(),
+            if self.timed_out {
+                "timed out"
+            } else {
+                "failed"
+            }
+        )?;
+        if let Some(s) = &self.source {
+            write!(f, ": {s}")?;
+        }
+        Ok(())
+    }
+}
+
+impl StdError for TransportError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_phase_before_the_connection_is_ready_is_undelivered() {
+        for p in [Phase::Dns, Phase::Connect, Phase::Tls, Phase::NotSent] {
+            assert_eq!(p.class(), FailureClass::Undelivered, "{p:?}");
+            assert!(matches!(
+                outcome(p, false),
+                AttemptOutcome::Failure(FailureClass::Undelivered)
+            ));
+            assert!(matches!(
+                outcome(p, true),
+                AttemptOutcome::Timeout(TimeoutPhase::Connect)
+            ));
+        }
+    }
+
+    #[test]
+    fn a_failure_after_the_request_started_is_ambiguous() {
+        assert!(matches!(
+            outcome(Phase::Exchange, false),
+            AttemptOutcome::Failure(FailureClass::Ambiguous)
+        ));
+        assert!(matches!(
+            outcome(Phase::Exchange, true),
+            AttemptOutcome::Timeout(TimeoutPhase::Response)
+        ));
+    }
+}

@@ -1,0 +1,302 @@
+//! The loop that drives one call: it turns the engine's actions into sends and sleeps and
+//! hands every attempt's classified outcome back, with the time. It decides nothing.
+//!
+//! In-flight attempts are futures owned by the call's future (polled here, never spawned),
+//! so several can be in flight at once (hedging), and dropping the call's future drops
+//! them (closing their connections) together with the engine's `Call`, whose `Drop`
+//! releases any half-open probe slot they held.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Instant, SystemTime};
+
+use async_io::Timer;
+use baton_core::{
+    apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
+    CallOptions, FailureClass, Outcome, RequestInfo, ResponseInfo,
+};
+use http::header::{HeaderMap, HOST};
+use http::{Method, Uri};
+use smallvec::SmallVec;
+
+use crate::attempt::{self, AttemptCtx, AttemptEnd, Exchange};
+use crate::body::{OutBody, Source};
+use crate::classify::{Phase, TransportError};
+use crate::error::{CallError, Error};
+use crate::response::Response;
+use crate::Inner;
+
+/// A request ready to run.
+pub(crate) struct Prepared {
+    pub(crate) method: Method,
+    pub(crate) uri: Uri,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Source,
+    pub(crate) body_kind: BodyKind,
+    pub(crate) options: CallOptions,
+    /// Why the request cannot be built at all (rejected locally at the first send).
+    pub(crate) invalid: Option<String>,
+}
+
+type AttemptFuture = Pin<Box<dyn Future<Output = AttemptEnd> + Send>>;
+
+struct Flight {
+    number: u32,
+    fut: AttemptFuture,
+}
+
+struct Kept {
+    number: u32,
+    endpoint: usize,
+    exchange: Box<Exchange>,
+}
+
+/// Why no request could be made for an attempt.
+enum NotBuilt {
+    /// Invalid request: rejected locally.
+    Rejected(String),
+    /// No copy of the body could be made for a later attempt.
+    Replay(std::io::Error),
+}
+
+/// Runs one call to its end.
+pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Error> {
+    let Prepared {
+        method,
+        uri,
+        headers,
+        mut body,
+        body_kind,
+        options,
+        invalid,
+    } = req;
+    let info = RequestInfo {
+        method: &method,
+        uri: &uri,
+        headers: &headers,
+    };
+    let mut call = Call::new(
+        inner.engine.clone(),
+        &info,
+        body_kind,
+        options,
+        Instant::now(),
+    );
+    let mut flights: SmallVec<[Flight; 2]> = SmallVec::new();
+    let mut kept: SmallVec<[Kept; 1]> = SmallVec::new();
+    let mut last_error: Option<TransportError> = None;
+    let mut timer: Option<Timer> = None;
+    loop {
+        match call.poll_action(Instant::now()) {
+            Action::Send(a) => {
+                let built = match &invalid {
+                    Some(why) => Err(NotBuilt::Rejected(why.clone())),
+                    None => build(&inner, &call, &a, &method, &uri, &headers, &mut body),
+                };
+                match built {
+                    Ok(request) => {
+                        let ctx = AttemptCtx {
+                            pool: inner.pool.clone(),
+                            tls: inner.tls.clone(),
+                            http1: inner.http1.clone(),
+                            target: inner.targets[a.endpoint].clone(),
+                            endpoint: a.endpoint,
+                            endpoint_id: inner.ids[a.endpoint].clone(),
+                            number: a.number,
+                            start: Instant::now(),
+                            connect_timeout: a.connect_timeout,
+                            timeout: a.timeout,
+                        };
+                        flights.push(Flight {
+                            number: a.number,
+                            fut: Box::pin(attempt::run(ctx, request)),
+                        });
+                    }
+                    Err(NotBuilt::Rejected(why)) => {
+                        last_error = Some(TransportError::new(
+                            inner.ids[a.endpoint].clone(),
+                            a.number,
+                            Phase::NotSent,
+                            false,
+                            why,
+                        ));
+                        call.handle_outcome(
+                            a.number,
+                            AttemptOutcome::Failure(FailureClass::RejectedLocally),
+                            Instant::now(),
+                        );
+                    }
+                    Err(NotBuilt::Replay(e)) => {
+                        last_error = Some(TransportError::new(
+                            inner.ids[a.endpoint].clone(),
+                            a.number,
+                            Phase::NotSent,
+                            false,
+                            e,
+                        ));
+                        call.replay_failed(a.number, Instant::now());
+                    }
+                }
+            }
+            Action::Discard(n) => {
+                flights.retain(|f| f.number != n);
+                kept.retain(|k| k.number != n);
+            }
+            Action::Wait(until) => {
+                if flights.is_empty() && until.is_none() {
+                    // Nothing can wake us: the engine would wait forever (never expected).
+                    call.cancel(Instant::now());
+                    continue;
+                }
+                if let Some(t) = until {
+                    match timer.as_mut() {
+                        Some(tm) => tm.set_at(t),
+                        None => timer = Some(Timer::at(t)),
+                    }
+                }
+                let finished = poll_fn(|cx| {
+                    for i in 0..flights.len() {
+                        if let Poll::Ready(end) = flights[i].fut.as_mut().poll(cx) {
+                            let f = flights.swap_remove(i);
+                            return Poll::Ready(Some((f.number, end)));
+                        }
+                    }
+                    if until.is_some() {
+                        if let Some(tm) = timer.as_mut() {
+                            if Pin::new(tm).poll(cx).is_ready() {
+                                return Poll::Ready(None);
+                            }
+                        }
+                    }
+                    Poll::Pending
+                })
+                .await;
+                let Some((number, end)) = finished else {
+                    continue;
+                };
+                match end {
+                    AttemptEnd::Response(ex) => {
+                        call.handle_outcome(
+                            number,
+                            AttemptOutcome::Response(
+                                ResponseInfo::new(ex.head.status, &ex.head.headers)
+                                    .wall(SystemTime::now()),
+                            ),
+                            Instant::now(),
+                        );
+                        let endpoint = ex.lease.endpoint;
+                        kept.push(Kept {
+                            number,
+                            endpoint,
+                            exchange: ex,
+                        });
+                    }
+                    AttemptEnd::Failed(e) => {
+                        call.handle_outcome(number, e.outcome(), Instant::now());
+                        last_error = Some(e);
+                    }
+                }
+            }
+            Action::Done(report) => {
+                drop(flights);
+                let keep = report.outcome.kept_attempt();
+                let response = keep
+                    .and_then(|n| kept.iter().position(|k| k.number == n))
+                    .map(|i| kept.swap_remove(i));
+                drop(kept);
+                let make = |k: Kept, report: Box<baton_core::Report>| {
+                    Response::new(
+                        *k.exchange,
+                        inner.ids[k.endpoint].clone(),
+                        k.number,
+                        report,
+                        inner.body_timeout,
+                    )
+                };
+                return match report.outcome {
+                    Outcome::Response { .. } => match response {
+                        Some(k) => Ok(make(k, Box::new(report))),
+                        None => Err(call_error(report, None, last_error)),
+                    },
+                    Outcome::Error { .. } => {
+                        let response = response.map(|k| make(k, Box::new(report.clone())));
+                        Err(call_error(report, response, last_error))
+                    }
+                };
+            }
+        }
+    }
+}
+
+fn call_error(
+    mut report: baton_core::Report,
+    response: Option<Response>,
+    transport: Option<TransportError>,
+) -> Error {
+    if matches!(report.outcome, Outcome::Response { .. }) {
+        // The answer's response is missing (never expected: every response is kept until
+        // the engine discards it). Report the call as failed rather than panic.
+        report.outcome = Outcome::Error {
+            kind: baton_core::ErrorKind::Failover,
+            retained: None,
+        };
+    }
+    let error = report
+        .into_error()
+        .unwrap_or_else(|| unreachable!("an error outcome converts into an error"));
+    Error::Call(Box::new(CallError {
+        error,
+        response,
+        transport,
+    }))
+}
+
+/// Builds the request of one attempt: the endpoint's URL, the caller's headers plus the
+/// attempt's (request id, key, attempt number, Host rule, endpoint headers), and the body.
+#[allow(clippy::too_many_arguments)]
+fn build(
+    inner: &Inner,
+    call: &Call,
+    a: &Attempt,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &mut Source,
+) -> Result<http::Request<OutBody>, NotBuilt> {
+    let policy = inner.engine.policy();
+    let target =
+        attempt_uri(policy, a.endpoint, uri).map_err(|e| NotBuilt::Rejected(e.to_string()))?;
+    let mut h = headers.clone();
+    apply_attempt_headers(
+        policy,
+        a.endpoint,
+        uri,
+        call.request_id().as_str(),
+        call.idempotency_key(),
+        a.number,
+        &mut h,
+    )
+    .map_err(|e| NotBuilt::Rejected(e.to_string()))?;
+    if !h.contains_key(HOST) {
+        h.insert(HOST, inner.targets[a.endpoint].host_header.clone());
+    }
+    let out = match body.body_for(a.fresh_body) {
+        Ok(b) => b,
+        Err(e) if a.number > 1 => return Err(NotBuilt::Replay(e)),
+        Err(e) => {
+            return Err(NotBuilt::Rejected(format!(
+                "the body could not be made: {e}"
+            )))
+        }
+    };
+    let path = target
+        .path_and_query()
+        .map_or_else(|| Uri::from_static("/"), |pq| Uri::from(pq.clone()));
+    let mut req = http::Request::new(out);
+    *req.method_mut() = method.clone();
+    *req.uri_mut() = path;
+    *req.headers_mut() = h;
+    Ok(req)
+}

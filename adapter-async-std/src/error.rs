@@ -1,0 +1,287 @@
+//! The adapter's errors: a failed call (the engine's error with its report, plus the last
+//! transport error and any retained response), a body error after the commit point, and
+//! client build errors.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+
+use baton_core::{ConfigError, ErrorKind, Report, RequestId};
+
+use crate::classify::TransportError;
+use crate::response::Response;
+
+/// What a call, or reading a response body, can fail with.
+///
+/// ```no_run
+/// # async fn demo(client: baton_async_std::Client) {
+/// use baton_async_std::Error;
+/// match client.post("/v1/charges").idempotency_key("charge-42").send().await {
+///     Ok(resp) => println!("{} from {}", resp.status(), resp.endpoint_id()),
+///     Err(Error::Call(e)) => {
+///         // Every attempt, the stop reason, and whether the work may have been done.
+///         eprintln!("{e}; may have executed: {}", e.report().may_have_executed);
+///     }
+///     Err(e) => eprintln!("{e}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The call failed (SPEC 2.10).
+    Call(Box<CallError>),
+    /// Reading the response body failed after the headers arrived (never passed off as a
+    /// complete body).
+    Body(Box<BodyError>),
+    /// The body is not the JSON the caller asked for.
+    #[cfg(feature = "json")]
+    Decode(Box<DecodeError>),
+}
+
+impl Error {
+    /// The call's report (for call errors).
+    pub fn report(&self) -> Option<&Report> {
+        match self {
+            Error::Call(e) => Some(e.report()),
+            _ => None,
+        }
+    }
+
+    /// The engine's error kind (for call errors).
+    pub fn kind(&self) -> Option<&ErrorKind> {
+        match self {
+            Error::Call(e) => Some(e.kind()),
+            _ => None,
+        }
+    }
+
+    /// Whether the work may have been done somewhere: the call's `may_have_executed` for a
+    /// call error; always true for a body or decode error (a response arrived).
+    pub fn may_have_executed(&self) -> bool {
+        match self {
+            Error::Call(e) => e.report().may_have_executed,
+            _ => true,
+        }
+    }
+
+    /// Whether this is a body error.
+    pub fn is_body(&self) -> bool {
+        matches!(self, Error::Body(_))
+    }
+
+    /// Whether a timeout ended this (a body timeout, or a call whose last attempt timed
+    /// out, or the deadline).
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Call(e) => {
+                matches!(e.kind(), ErrorKind::Deadline)
+                    || e.transport().is_some_and(TransportError::is_timeout)
+            }
+            Error::Body(b) => b.timed_out,
+            #[cfg(feature = "json")]
+            Error::Decode(_) => false,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Call(e) => e.fmt(f),
+            Error::Body(e) => e.fmt(f),
+            #[cfg(feature = "json")]
+            Error::Decode(e) => e.fmt(f),
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Error::Call(e) => e.source(),
+            Error::Body(e) => e.source(),
+            #[cfg(feature = "json")]
+            Error::Decode(e) => e.source(),
+        }
+    }
+}
+
+/// A failed call: the engine's [`baton_core::Error`] (kind, report), the response it
+/// retained when returning it was not allowed, and the last transport error.
+///
+/// Its [`source`](StdError::source) is the last transport error (whose own source is the
+/// I/O, TLS or hyper error), or the engine's description of the last attempt when no
+/// transport error happened.
+#[derive(Debug)]
+pub struct CallError {
+    pub(crate) error: baton_core::Error,
+    pub(crate) response: Option<Response>,
+    pub(crate) transport: Option<TransportError>,
+}
+
+impl CallError {
+    /// Which error (failover, deadline, budget, ...).
+    pub fn kind(&self) -> &ErrorKind {
+        &self.error.kind
+    }
+
+    /// Every attempt, the stop reason, the elapsed time and `may_have_executed`.
+    pub fn report(&self) -> &Report {
+        &self.error.report
+    }
+
+    /// The engine's error.
+    pub fn core(&self) -> &baton_core::Error {
+        &self.error
+    }
+
+    /// The retained response this error carries (SPEC 2.10), if any.
+    pub fn response(&self) -> Option<&Response> {
+        self.response.as_ref()
+    }
+
+    /// Takes the retained response.
+    pub fn into_response(self) -> Option<Response> {
+        self.response
+    }
+
+    /// The last transport error of the call, if any.
+    pub fn transport(&self) -> Option<&TransportError> {
+        self.transport.as_ref()
+    }
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl StdError for CallError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match &self.transport {
+            Some(t) => Some(t),
+            None => self.error.source(),
+        }
+    }
+}
+
+/// Reading a response body failed (or timed out) after its headers arrived. It names the
+/// endpoint and attempt that gave the response.
+#[derive(Debug)]
+pub struct BodyError {
+    pub(crate) endpoint: Arc<str>,
+    pub(crate) attempt: u32,
+    pub(crate) request_id: RequestId,
+    pub(crate) timed_out: bool,
+    pub(crate) source: Option<hyper::Error>,
+}
+
+impl BodyError {
+    /// The endpoint whose response body failed.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The attempt that got the response.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The call's request id.
+    pub fn request_id(&self) -> &RequestId {
+        &self.request_id
+    }
+
+    /// Whether the body timeout fired.
+    pub fn is_timeout(&self) -> bool {
+        self.timed_out
+    }
+}
+
+impl fmt::Display for BodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "reading the response body from endpoint {:?} (attempt {}, request id {}) {}",
+            self.endpoint,
+            self.attempt,
+            self.request_id,
+            if self.timed_out {
+                "timed out"
+            } else {
+                "failed"
+            }
+        )?;
+        if let Some(s) = &self.source {
+            write!(f, ": {s}")?;
+        }
+        Ok(())
+    }
+}
+
+impl StdError for BodyError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source.as_ref().map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+/// The response body is not the JSON asked for.
+#[cfg(feature = "json")]
+#[derive(Debug)]
+pub struct DecodeError {
+    pub(crate) endpoint: Arc<str>,
+    pub(crate) source: serde_json::Error,
+}
+
+#[cfg(feature = "json")]
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the response body from endpoint {:?} is not the expected JSON: {}",
+            self.endpoint, self.source
+        )
+    }
+}
+
+#[cfg(feature = "json")]
+impl StdError for DecodeError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Building a [`Client`](crate::Client) failed; the message names the setting.
+///
+/// ```
+/// let err = baton_async_std::Client::builder().build().unwrap_err();
+/// assert!(err.to_string().contains("no endpoints"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The policy is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The TLS configuration could not be built.
+    #[error("TLS configuration: {0}")]
+    Tls(String),
+    /// An endpoint URL cannot be connected to.
+    #[error("endpoint {id:?}: {reason}")]
+    Endpoint {
+        /// Endpoint id.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+    /// A client setting is invalid.
+    #[error("client setting `{setting}`: {reason}")]
+    Setting {
+        /// The setting's name.
+        setting: &'static str,
+        /// Why.
+        reason: String,
+    },
+}

@@ -1,0 +1,472 @@
+//! # baton-async-std: baton's failover engine on async-std and smol
+//!
+//! A [`Client`] sends each call to a small ordered set of provider endpoints and lets
+//! [`baton_core`]'s engine decide everything: which endpoint, whether another attempt is
+//! allowed and safe, when to wait, when to stop. This crate only sends, sleeps, classifies
+//! failures and builds requests, so it behaves exactly like `baton-tokio` and
+//! `baton-blocking` on the same scenario.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use baton_async_std::Client;
+//! use baton_core::Endpoint;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::builder()
+//!     .endpoint(Endpoint::new("primary", "https://rpc-a.example/v1/key"))
+//!     .endpoint(Endpoint::new("backup", "https://rpc-b.example/"))
+//!     .policy(|p| p.attempt_timeout(Duration::from_secs(2)))
+//!     .build()?;
+//! async_std::task::block_on(async {
+//!     let resp = client.post("/").body(r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}"#)
+//!         .send().await?;
+//!     println!("{} from {}", resp.status(), resp.endpoint_id());
+//!     Ok::<_, baton_async_std::Error>(())
+//! })?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Runtime
+//!
+//! Everything runs on `async-io` (the reactor and timers both async-std and smol are built
+//! on), so a client works under `async_std::task::block_on`/`spawn`, `smol::block_on`/
+//! `spawn`, or any executor, with no tokio. **No task is spawned**: hyper's connection
+//! future is polled inline by whoever uses the connection (the attempt until the response
+//! headers, then the [`Response`] while its body is read), and attempts in flight are
+//! futures owned by the call's future. So the adapter needs no executor handle, and
+//! dropping a call's future cancels all of its attempts (their connections close) and
+//! releases any half-open probe slot they held (the engine's `Call` is dropped with them).
+//! Several attempts can be in flight at once when the policy hedges.
+//!
+//! ## Transport
+//!
+//! HTTP/1.1 (and HTTP/1.0 responses) through hyper 1.x's client connection API, over
+//! `async_io::Async<TcpStream>` and, for `https`, `futures-rustls` (ring, webpki roots,
+//! TLS early data off). Names are resolved with the OS resolver on the `blocking` pool.
+//! Keep-alive connections are reused per endpoint: at most
+//! [`ClientBuilder::pool_max_idle_per_endpoint`] idle ones (default 32), each closed when
+//! found idle for longer than [`ClientBuilder::pool_idle_timeout`] (default 90 s). There
+//! is no redirect following (a 3xx is an answer), no proxy support and no compression.
+//!
+//! ## Failure classes, by phase
+//!
+//! Because the adapter owns DNS, connect, TLS and the exchange, each failure is classified
+//! by the phase it happened in ([`Phase`]): DNS failure, refused, unreachable, connect
+//! timeout, TLS handshake failure are *undelivered*; anything after the request started to
+//! be written (reset, EOF, a timeout waiting for the headers) is *ambiguous*. The response
+//! headers are the commit point: a later body failure is an [`Error::Body`] naming the
+//! endpoint, never a short body passed off as complete.
+//!
+//! Timeouts are measured from the moment the engine asks for the attempt: the connect
+//! timeout bounds DNS + TCP + TLS of a new connection, the attempt timeout bounds
+//! everything up to the end of the response headers. Reading the body has no timeout
+//! unless [`ClientBuilder::body_timeout`] sets one.
+//!
+//! ## Decisions this crate made (where the spec is silent)
+//!
+//! - **Seed**: [`ClientBuilder::build`] seeds the engine's random source (jitter, request
+//!   ids) from OS randomness (std's `RandomState`, mixed with the time and process id)
+//!   unless the policy set a seed of its own. [`Client::with_policy`] keeps the policy's
+//!   seed as given (a built `Policy` cannot be re-seeded from outside `baton-core`).
+//! - **Host**: a request without a Host header gets the endpoint's host (with the port
+//!   when it is not the default), as every HTTP client does; a caller's Host follows the
+//!   engine's Host rule.
+//! - **Dead pooled connections**: a keep-alive connection found closed before any request
+//!   byte was written is replaced transparently (the next idle one, or a new one): nothing
+//!   was sent, so it is not an attempt.
+//! - **Events**: the policy's callback ([`ClientBuilder::on_event`]) or a per-call one
+//!   ([`RequestBuilder::on_event`]); with the `tracing` feature every event is also
+//!   forwarded to `tracing` (see [`tracing_sink`]).
+//!
+//! ## Dependencies
+//!
+//! - `baton-core`: the engine (every decision).
+//! - `http`, `http-body`, `bytes`: the request/response vocabulary hyper speaks.
+//! - `hyper` (client, http1): HTTP/1.1 framing that rejects truncated bodies and accepts
+//!   HTTP/1.0 responses (why not surf/async-h1).
+//! - `async-io`: the reactor-registered TCP socket and timers shared by async-std and smol.
+//! - `blocking`: the thread pool for the OS resolver, so DNS never blocks an executor.
+//! - `futures-io`, `futures-core`: the runtime-neutral I/O and stream traits.
+//! - `futures-rustls`, `webpki-roots`: TLS on futures-io streams, with Mozilla's roots.
+//! - `smallvec`: in-flight attempts stored inline (the healthy path allocates less).
+//! - `thiserror`: error boilerplate.
+//! - optional `serde`, `serde_json` (feature `json`, default): JSON bodies;
+//!   `tracing` (feature `tracing`): event forwarding.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod attempt;
+mod body;
+mod classify;
+mod connect;
+mod driver;
+mod error;
+mod io;
+mod pool;
+mod request;
+mod response;
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use baton_core::{
+    BreakerState, Endpoint, EndpointHealth, Engine, Event, EventSink, Policy, PolicyBuilder,
+    Settings,
+};
+use futures_rustls::rustls::ClientConfig;
+use http::Method;
+
+pub use body::Body;
+pub use classify::{Phase, TransportError};
+#[cfg(feature = "json")]
+pub use error::DecodeError;
+pub use error::{BodyError, BuildError, CallError, Error};
+pub use request::RequestBuilder;
+pub use response::Response;
+
+/// The state shared by all clones of one client.
+pub(crate) struct Inner {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) pool: Arc<pool::Pool>,
+    pub(crate) tls: Arc<ClientConfig>,
+    pub(crate) http1: Arc<hyper::client::conn::http1::Builder>,
+    pub(crate) targets: Vec<Arc<connect::Target>>,
+    pub(crate) ids: Vec<Arc<str>>,
+    pub(crate) body_timeout: Option<Duration>,
+}
+
+/// A failover HTTP client; cheap to clone (clones share endpoint health, the retry budget
+/// and the connection pool).
+///
+/// ```
+/// use baton_async_std::Client;
+/// use baton_core::{BreakerState, Endpoint};
+/// let client = Client::builder()
+///     .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+///     .build()
+///     .unwrap();
+/// assert_eq!(client.state("a"), Some(BreakerState::Closed));
+/// let _call = client.get("/status"); // a RequestBuilder; `.send().await` runs it
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl Client {
+    /// Starts building a client (policy and transport settings).
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// A client for a policy built elsewhere, with default transport settings. The
+    /// policy's seed is used as given.
+    pub fn with_policy(policy: Policy) -> Result<Client, BuildError> {
+        ClientBuilder::default().build_with(policy)
+    }
+
+    /// A call with `method` to `url` (a path such as `/v1/charges`, or an absolute URL;
+    /// resolved against each endpoint by the policy's URL mode).
+    pub fn request(&self, method: Method, url: &str) -> RequestBuilder {
+        RequestBuilder::new(self.clone(), method, url)
+    }
+
+    /// A GET call.
+    pub fn get(&self, url: &str) -> RequestBuilder {
+        self.request(Method::GET, url)
+    }
+
+    /// A POST call.
+    pub fn post(&self, url: &str) -> RequestBuilder {
+        self.request(Method::POST, url)
+    }
+
+    /// A PUT call.
+    pub fn put(&self, url: &str) -> RequestBuilder {
+        self.request(Method::PUT, url)
+    }
+
+    /// A PATCH call.
+    pub fn patch(&self, url: &str) -> RequestBuilder {
+        self.request(Method::PATCH, url)
+    }
+
+    /// A DELETE call.
+    pub fn delete(&self, url: &str) -> RequestBuilder {
+        self.request(Method::DELETE, url)
+    }
+
+    /// A HEAD call.
+    pub fn head(&self, url: &str) -> RequestBuilder {
+        self.request(Method::HEAD, url)
+    }
+
+    /// The engine (policy, health, budget) shared by this client's calls.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.inner.engine
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        self.inner.engine.policy()
+    }
+
+    /// A snapshot of the health of the endpoint with `id`.
+    pub fn health(&self, id: &str) -> Option<EndpointHealth> {
+        self.inner.engine.health_of(id, Instant::now())
+    }
+
+    /// The breaker state of the endpoint with `id`.
+    pub fn state(&self, id: &str) -> Option<BreakerState> {
+        self.health(id).map(|h| h.state)
+    }
+
+    /// Resets the endpoint with `id` to closed by hand; false for an unknown id.
+    pub fn reset(&self, id: &str) -> bool {
+        self.inner.engine.reset(id, Instant::now())
+    }
+
+    /// Idle keep-alive connections kept for the endpoint with `id`.
+    pub fn idle_connections(&self, id: &str) -> usize {
+        self.policy()
+            .endpoint_index(id)
+            .map_or(0, |i| self.inner.pool.idle(i))
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("policy", self.policy())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Client`]: the policy (endpoints and every engine setting) and the transport
+/// (pool, TLS, body timeout).
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_async_std::Client;
+/// use baton_core::{Endpoint, Hedge};
+/// let client = Client::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .policy(|p| p.hedge(Some(Hedge::after(Duration::from_millis(150)))))
+///     .pool_max_idle_per_endpoint(8)
+///     .pool_idle_timeout(Duration::from_secs(30))
+///     .on_event(|e| eprintln!("{}: {:?}", e.request_id, e.kind))
+///     .build()
+///     .unwrap();
+/// assert_eq!(client.policy().endpoints().len(), 2);
+/// ```
+#[must_use]
+pub struct ClientBuilder {
+    policy: PolicyBuilder,
+    max_idle: usize,
+    idle_timeout: Duration,
+    body_timeout: Option<Duration>,
+    tls: Option<ClientConfig>,
+    events: Option<EventSink>,
+    #[cfg(feature = "tracing")]
+    tracing: bool,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder {
+            policy: Policy::builder(),
+            max_idle: 32,
+            idle_timeout: Duration::from_secs(90),
+            body_timeout: None,
+            tls: None,
+            events: None,
+            #[cfg(feature = "tracing")]
+            tracing: false,
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// Adds an endpoint (priority order is the order of these calls).
+    pub fn endpoint(mut self, endpoint: Endpoint) -> Self {
+        self.policy = self.policy.endpoint(endpoint);
+        self
+    }
+
+    /// Adjusts the policy: `f` gets the policy builder (every engine setting of
+    /// [`baton_core::PolicyBuilder`]).
+    pub fn policy(mut self, f: impl FnOnce(PolicyBuilder) -> PolicyBuilder) -> Self {
+        self.policy = f(self.policy);
+        self
+    }
+
+    /// The event callback for every call (delivered synchronously, in causal order; its
+    /// panics are not caught). Replaces a sink set through [`policy`](Self::policy).
+    pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
+        self.events = Some(Arc::new(f));
+        self
+    }
+
+    /// Also forwards every event to `tracing` (see [`tracing_sink`]), besides the
+    /// [`on_event`](Self::on_event) callback. Replaces a sink set through
+    /// [`policy`](Self::policy).
+    #[cfg(feature = "tracing")]
+    pub fn trace_events(mut self) -> Self {
+        self.tracing = true;
+        self
+    }
+
+    /// At most this many idle keep-alive connections per endpoint (0 disables reuse).
+    pub fn pool_max_idle_per_endpoint(mut self, n: usize) -> Self {
+        self.max_idle = n;
+        self
+    }
+
+    /// An idle connection older than this is closed instead of reused.
+    pub fn pool_idle_timeout(mut self, d: Duration) -> Self {
+        self.idle_timeout = d;
+        self
+    }
+
+    /// A timeout for reading a response body ([`Response::bytes`] as a whole, or each
+    /// [`Response::chunk`]); none by default.
+    pub fn body_timeout(mut self, d: Duration) -> Self {
+        self.body_timeout = Some(d);
+        self
+    }
+
+    /// A TLS configuration of your own (custom roots, client certificates). Early data is
+    /// turned off and ALPN set to `http/1.1` whatever it says.
+    pub fn tls_config(mut self, config: ClientConfig) -> Self {
+        self.tls = Some(config);
+        self
+    }
+
+    /// Validates everything and builds the client. The engine's random source is seeded
+    /// from OS randomness unless the policy set a seed.
+    pub fn build(mut self) -> Result<Client, BuildError> {
+        let default_seed = Settings::default().seed;
+        self.policy = std::mem::take(&mut self.policy).configure(|s| {
+            if s.seed == default_seed {
+                s.seed = os_seed();
+            }
+        });
+        #[cfg(feature = "tracing")]
+        if self.tracing {
+            let user = self.events.take();
+            let trace = tracing_sink();
+            self.events = Some(Arc::new(move |e: &Event<'_>| {
+                trace(e);
+                if let Some(u) = &user {
+                    u(e);
+                }
+            }));
+        }
+        if let Some(sink) = self.events.take() {
+            self.policy = std::mem::take(&mut self.policy).event_sink(Some(sink));
+        }
+        let policy = std::mem::take(&mut self.policy).build()?;
+        self.build_with(policy)
+    }
+
+    fn build_with(self, policy: Policy) -> Result<Client, BuildError> {
+        if self.idle_timeout.is_zero() {
+            return Err(BuildError::Setting {
+                setting: "pool_idle_timeout",
+                reason: "must be greater than zero".into(),
+            });
+        }
+        if self.body_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(BuildError::Setting {
+                setting: "body_timeout",
+                reason: "must be greater than zero".into(),
+            });
+        }
+        let mut targets = Vec::with_capacity(policy.endpoints().len());
+        for e in policy.endpoints() {
+            let t = connect::Target::of(e.uri()).map_err(|reason| BuildError::Endpoint {
+                id: e.id().to_string(),
+                reason,
+            })?;
+            targets.push(Arc::new(t));
+        }
+        let tls = match self.tls {
+            Some(c) => c,
+            None => connect::default_tls().map_err(BuildError::Tls)?,
+        };
+        let ids = policy
+            .endpoints()
+            .iter()
+            .map(|e| Arc::from(e.id()))
+            .collect();
+        let n = policy.endpoints().len();
+        Ok(Client {
+            inner: Arc::new(Inner {
+                engine: Arc::new(Engine::new(policy)),
+                pool: Arc::new(pool::Pool::new(n, self.max_idle, self.idle_timeout)),
+                tls: Arc::new(connect::harden(tls)),
+                http1: Arc::new(hyper::client::conn::http1::Builder::new()),
+                targets,
+                ids,
+                body_timeout: self.body_timeout,
+            }),
+        })
+    }
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("max_idle", &self.max_idle)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("body_timeout", &self.body_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A seed from OS randomness: std's `RandomState` keys come from the OS generator; the
+/// time and process id are mixed in as well.
+fn os_seed() -> u64 {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// An event sink that forwards every event to `tracing` (target `baton`, level DEBUG;
+/// breaker transitions, budget refusals and failed results at INFO).
+///
+/// ```
+/// # #[cfg(feature = "tracing")] {
+/// let sink = baton_async_std::tracing_sink();
+/// let policy = baton_core::Policy::builder()
+///     .endpoint(baton_core::Endpoint::new("a", "http://a.example/"))
+///     .event_sink(Some(sink))
+///     .build()
+///     .unwrap();
+/// # let _ = policy; }
+/// ```
+#[cfg(feature = "tracing")]
+pub fn tracing_sink() -> EventSink {
+    Arc::new(|e: &Event<'_>| {
+        use baton_core::{EventKind, StopReason};
+        let notable = match &e.kind {
+            EventKind::BreakerTransition { .. } | EventKind::BudgetRefused { .. } => true,
+            EventKind::Result { stop_reason, .. } => *stop_reason != StopReason::Answered,
+            _ => false,
+        };
+        if notable {
+            tracing::info!(target: "baton", request_id = e.request_id, idempotency_key = e.idempotency_key, event = ?e.kind);
+        } else {
+            tracing::debug!(target: "baton", request_id = e.request_id, idempotency_key = e.idempotency_key, event = ?e.kind);
+        }
+    })
+}

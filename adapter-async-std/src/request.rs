@@ -1,0 +1,267 @@
+//! Building one call: the request (method, URL, headers, body) and its per-call options.
+//!
+//! Nothing is validated eagerly in a way that could panic: an invalid URL or header is
+//! remembered and the call ends as *rejected locally* (no attempt sent, an error carrying
+//! the report and request id), exactly as the engine's rules say.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_core::{BodyKind, CallOptions, Event, Permission};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Uri};
+
+use crate::body::Body;
+use crate::driver::{self, Prepared};
+use crate::error::Error;
+use crate::response::Response;
+use crate::Client;
+
+/// One call being built; [`send`](RequestBuilder::send) runs it.
+///
+/// ```no_run
+/// # async fn demo(client: baton_async_std::Client) -> Result<(), baton_async_std::Error> {
+/// use std::time::Duration;
+/// let resp = client
+///     .post("/v1/charges")
+///     .header("content-type", "application/json")
+///     .body(r#"{"amount":42}"#)
+///     .idempotency_key("charge-42")
+///     .deadline(Duration::from_secs(5))
+///     .send()
+///     .await?;
+/// # let _ = resp; Ok(()) }
+/// ```
+#[must_use = "a request does nothing until sent"]
+pub struct RequestBuilder {
+    client: Client,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+    buffer: Option<usize>,
+    options: CallOptions,
+    invalid: Option<String>,
+}
+
+impl RequestBuilder {
+    pub(crate) fn new(client: Client, method: Method, url: &str) -> Self {
+        let (uri, invalid) = match url.parse::<Uri>() {
+            Ok(u) => (u, None),
+            Err(e) => (
+                Uri::from_static("/"),
+                Some(format!("invalid request URL {url:?}: {e}")),
+            ),
+        };
+        RequestBuilder {
+            client,
+            method,
+            uri,
+            headers: HeaderMap::new(),
+            body: Body::empty(),
+            buffer: None,
+            options: CallOptions::default(),
+            invalid,
+        }
+    }
+
+    /// Adds a header (appended: several values of one name are kept).
+    pub fn header<K, V>(mut self, name: K, value: V) -> Self
+    where
+        K: TryInto<HeaderName>,
+        K::Error: std::fmt::Display,
+        V: TryInto<HeaderValue>,
+        V::Error: std::fmt::Display,
+    {
+        match (name.try_into(), value.try_into()) {
+            (Ok(n), Ok(v)) => {
+                self.headers.append(n, v);
+            }
+            (Err(e), _) => {
+                self.invalid
+                    .get_or_insert_with(|| format!("invalid header name: {e}"));
+            }
+            (_, Err(e)) => {
+                self.invalid
+                    .get_or_insert_with(|| format!("invalid header value: {e}"));
+            }
+        }
+        self
+    }
+
+    /// Adds all these headers.
+    pub fn headers(mut self, headers: HeaderMap) -> Self {
+        let mut last = None;
+        for (name, value) in headers {
+            if let Some(n) = name {
+                last = Some(n);
+            }
+            if let Some(n) = &last {
+                self.headers.append(n.clone(), value);
+            }
+        }
+        self
+    }
+
+    /// The body (bytes are replayable; see [`Body`] for streams).
+    pub fn body(mut self, body: impl Into<Body>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    /// A JSON body (replayable) and `content-type: application/json` unless set.
+    #[cfg(feature = "json")]
+    pub fn json<T: serde::Serialize + ?Sized>(mut self, value: &T) -> Self {
+        match serde_json::to_vec(value) {
+            Ok(v) => {
+                if !self.headers.contains_key(http::header::CONTENT_TYPE) {
+                    self.headers.insert(
+                        http::header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    );
+                }
+                self.body = Body::from(v);
+            }
+            Err(e) => {
+                self.invalid
+                    .get_or_insert_with(|| format!("the JSON body could not be encoded: {e}"));
+            }
+        }
+        self
+    }
+
+    /// Opt-in buffering of a streamed body (SPEC 2.4): before the first attempt, up to
+    /// `limit` bytes are read; a stream that fits becomes replayable, a larger one is sent
+    /// once, unreplayable. A stream error while buffering rejects the call locally.
+    pub fn buffer_body(mut self, limit: usize) -> Self {
+        self.buffer = Some(limit);
+        self
+    }
+
+    /// The idempotency key, sent unchanged on every attempt (allows retries of a POST).
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.options.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// The request id (8-128 of `A-Z a-z 0-9 . _ : -`); generated when not set.
+    pub fn request_id(mut self, id: impl Into<String>) -> Self {
+        self.options.request_id = Some(id.into());
+        self
+    }
+
+    /// A deadline for the whole call.
+    pub fn deadline(mut self, d: Duration) -> Self {
+        self.options.deadline = Some(d);
+        self
+    }
+
+    /// The attempt timeout (sending to the end of the response headers) for this call.
+    pub fn attempt_timeout(mut self, d: Duration) -> Self {
+        self.options.attempt_timeout = Some(d);
+        self
+    }
+
+    /// The preferred endpoint (tried first when eligible and available).
+    pub fn prefer(mut self, endpoint_id: impl Into<String>) -> Self {
+        self.options.prefer = Some(endpoint_id.into());
+        self
+    }
+
+    /// At most one attempt.
+    pub fn deny(mut self) -> Self {
+        self.options.deny = true;
+        self
+    }
+
+    /// The retry permission for this call.
+    pub fn retry(mut self, p: Permission) -> Self {
+        self.options.retry = Some(p);
+        self
+    }
+
+    /// The failover permission for this call.
+    pub fn failover(mut self, p: Permission) -> Self {
+        self.options.failover = Some(p);
+        self
+    }
+
+    /// Caps this call's attempts.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.options.max_attempts = Some(n);
+        self
+    }
+
+    /// Attempts per endpoint per round for this call.
+    pub fn attempts_per_endpoint(mut self, n: u32) -> Self {
+        self.options.attempts_per_endpoint = Some(n);
+        self
+    }
+
+    /// Opts a call that is not a safe method in to hedging (when the policy hedges).
+    pub fn hedge(mut self, on: bool) -> Self {
+        self.options.hedge = on;
+        self
+    }
+
+    /// An event callback for this call only (instead of the client's).
+    pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
+        self.options.events = Some(Arc::new(f));
+        self
+    }
+
+    /// Replaces all per-call options at once.
+    pub fn options(mut self, options: CallOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Runs the call: the response of the answer, or an error with the report.
+    ///
+    /// The future is `Send`; dropping it cancels every attempt in flight (their
+    /// connections are closed) and frees the half-open probe slots they held.
+    pub async fn send(self) -> Result<Response, Error> {
+        let RequestBuilder {
+            client,
+            method,
+            uri,
+            headers,
+            mut body,
+            buffer,
+            options,
+            mut invalid,
+        } = self;
+        if let (Some(limit), None) = (buffer, &invalid) {
+            match body.buffer(limit).await {
+                Ok(b) => body = b,
+                Err(e) => {
+                    invalid = Some(format!("the body stream failed while buffering: {e}"));
+                    body = Body::empty();
+                }
+            }
+        }
+        let body_kind: BodyKind = body.kind();
+        let prepared = Prepared {
+            method,
+            uri,
+            headers,
+            body: body.into_source(),
+            body_kind,
+            options,
+            invalid,
+        };
+        driver::run(client.inner, prepared).await
+    }
+}
+
+impl std::fmt::Debug for RequestBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestBuilder")
+            .field("method", &self.method)
+            .field("uri", &self.uri)
+            .field("headers", &self.headers)
+            .field("body", &self.body)
+            .field("options", &self.options)
+            .finish()
+    }
+}

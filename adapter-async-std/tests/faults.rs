@@ -1,0 +1,496 @@
+//! The adapter against real fault-injecting providers on 127.0.0.1, over the fault list of
+//! `testkit`, each test run once under async-std's executor and once under smol's. Every
+//! test asserts what the servers executed, not only what the client saw.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use baton_async_std::{Body, Client, Error, Phase};
+use baton_core::{
+    AttemptResult, Breaker, BreakerRule, BreakerState, Endpoint, ErrorKind, FailureClass, Hedge,
+    StopReason, TimeoutPhase,
+};
+use bytes::Bytes;
+use testkit::{Behaviour, Provider};
+
+/// Runs each test body under both runtimes.
+macro_rules! on_both_runtimes {
+    ($( $(#[$meta:meta])* async fn $name:ident() $body:block )*) => {
+        mod on_async_std {
+            #[allow(unused_imports)]
+            use super::*;
+            $( $(#[$meta])* #[test] fn $name() { async_std::task::block_on(async $body) } )*
+        }
+        mod on_smol {
+            #[allow(unused_imports)]
+            use super::*;
+            $( $(#[$meta])* #[test] fn $name() { smol::block_on(async $body) } )*
+        }
+    };
+}
+
+/// Short timeouts everywhere (tests must be fast), endpoints named a, b, c ...
+fn client(urls: &[String]) -> Client {
+    builder(urls).build().unwrap()
+}
+
+fn builder(urls: &[String]) -> baton_async_std::ClientBuilder {
+    let mut b = Client::builder().policy(|p| {
+        p.connect_timeout(Duration::from_millis(800))
+            .attempt_timeout(Duration::from_secs(3))
+            .seed(7)
+    });
+    for (i, u) in urls.iter().enumerate() {
+        let id = ((b'a' + i as u8) as char).to_string();
+        b = b.endpoint(Endpoint::new(id, u.as_str()));
+    }
+    b
+}
+
+fn call_error(e: Error) -> Box<baton_async_std::CallError> {
+    match e {
+        Error::Call(c) => c,
+        other => panic!("expected a call error, got {other}"),
+    }
+}
+
+fn results(r: &baton_core::Report) -> Vec<(String, AttemptResult)> {
+    r.attempts
+        .iter()
+        .map(|a| (a.endpoint_id.to_string(), a.result))
+        .collect()
+}
+
+/// A tiny raw HTTP server for what testkit does not do: answers each request with
+/// `response`, then closes the connection when `close_after` (without saying so).
+fn raw_server(response: &'static [u8], close_after: bool) -> (String, Arc<Mutex<usize>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let served = Arc::new(Mutex::new(0));
+    let s2 = served.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let served = s2.clone();
+            std::thread::spawn(move || loop {
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                *served.lock().unwrap() += 1;
+                if conn.write_all(response).is_err() {
+                    return;
+                }
+                if close_after {
+                    return; // drops (closes) the connection
+                }
+            });
+        }
+    });
+    (url, served)
+}
+
+on_both_runtimes! {
+    async fn healthy_get_returns_the_body_and_the_report() {
+        let p = Provider::start(Behaviour::ok().body("hello"));
+        let c = client(&[p.url()]);
+        let resp = c.get("/x").send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.endpoint_id(), "a");
+        assert_eq!(resp.report().attempts.len(), 1);
+        assert_eq!(resp.report().stop_reason, StopReason::Answered);
+        let id = resp.request_id().to_string();
+        assert_eq!(resp.text().await.unwrap(), "hello");
+        assert_eq!(p.count_with_header("x-request-id", &id), 1);
+    }
+
+    async fn keep_alive_connections_are_reused_per_endpoint() {
+        let p = Provider::start(Behaviour::ok().body("pong"));
+        let c = client(&[p.url()]);
+        for _ in 0..20 {
+            let r = c.get("/").send().await.unwrap();
+            assert_eq!(r.bytes().await.unwrap(), Bytes::from_static(b"pong"));
+        }
+        assert_eq!(p.request_count(), 20);
+        assert_eq!(p.connection_count(), 1);
+        assert_eq!(c.idle_connections("a"), 1);
+    }
+
+    async fn refused_primary_fails_over_for_a_post_as_undelivered() {
+        let b = Provider::start(Behaviour::ok());
+        let c = client(&[testkit::refused_url(), b.url()]);
+        let resp = c.post("/").body("{}").send().await.unwrap();
+        assert_eq!(resp.endpoint_id(), "b");
+        let r = results(resp.report());
+        assert_eq!(r[0], ("a".into(), AttemptResult::Failed(FailureClass::Undelivered)));
+        assert_eq!(b.request_count(), 1);
+    }
+
+    async fn dns_failure_is_undelivered() {
+        let b = Provider::start(Behaviour::ok());
+        let c = client(&[testkit::unresolvable_url(), b.url()]);
+        let resp = c.post("/").body("{}").send().await.unwrap();
+        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(
+            resp.report().attempts[0].result,
+            AttemptResult::Failed(FailureClass::Undelivered)
+        );
+        assert!(!resp.report().attempts.is_empty());
+    }
+
+    async fn reset_after_a_post_without_key_never_reaches_the_second_provider() {
+        let a = Provider::start(Behaviour::reset());
+        let b = Provider::start(Behaviour::ok());
+        let c = client(&[a.url(), b.url()]);
+        let e = call_error(c.post("/").body("{}").send().await.unwrap_err());
+        assert_eq!(e.report().stop_reason, StopReason::NotPermitted);
+        assert!(e.report().may_have_executed);
+        let t = e.transport().expect("the transport error is kept");
+        assert_eq!(t.phase(), Phase::Exchange);
+        assert_eq!(t.class(), FailureClass::Ambiguous);
+        assert!(std::error::Error::source(&*e).is_some());
+        assert_eq!((a.request_count(), b.request_count()), (1, 0));
+    }
+
+    async fn reset_on_a_get_fails_over() {
+        let a = Provider::start(Behaviour::reset());
+        let b = Provider::start(Behaviour::ok());
+        let c = client(&[a.url(), b.url()]);
+        let resp = c.get("/").send().await.unwrap();
+        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(
+            resp.report().attempts[0].result,
+            AttemptResult::Failed(FailureClass::Ambiguous)
+        );
+        assert_eq!((a.request_count(), b.request_count()), (1, 1));
+    }
+
+    async fn keyed_post_retries_the_same_endpoint_with_the_same_key() {
+        let a = Provider::builder().then(Behaviour::reset()).otherwise(Behaviour::ok()).start();
+        let b = Provider::start(Behaviour::ok());
+        let c = builder(&[a.url(), b.url()])
+            .policy(|p| p.backoff(baton_core::Backoff {
+                initial: Duration::from_millis(10),
+                ..baton_core::Backoff::default()
+            }))
+            .build()
+            .unwrap();
+        let resp = c.post("/").body("{}").idempotency_key("charge-42").send().await.unwrap();
+        assert_eq!(resp.endpoint_id(), "a");
+        assert_eq!(resp.report().attempts.len(), 2);
+        assert_eq!(a.count_with_header("idempotency-key", "charge-42"), 2);
+        let ids: Vec<_> = a.requests().iter().map(|r| r.header("x-request-id").unwrap().to_string()).collect();
+        assert_eq!(ids[0], ids[1]);
+        assert_eq!(b.request_count(), 0);
+    }
+
+    async fn black_hole_times_out_in_the_response_phase_and_a_get_fails_over() {
+        let a = Provider::start(Behaviour::black_hole());
+        let b = Provider::start(Behaviour::ok());
+        let c = client(&[a.url(), b.url()]);
+        let t0 = Instant::now();
+        let resp = c.get("/").attempt_timeout(Duration::from_millis(300)).send().await.unwrap();
+        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(
+            resp.report().attempts[0].result,
+            AttemptResult::TimedOut(TimeoutPhase::Response)
+        );
+        assert!(t0.elapsed() >= Duration::from_millis(290));
+        assert!(t0.elapsed() < Duration::from_secs(3));
+        assert_eq!((a.request_count(), b.request_count()), (1, 1));
+    }
+
+    async fn close_without_answer_is_ambiguous() {
+        let a = Provider::start(Behaviour::close());
+        let c = client(&[a.url()]);
+        let e = call_error(c.post("/").body("x").send().await.unwrap_err());
+        assert_eq!(
+            e.report().attempts[0].result,
+            AttemptResult::Failed(FailureClass::Ambiguous)
+        );
+        assert_eq!(e.report().attempts.len(), 1);
+        assert_eq!(a.request_count(), 1);
+    }
+
+    async fn status_503_fails_over_and_a_second_503_is_returned_retained() {
+        let a = Provider::start(Behaviour::status(503).body("busy-a"));
+        let b = Provider::start(Behaviour::status(503).body("busy-b"));
+        let c = client(&[a.url(), b.url()]);
+        let resp = c.get("/").send().await.unwrap();
+        assert_eq!(resp.status(), 503);
+        assert_eq!(resp.report().attempts.len(), 2);
+        assert!(matches!(
+            resp.report().outcome,
+            baton_core::Outcome::Response { retained: true, .. }
+        ));
+        let body = resp.text().await.unwrap();
+        assert!(body.starts_with("busy-"));
+        assert_eq!((a.request_count(), b.request_count()), (1, 1));
+    }
+
+    async fn retry_after_on_the_same_endpoint_is_honoured() {
+        let a = Provider::builder()
+            .then(Behaviour::status(503).header("Retry-After", "1"))
+            .otherwise(Behaviour::ok())
+            .start();
+        let c = client(&[a.url()]);
+        let t0 = Instant::now();
+        let resp = c.get("/").send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert!(t0.elapsed() >= Duration::from_millis(950), "{:?}", t0.elapsed());
+        assert_eq!(a.request_count(), 2);
+    }
+
+    async fn stalled_body_is_a_body_error_naming_the_endpoint() {
+        let a = Provider::start(Behaviour::ok().body("0123456789").stall_after_headers());
+        let c = builder(&[a.url()]).body_timeout(Duration::from_millis(300)).build().unwrap();
+        let resp = c.get("/").send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let e = resp.bytes().await.unwrap_err();
+        assert!(e.is_body() && e.is_timeout());
+        let Error::Body(b) = e else { unreachable!() };
+        assert_eq!((b.endpoint(), b.attempt()), ("a", 1));
+        assert_eq!(a.request_count(), 1);
+    }
+
+    async fn truncated_body_is_never_passed_off_as_complete() {
+        let a = Provider::start(Behaviour::ok().body("0123456789abcdef").close_after_half_body());
+        let c = client(&[a.url()]);
+        let resp = c.get("/").send().await.unwrap();
+        let e = resp.bytes().await.unwrap_err();
+        assert!(e.is_body());
+        assert!(e.to_string().contains("\"a\""), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+
+    async fn deadline_ends_the_call_with_what_it_has() {
+        let a = Provider::start(Behaviour::black_hole());
+        let c = client(&[a.url()]);
+        let t0 = Instant::now();
+        let e = call_error(c.get("/").deadline(Duration::from_millis(400)).send().await.unwrap_err());
+        assert_eq!(e.kind(), &ErrorKind::Deadline);
+        assert_eq!(e.report().stop_reason, StopReason::Deadline);
+        let el = t0.elapsed();
+        assert!(el >= Duration::from_millis(390) && el < Duration::from_secs(2), "{el:?}");
+    }
+
+    async fn tls_handshake_failure_is_undelivered() {
+        // An https URL pointing at a plain-HTTP provider: the handshake fails, no request.
+        let a = Provider::start(Behaviour::ok());
+        let b = Provider::start(Behaviour::ok());
+        let https = a.url().replace("http://", "https://");
+        let c = client(&[https, b.url()]);
+        let resp = c.post("/").body("{}").send().await.unwrap();
+        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(
+            resp.report().attempts[0].result,
+            AttemptResult::Failed(FailureClass::Undelivered)
+        );
+        assert_eq!((a.request_count(), b.request_count()), (0, 1));
+    }
+
+    async fn one_shot_stream_body_allows_no_second_attempt() {
+        let b = Provider::start(Behaviour::ok());
+        let c = client(&[testkit::refused_url(), b.url()]);
+        let chunks = futures_lite::stream::iter(vec![Ok(Bytes::from_static(b"{}"))]);
+        let e = call_error(c.post("/").body(Body::stream(chunks)).send().await.unwrap_err());
+        assert_eq!(e.report().stop_reason, StopReason::NotReplayable);
+        assert_eq!(b.request_count(), 0);
+    }
+
+    async fn a_buffered_stream_body_is_replayable() {
+        let b = Provider::start(Behaviour::ok());
+        let c = client(&[testkit::refused_url(), b.url()]);
+        let chunks = futures_lite::stream::iter(vec![
+            Ok(Bytes::from_static(b"{\"a\":")),
+            Ok(Bytes::from_static(b"1}")),
+        ]);
+        let resp = c.post("/").body(Body::stream(chunks)).buffer_body(1024).send().await.unwrap();
+        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(b.requests()[0].body_text(), "{\"a\":1}");
+    }
+
+    async fn a_streamed_body_reaches_the_provider() {
+        let a = Provider::start(Behaviour::ok());
+        let c = client(&[a.url()]);
+        let chunks = futures_lite::stream::iter(vec![
+            Ok(Bytes::from_static(b"hello ")),
+            Ok(Bytes::from_static(b"world")),
+        ]);
+        let resp = c.put("/up").body(Body::stream(chunks)).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(a.requests()[0].body_text(), "hello world");
+    }
+
+    async fn a_failing_replay_ends_the_call() {
+        let b = Provider::start(Behaviour::ok());
+        let c = client(&[testkit::refused_url(), b.url()]);
+        let n = Arc::new(Mutex::new(0));
+        let n2 = n.clone();
+        let body = Body::from_fn(move || {
+            let mut n = n2.lock().unwrap();
+            *n += 1;
+            if *n == 1 { Ok(Bytes::from_static(b"{}")) } else { Err(std::io::Error::other("file gone")) }
+        });
+        let e = call_error(c.post("/").body(body).send().await.unwrap_err());
+        assert_eq!(e.report().stop_reason, StopReason::ReplayFailed);
+        assert_eq!(b.request_count(), 0);
+    }
+
+    async fn invalid_header_is_rejected_locally_before_any_send() {
+        let a = Provider::start(Behaviour::ok());
+        let c = client(&[a.url()]);
+        let e = call_error(c.get("/").header("x-bad", "line\nbreak").send().await.unwrap_err());
+        assert_eq!(e.report().stop_reason, StopReason::InvalidCall);
+        assert!(!e.report().may_have_executed);
+        assert_eq!(a.request_count(), 0);
+    }
+
+    async fn invalid_request_id_is_rejected_before_any_send() {
+        let a = Provider::start(Behaviour::ok());
+        let c = client(&[a.url()]);
+        let e = call_error(c.get("/").request_id("no").send().await.unwrap_err());
+        assert!(matches!(e.kind(), ErrorKind::InvalidCall(_)));
+        assert_eq!(a.request_count(), 0);
+    }
+
+    async fn endpoint_headers_never_reach_another_endpoint() {
+        let a = Provider::start(Behaviour::status(503));
+        let b = Provider::start(Behaviour::ok());
+        let c = Client::builder()
+            .endpoint(Endpoint::new("a", a.url()).header("authorization", "Bearer A"))
+            .endpoint(Endpoint::new("b", b.url()).header("authorization", "Bearer B"))
+            .build()
+            .unwrap();
+        let resp = c.get("/").header("authorization", "caller").send().await.unwrap();
+        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(a.count_with_header("authorization", "Bearer A"), 1);
+        assert_eq!(b.count_with_header("authorization", "Bearer B"), 1);
+        assert_eq!(b.count_with_header("authorization", "Bearer A"), 0);
+        assert_eq!(b.count_with_header("authorization", "caller"), 0);
+        let host = b.requests()[0].header("host").unwrap().to_string();
+        assert_eq!(host, b.url().trim_start_matches("http://"));
+    }
+
+    async fn base_url_mode_joins_the_request_path() {
+        let a = Provider::start(Behaviour::ok());
+        let c = builder(&[format!("{}/v1?tenant=7", a.url())])
+            .policy(|p| p.url_mode(baton_core::UrlMode::Base))
+            .build()
+            .unwrap();
+        c.get("/charges?limit=3").send().await.unwrap();
+        let r = &a.requests()[0];
+        assert_eq!(r.path, "/v1/charges");
+        assert_eq!(r.query.as_deref(), Some("tenant=7&limit=3"));
+    }
+
+    async fn hedge_starts_the_next_endpoint_and_cancels_the_loser() {
+        let a = Provider::start(Behaviour::ok().delay(Duration::from_secs(2)));
+        let b = Provider::start(Behaviour::ok().body("fast"));
+        let c = builder(&[a.url(), b.url()])
+            .policy(|p| p.hedge(Some(Hedge::after(Duration::from_millis(100)))))
+            .build()
+            .unwrap();
+        let t0 = Instant::now();
+        let resp = c.get("/").send().await.unwrap();
+        assert_eq!(resp.endpoint_id(), "b");
+        assert!(t0.elapsed() < Duration::from_millis(1500), "{:?}", t0.elapsed());
+        let r = results(resp.report());
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0], ("a".into(), AttemptResult::Cancelled));
+        assert_eq!(resp.text().await.unwrap(), "fast");
+        assert_eq!((a.request_count(), b.request_count()), (1, 1));
+    }
+
+    async fn events_reach_the_callback_in_order() {
+        let b = Provider::start(Behaviour::ok());
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let s2 = seen.clone();
+        let c = builder(&[testkit::refused_url(), b.url()])
+            .on_event(move |e| {
+                let name = format!("{:?}", e.kind);
+                s2.lock().unwrap().push(name.split([' ', '{', '(']).next().unwrap().to_string());
+            })
+            .build()
+            .unwrap();
+        c.post("/").body("{}").send().await.unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.first().map(String::as_str), Some("AttemptStarted"));
+        assert!(seen.contains(&"Failover".to_string()), "{seen:?}");
+        assert_eq!(seen.last().map(String::as_str), Some("Result"));
+    }
+
+    async fn dropping_a_call_frees_its_half_open_probe_slot() {
+        let a = Provider::start(Behaviour::status(503));
+        let b = Provider::start(Behaviour::ok());
+        let c = builder(&[a.url(), b.url()])
+            .policy(|p| p.breaker(Breaker {
+                rule: BreakerRule::Consecutive { failures: 1 },
+                open: Duration::from_millis(200),
+                ..Breaker::default()
+            }))
+            .build()
+            .unwrap();
+        c.get("/").send().await.unwrap(); // a: 503 opens the breaker; b answers
+        assert!(matches!(c.state("a"), Some(BreakerState::Open)));
+        async_io::Timer::after(Duration::from_millis(300)).await;
+        // Half-open: the next call probes a, which now never answers; drop that call.
+        a.set_behaviour(Behaviour::black_hole());
+        let probe = c.get("/").send();
+        let dropped = futures_lite::future::or(
+            async { Some(probe.await) },
+            async { async_io::Timer::after(Duration::from_millis(300)).await; None },
+        ).await;
+        assert!(dropped.is_none(), "the probe call should still be in flight");
+        assert!(a.wait_for_requests(2, Duration::from_secs(2)));
+        // The slot is free again: the next call probes a at once (and a answers now).
+        a.set_behaviour(Behaviour::ok());
+        let resp = c.get("/").send().await.unwrap();
+        assert_eq!(resp.endpoint_id(), "a");
+        assert_eq!(c.state("a"), Some(BreakerState::Closed));
+    }
+
+    async fn pooled_connection_closed_by_the_server_is_replaced_without_an_attempt() {
+        let (url, served) = raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true);
+        let c = client(&[url]);
+        for _ in 0..3 {
+            let r = c.post("/").body("{}").send().await.unwrap();
+            assert_eq!(r.report().attempts.len(), 1);
+            assert_eq!(r.text().await.unwrap(), "ok");
+            async_io::Timer::after(Duration::from_millis(50)).await;
+        }
+        assert_eq!(*served.lock().unwrap(), 3);
+    }
+
+    async fn http_1_0_response_without_length_is_read_to_eof() {
+        let (url, _) = raw_server(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nold school", true);
+        let c = client(&[url]);
+        let r = c.get("/").send().await.unwrap();
+        assert_eq!(r.version(), http::Version::HTTP_10);
+        assert_eq!(r.text().await.unwrap(), "old school");
+        assert_eq!(c.idle_connections("a"), 0);
+    }
+
+    async fn the_send_future_runs_on_a_spawned_task() {
+        let a = Provider::start(Behaviour::ok().body("spawned"));
+        let c = client(&[a.url()]);
+        let task = async move { c.get("/").send().await.unwrap().text().await.unwrap() };
+        // Spawned on the other runtime's global executor: nothing ties the client to one.
+        let text = async_std::task::spawn(task).await;
+        assert_eq!(text, "spawned");
+    }
+}
+
+#[test]
+fn send_futures_are_send() {
+    fn assert_send<T: Send>(_: &T) {}
+    let c = client(&["http://127.0.0.1:1".to_string()]);
+    let fut = c.get("/").send();
+    assert_send(&fut);
+}
