@@ -152,3 +152,242 @@ pub(crate) async fn run(ctx: AttemptCtx, mut req: http::Request<OutBody>) -> Att
         }
     }
 }
+
+/// One test per failure case of the phase table in [`crate::classify`], each against a
+/// real socket on 127.0.0.1 (or a name under `.invalid`, which fails locally).
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    use baton_core::{AttemptOutcome, FailureClass, TimeoutPhase};
+    use bytes::Bytes;
+    use testkit::{Behaviour, Provider};
+
+    use super::*;
+    use crate::connect::{default_tls, harden};
+
+    fn ctx(url: &str, pool: &Arc<Pool>, connect_ms: u64, timeout_ms: u64) -> AttemptCtx {
+        AttemptCtx {
+            pool: pool.clone(),
+            tls: Arc::new(harden(default_tls().unwrap())),
+            http1: Arc::new(http1::Builder::new()),
+            target: Arc::new(Target::of(&url.parse().unwrap()).unwrap()),
+            endpoint: 0,
+            endpoint_id: Arc::from("e"),
+            number: 1,
+            start: Instant::now(),
+            connect_timeout: Duration::from_millis(connect_ms),
+            timeout: Duration::from_millis(timeout_ms),
+        }
+    }
+
+    fn request(host: &str) -> http::Request<OutBody> {
+        http::Request::builder()
+            .method("POST")
+            .uri("/")
+            .header("host", host)
+            .body(OutBody::Full(Some(Bytes::from_static(b"{}"))))
+            .unwrap()
+    }
+
+    fn attempt(url: &str, connect_ms: u64, timeout_ms: u64) -> AttemptEnd {
+        let pool = Arc::new(Pool::new(1, 4, Duration::from_secs(60)));
+        let host = url
+            .trim_start_matches("http://")
+            .trim_start_matches("https://");
+        async_io::block_on(run(ctx(url, &pool, connect_ms, timeout_ms), request(host)))
+    }
+
+    fn failure(end: AttemptEnd) -> TransportError {
+        match end {
+            AttemptEnd::Failed(e) => e,
+            AttemptEnd::Response(ex) => panic!("expected a failure, got {}", ex.head.status),
+        }
+    }
+
+    /// A listener on 127.0.0.1 that answers every connection with `reply` (after reading
+    /// whatever arrives first), then closes it.
+    fn raw(reply: &'static [u8], read_first: bool) -> String {
+        raw_linger(reply, read_first, Duration::ZERO)
+    }
+
+    /// Like [`raw`], closing each connection `linger` after the reply.
+    fn raw_linger(reply: &'static [u8], read_first: bool, linger: Duration) -> String {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for c in l.incoming() {
+                let Ok(mut c) = c else { return };
+                if read_first {
+                    let mut buf = [0u8; 2048];
+                    let _ = c.read(&mut buf);
+                }
+                let _ = c.write_all(reply);
+                std::thread::spawn(move || {
+                    std::thread::sleep(linger);
+                    drop(c);
+                });
+            }
+        });
+        format!("{addr}")
+    }
+
+    #[test]
+    fn dns_failure_is_undelivered() {
+        let e = failure(attempt(&testkit::unresolvable_url(), 2000, 3000));
+        assert_eq!(e.phase(), Phase::Dns);
+        assert!(matches!(
+            e.outcome(),
+            AttemptOutcome::Failure(FailureClass::Undelivered)
+        ));
+    }
+
+    #[test]
+    fn refused_is_undelivered() {
+        let e = failure(attempt(&testkit::refused_url(), 2000, 3000));
+        assert_eq!(e.phase(), Phase::Connect);
+        assert_eq!(e.class(), FailureClass::Undelivered);
+        let io = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .unwrap();
+        assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+    }
+
+    #[test]
+    fn unreachable_is_undelivered() {
+        // Host and network unreachable cannot be produced on loopback without sending
+        // packets elsewhere; they are connect-phase errors like a refusal, and the class
+        // is decided by the phase alone.
+        for kind in [
+            std::io::ErrorKind::HostUnreachable,
+            std::io::ErrorKind::NetworkUnreachable,
+        ] {
+            let e = TransportError::new("e", 1, Phase::Connect, false, std::io::Error::from(kind));
+            assert!(matches!(
+                e.outcome(),
+                AttemptOutcome::Failure(FailureClass::Undelivered)
+            ));
+        }
+    }
+
+    #[test]
+    fn connect_timeout_is_undelivered() {
+        // A listener with a backlog of 0 whose accept queue is already full: the kernel
+        // drops further SYNs, so connecting hangs.
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+        s.listen(0).unwrap();
+        let addr = s.local_addr().unwrap().as_socket().unwrap();
+        let mut fillers = Vec::new();
+        for _ in 0..4 {
+            let f =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            f.set_nonblocking(true).unwrap();
+            let _ = f.connect(&addr.into());
+            fillers.push(f);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let t0 = Instant::now();
+        let e = failure(attempt(&format!("http://{addr}"), 300, 3000));
+        assert!(e.is_timeout(), "{e}");
+        assert_eq!(e.phase(), Phase::Connect);
+        assert!(matches!(
+            e.outcome(),
+            AttemptOutcome::Timeout(TimeoutPhase::Connect)
+        ));
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        drop((s, fillers));
+    }
+
+    #[test]
+    fn tls_handshake_failure_is_undelivered() {
+        // https to a plain-HTTP server: it answers the ClientHello with a 400.
+        let p = Provider::start(Behaviour::ok());
+        let e = failure(attempt(&p.url().replace("http://", "https://"), 2000, 3000));
+        assert_eq!(e.phase(), Phase::Tls);
+        assert_eq!(e.class(), FailureClass::Undelivered);
+        assert_eq!(p.request_count(), 0);
+    }
+
+    #[test]
+    fn tls_alert_during_the_handshake_is_undelivered() {
+        // A fatal handshake_failure alert in reply to the ClientHello.
+        let addr = raw(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28], true);
+        let e = failure(attempt(&format!("https://{addr}"), 2000, 3000));
+        assert_eq!(e.phase(), Phase::Tls);
+        assert_eq!(e.class(), FailureClass::Undelivered);
+        assert!(e.to_string().to_lowercase().contains("alert"), "{e}");
+    }
+
+    #[test]
+    fn reset_after_the_request_is_ambiguous() {
+        let p = Provider::start(Behaviour::reset());
+        let e = failure(attempt(&p.url(), 2000, 3000));
+        assert_eq!(e.phase(), Phase::Exchange);
+        assert!(matches!(
+            e.outcome(),
+            AttemptOutcome::Failure(FailureClass::Ambiguous)
+        ));
+        assert_eq!(p.request_count(), 1);
+    }
+
+    #[test]
+    fn eof_before_the_response_is_ambiguous() {
+        let p = Provider::start(Behaviour::close());
+        let e = failure(attempt(&p.url(), 2000, 3000));
+        assert_eq!(e.phase(), Phase::Exchange);
+        assert_eq!(e.class(), FailureClass::Ambiguous);
+    }
+
+    #[test]
+    fn garbage_response_is_ambiguous() {
+        let addr = raw(b"SMTP ready\r\n\r\n", true);
+        let e = failure(attempt(&format!("http://{addr}"), 2000, 3000));
+        assert_eq!(e.phase(), Phase::Exchange);
+        assert_eq!(e.class(), FailureClass::Ambiguous);
+    }
+
+    #[test]
+    fn timeout_waiting_for_the_headers_is_ambiguous() {
+        let p = Provider::start(Behaviour::black_hole());
+        let e = failure(attempt(&p.url(), 2000, 300));
+        assert!(e.is_timeout());
+        assert_eq!(e.phase(), Phase::Exchange);
+        assert!(matches!(
+            e.outcome(),
+            AttemptOutcome::Timeout(TimeoutPhase::Response)
+        ));
+    }
+
+    #[test]
+    fn a_dead_pooled_connection_is_replaced_before_anything_is_sent() {
+        // The server answers, then closes the connection without saying so.
+        let addr = raw_linger(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            true,
+            Duration::from_millis(50),
+        );
+        let url = format!("http://{addr}");
+        let pool = Arc::new(Pool::new(1, 4, Duration::from_secs(60)));
+        async_io::block_on(async {
+            let AttemptEnd::Response(ex) = run(ctx(&url, &pool, 2000, 3000), request(&addr)).await
+            else {
+                panic!("first attempt failed")
+            };
+            // Give the connection back as if its (already complete) body had been read,
+            // before the close is seen.
+            pool.put(0, ex.lease.conn, Instant::now());
+            assert_eq!(pool.idle(0), 1);
+            async_io::Timer::after(Duration::from_millis(300)).await;
+            let second = run(ctx(&url, &pool, 2000, 3000), request(&addr)).await;
+            assert!(matches!(second, AttemptEnd::Response(_)));
+        });
+    }
+}
