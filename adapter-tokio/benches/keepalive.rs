@@ -1,0 +1,2 @@
+//! Keep-alive benchmark (written below).
+fn main() {}

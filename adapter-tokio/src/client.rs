@@ -1,0 +1,749 @@
+//! The client: a policy, an engine shared by all calls (endpoint health, retry budget), and
+//! the reqwest clients that send the attempts.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use baton_core::{
+    CallOptions, EndpointHealth, Engine, Event, EventSink, Permission, Policy, PolicyBuilder,
+    Settings, UrlMode,
+};
+use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
+use http::{HeaderMap, Method, Uri, Version};
+
+use crate::driver::{self, Body, Prepared, SendError, Shared, Transport};
+use crate::error::{BuildError, Error};
+use crate::response::Response;
+
+type Configure = Box<dyn Fn(reqwest::ClientBuilder) -> reqwest::ClientBuilder + Send + Sync>;
+
+enum PolicySource {
+    Builder(PolicyBuilder),
+    Built(Policy),
+}
+
+enum HttpSource {
+    Default,
+    Configure(Configure),
+    Client(reqwest::Client),
+}
+
+/// Builds a [`Client`].
+///
+/// By default baton builds its own reqwest clients: one per distinct connect timeout among
+/// the endpoints (reqwest's connect timeout is per client, while baton's is per endpoint),
+/// each with that connect timeout and nothing else changed from reqwest's defaults (TLS
+/// early data is never enabled by reqwest for TCP, TCP Fast Open is off). Use
+/// [`configure_reqwest`](Self::configure_reqwest) to adjust them (user agent, proxies,
+/// root certificates...), or [`reqwest_client`](Self::reqwest_client) to bring your own
+/// client, which then sends to every endpoint with its own connect timeout.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::{Endpoint, Policy};
+///
+/// let client = baton_tokio::Client::builder(
+///     Policy::builder()
+///         .endpoint(Endpoint::new("primary", "https://rpc-a.example/"))
+///         .endpoint(Endpoint::new("backup", "https://rpc-b.example/"))
+///         .connect_timeout(Duration::from_secs(2)),
+/// )
+/// .configure_reqwest(|b| b.user_agent("my-app/1.0"))
+/// .on_event(|e| eprintln!("{}: {:?}", e.request_id, e.kind))
+/// .build()
+/// .unwrap();
+/// # drop(client);
+/// ```
+pub struct ClientBuilder {
+    policy: PolicySource,
+    http: HttpSource,
+    read_timeout: Option<Duration>,
+    events: Option<EventSink>,
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    tracing: bool,
+    buffer_limit: Option<usize>,
+}
+
+impl ClientBuilder {
+    /// A builder for a client with this policy. The engine's random seed (jitter, generated
+    /// request ids) is drawn from the OS unless the policy sets one other than the default.
+    pub fn new(policy: PolicyBuilder) -> Self {
+        Self::with_source(PolicySource::Builder(policy))
+    }
+
+    /// A builder for a client with an already built policy. Its seed is used as is (set it
+    /// from OS randomness yourself, or generated request ids repeat across processes), and
+    /// an event callback set here replaces the policy's own event sink for every call.
+    pub fn from_policy(policy: Policy) -> Self {
+        Self::with_source(PolicySource::Built(policy))
+    }
+
+    fn with_source(policy: PolicySource) -> Self {
+        ClientBuilder {
+            policy,
+            http: HttpSource::Default,
+            read_timeout: None,
+            events: None,
+            tracing: true,
+            buffer_limit: None,
+        }
+    }
+
+    /// Adjusts each reqwest client baton builds (baton sets the connect timeout after this
+    /// runs). Do not set reqwest's total `timeout` here: it also runs during connect, so a
+    /// connect-phase failure could be reported as ambiguous; use the policy's attempt
+    /// timeout and deadline instead.
+    pub fn configure_reqwest(
+        mut self,
+        f: impl Fn(reqwest::ClientBuilder) -> reqwest::ClientBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.http = HttpSource::Configure(Box::new(f));
+        self
+    }
+
+    /// Sends every attempt with this reqwest client (its connection pool is shared by all
+    /// endpoints). Its connect timeout applies instead of the policy's, so keep it shorter
+    /// than every attempt timeout, and keep its read and total timeouts (if any) longer than
+    /// its connect timeout: those timers also run during connect. When baton's own attempt
+    /// timer fires, it cannot tell the phase, and reports it as unknown (ambiguous).
+    pub fn reqwest_client(mut self, client: reqwest::Client) -> Self {
+        self.http = HttpSource::Client(client);
+        self
+    }
+
+    /// Sets reqwest's read timeout (between reads, including body reads after the call
+    /// returned) on the clients baton builds; it must be longer than every endpoint's
+    /// connect timeout. Without it, a stalled body stalls the caller's read.
+    pub fn read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = Some(timeout);
+        self
+    }
+
+    /// Calls `f` with every event of every call, synchronously and in causal order (SPEC 4).
+    /// Panics in `f` are not caught.
+    pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
+        self.events = Some(Arc::new(f));
+        self
+    }
+
+    /// Forwards events to `tracing` (default: on; only with the `tracing` feature).
+    #[cfg(feature = "tracing")]
+    pub fn tracing(mut self, on: bool) -> Self {
+        self.tracing = on;
+        self
+    }
+
+    /// Buffers streaming request bodies up to `limit` bytes so that they can be replayed
+    /// (default: off; a stream is sent once). A body over the limit is sent once, with a
+    /// `NotReplayable` event.
+    pub fn buffer_bodies(mut self, limit: usize) -> Self {
+        self.buffer_limit = Some(limit);
+        self
+    }
+
+    fn sink(&self) -> Option<EventSink> {
+        #[cfg(feature = "tracing")]
+        if self.tracing {
+            let user = self.events.clone();
+            return Some(Arc::new(move |e: &Event<'_>| {
+                crate::events::trace(e);
+                if let Some(u) = &user {
+                    u(e);
+                }
+            }));
+        }
+        self.events.clone()
+    }
+
+    /// Builds the policy (seeding it and installing the event sink) and the engine.
+    fn shared(
+        policy: PolicySource,
+        sink: Option<EventSink>,
+        buffer_limit: Option<usize>,
+    ) -> Result<Shared, BuildError> {
+        let (policy, call_sink) = match policy {
+            PolicySource::Builder(b) => {
+                let mut b = b.configure(|s| {
+                    if s.seed == Settings::default().seed {
+                        s.seed = os_seed();
+                    }
+                });
+                if sink.is_some() {
+                    b = b.event_sink(sink.clone());
+                }
+                (b.build()?, None)
+            }
+            PolicySource::Built(p) => (p, sink.clone()),
+        };
+        let urls = (policy.settings().url_mode == UrlMode::Complete).then(|| {
+            policy
+                .endpoints()
+                .iter()
+                .map(|e| reqwest::Url::parse(e.url()).ok())
+                .collect()
+        });
+        Ok(Shared {
+            engine: Arc::new(Engine::new(policy)),
+            urls,
+            call_sink,
+            client_sink: sink,
+            buffer_limit,
+        })
+    }
+
+    /// Builds a [`BatonMiddleware`](crate::BatonMiddleware) with this policy, event
+    /// callback and body buffering (the reqwest settings do not apply: the middleware
+    /// sends through the stack it is part of).
+    #[cfg(feature = "middleware")]
+    pub fn build_middleware(self) -> Result<crate::BatonMiddleware, BuildError> {
+        if !matches!(self.http, HttpSource::Default) || self.read_timeout.is_some() {
+            return Err(BuildError::Setting {
+                setting: "reqwest_client",
+                reason: "a middleware sends through its reqwest-middleware stack; \
+                         configure that stack's client instead"
+                    .into(),
+            });
+        }
+        let sink = self.sink();
+        let shared = Self::shared(self.policy, sink, self.buffer_limit)?;
+        Ok(crate::BatonMiddleware::from_shared(shared))
+    }
+
+    /// Validates everything and builds the client.
+    pub fn build(self) -> Result<Client, BuildError> {
+        let sink = self.sink();
+        let shared = Self::shared(self.policy, sink, self.buffer_limit)?;
+        let policy = shared.engine.policy();
+        let n = policy.endpoints().len();
+        let mut clients: Vec<reqwest::Client> = Vec::new();
+        let mut of_endpoint = Vec::with_capacity(n);
+        let mut connect = Vec::with_capacity(n);
+        match self.http {
+            HttpSource::Client(c) => {
+                if self.read_timeout.is_some() {
+                    return Err(BuildError::Setting {
+                        setting: "read_timeout",
+                        reason: "cannot be applied to a reqwest client given with \
+                                 `reqwest_client`; set it on that client"
+                            .into(),
+                    });
+                }
+                clients.push(c);
+                of_endpoint.resize(n, 0);
+                connect.resize(n, None);
+            }
+            source => {
+                let mut timeouts: Vec<Duration> = Vec::new();
+                for i in 0..n {
+                    let ct = policy.connect_timeout_for(i);
+                    if let Some(rt) = self.read_timeout {
+                        if rt <= ct {
+                            return Err(BuildError::Setting {
+                                setting: "read_timeout",
+                                reason: format!(
+                                    "{rt:?} must be longer than the connect timeout {ct:?} of \
+                                     endpoint {:?} (reqwest's read timer also runs during \
+                                     connect)",
+                                    policy.endpoints()[i].id()
+                                ),
+                            });
+                        }
+                    }
+                    let k = match timeouts.iter().position(|t| *t == ct) {
+                        Some(k) => k,
+                        None => {
+                            timeouts.push(ct);
+                            timeouts.len() - 1
+                        }
+                    };
+                    of_endpoint.push(k);
+                    connect.push(Some(ct));
+                }
+                for ct in &timeouts {
+                    let mut b = reqwest::Client::builder();
+                    if let HttpSource::Configure(f) = &source {
+                        b = f(b);
+                    }
+                    b = b.connect_timeout(*ct);
+                    if let Some(rt) = self.read_timeout {
+                        b = b.read_timeout(rt);
+                    }
+                    clients.push(b.build().map_err(BuildError::Reqwest)?);
+                }
+            }
+        }
+        Ok(Client {
+            inner: Arc::new(Inner {
+                shared,
+                http: HttpClients {
+                    clients,
+                    of_endpoint,
+                    connect,
+                },
+            }),
+        })
+    }
+}
+
+/// A seed from the OS: std's `RandomState` keys are drawn from OS randomness once per
+/// thread and then incremented; mixing in the time and the process id makes seeds of
+/// clients built in one thread differ as well.
+fn os_seed() -> u64 {
+    let mut h = RandomState::new().build_hasher();
+    let t = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    h.write_u128(t);
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// The reqwest clients and which one sends to which endpoint.
+pub(crate) struct HttpClients {
+    clients: Vec<reqwest::Client>,
+    of_endpoint: Vec<usize>,
+    connect: Vec<Option<Duration>>,
+}
+
+impl Transport for HttpClients {
+    fn send(
+        &self,
+        endpoint: usize,
+        request: reqwest::Request,
+    ) -> impl std::future::Future<Output = Result<reqwest::Response, SendError>> + Send {
+        let k = self.of_endpoint.get(endpoint).copied().unwrap_or(0);
+        let fut = self.clients[k].execute(request);
+        async move { fut.await.map_err(SendError::Reqwest) }
+    }
+
+    fn connect_timeout(&self, endpoint: usize) -> Option<Duration> {
+        self.connect.get(endpoint).copied().flatten()
+    }
+}
+
+struct Inner {
+    shared: Shared,
+    http: HttpClients,
+}
+
+/// An HTTP client that fails over between the endpoints of its policy.
+///
+/// Cheap to clone (an `Arc`); every clone shares one engine, so endpoint health
+/// (cooldown, breakers) and the retry budget are shared by all calls of the client.
+/// Calls take a path (or an absolute URL) and follow the policy's URL mode: in complete
+/// mode (the default) every attempt goes to the endpoint's URL as is; in base mode the
+/// request's path and query are joined onto it.
+///
+/// ```no_run
+/// use baton_core::{Endpoint, Policy};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = baton_tokio::Client::new(
+///     Policy::builder()
+///         .endpoint(Endpoint::new("primary", "https://rpc-a.example/"))
+///         .endpoint(Endpoint::new("backup", "https://rpc-b.example/")),
+/// )?;
+/// let resp = client
+///     .post("/")
+///     .header("content-type", "application/json")
+///     .body(r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}"#)
+///     .send()
+///     .await?;
+/// println!("{} from {}", resp.status(), resp.endpoint());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("policy", self.policy())
+            .field("reqwest_clients", &self.inner.http.clients.len())
+            .finish()
+    }
+}
+
+impl Client {
+    /// A client for this policy, with baton's own reqwest clients.
+    pub fn new(policy: PolicyBuilder) -> Result<Client, BuildError> {
+        ClientBuilder::new(policy).build()
+    }
+
+    /// A builder, for more settings.
+    pub fn builder(policy: PolicyBuilder) -> ClientBuilder {
+        ClientBuilder::new(policy)
+    }
+
+    /// The engine (policy, health, budget) shared by all calls.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.inner.shared.engine
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        self.engine().policy()
+    }
+
+    /// The health of the endpoint with `id`, now.
+    pub fn health(&self, id: &str) -> Option<EndpointHealth> {
+        self.engine().health_of(id, Instant::now())
+    }
+
+    /// Resets the endpoint with `id` to closed, by hand. False for an unknown id.
+    pub fn reset(&self, id: &str) -> bool {
+        self.engine().reset(id, Instant::now())
+    }
+
+    /// A request with `method` to `url` (a path such as `/v1/charges`, or an absolute URL).
+    pub fn request(&self, method: Method, url: impl AsRef<str>) -> RequestBuilder {
+        let (uri, error) = match url.as_ref().parse::<Uri>() {
+            Ok(u) => (u, None),
+            Err(e) => (
+                Uri::from_static("/"),
+                Some(format!("url {:?}: {e}", url.as_ref())),
+            ),
+        };
+        RequestBuilder {
+            client: self.clone(),
+            method,
+            uri,
+            headers: HeaderMap::new(),
+            version: Version::default(),
+            body: None,
+            options: CallOptions::default(),
+            buffer_limit: None,
+            error,
+        }
+    }
+
+    /// A GET request.
+    pub fn get(&self, url: impl AsRef<str>) -> RequestBuilder {
+        self.request(Method::GET, url)
+    }
+
+    /// A POST request.
+    pub fn post(&self, url: impl AsRef<str>) -> RequestBuilder {
+        self.request(Method::POST, url)
+    }
+
+    /// A PUT request.
+    pub fn put(&self, url: impl AsRef<str>) -> RequestBuilder {
+        self.request(Method::PUT, url)
+    }
+
+    /// A PATCH request.
+    pub fn patch(&self, url: impl AsRef<str>) -> RequestBuilder {
+        self.request(Method::PATCH, url)
+    }
+
+    /// A DELETE request.
+    pub fn delete(&self, url: impl AsRef<str>) -> RequestBuilder {
+        self.request(Method::DELETE, url)
+    }
+
+    /// A HEAD request.
+    pub fn head(&self, url: impl AsRef<str>) -> RequestBuilder {
+        self.request(Method::HEAD, url)
+    }
+
+    /// Runs a call for an `http::Request`. Call options may ride in its extensions (a
+    /// [`CallOptions`] value); a buffered body (bytes, string) is replayable, a stream is
+    /// sent once.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: baton_tokio::Client) -> Result<(), baton_tokio::Error> {
+    /// let request = http::Request::post("/v1/charges")
+    ///     .header("idempotency-key", "charge-42")
+    ///     .body(r#"{"amount":100}"#)
+    ///     .unwrap();
+    /// let resp = client.execute(request).await?;
+    /// # let _ = resp; Ok(()) }
+    /// ```
+    pub async fn execute<B: Into<reqwest::Body>>(
+        &self,
+        request: http::Request<B>,
+    ) -> Result<Response, Error> {
+        let (mut parts, body) = request.into_parts();
+        let options = parts.extensions.remove::<CallOptions>().unwrap_or_default();
+        let prepared = Prepared {
+            method: parts.method,
+            uri: parts.uri,
+            headers: parts.headers,
+            version: parts.version,
+            body: Body::from_reqwest(Some(body.into())),
+            buffer_limit: None,
+            invalid: None,
+        };
+        self.run(prepared, options).await
+    }
+
+    /// Runs a call for a `reqwest::Request` with these options. A per-request reqwest
+    /// timeout, if set, is used as the attempt timeout unless the options set one.
+    pub async fn execute_reqwest(
+        &self,
+        request: reqwest::Request,
+        mut options: CallOptions,
+    ) -> Result<Response, Error> {
+        let (prepared, timeout) = Prepared::from_reqwest(request);
+        if options.attempt_timeout.is_none() {
+            options.attempt_timeout = timeout;
+        }
+        self.run(prepared, options).await
+    }
+
+    async fn run(&self, prepared: Prepared, options: CallOptions) -> Result<Response, Error> {
+        let inner = &*self.inner;
+        let f = driver::drive(&inner.shared, &inner.http, prepared, options).await?;
+        Ok(Response::new(f.response, f.report, f.endpoint))
+    }
+}
+
+/// A request being built, in reqwest's style, plus baton's per-call options.
+///
+/// Invalid input (a bad URL or header) is reported when the request is sent, as an
+/// [`Error::Call`] whose kind is "invalid call"; nothing is sent.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use baton_core::Permission;
+///
+/// # async fn demo(client: baton_tokio::Client) -> Result<(), baton_tokio::Error> {
+/// let resp = client
+///     .post("/v1/charges")
+///     .idempotency_key("charge-42")
+///     .deadline(Duration::from_secs(3))
+///     .attempt_timeout(Duration::from_secs(1))
+///     .body(r#"{"amount":100}"#)
+///     .send()
+///     .await?;
+/// println!("may have executed: {}", resp.may_have_executed());
+/// # Ok(()) }
+/// ```
+#[must_use = "a request does nothing until it is sent"]
+pub struct RequestBuilder {
+    client: Client,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    version: Version,
+    body: Option<reqwest::Body>,
+    options: CallOptions,
+    buffer_limit: Option<usize>,
+    error: Option<String>,
+}
+
+impl std::fmt::Debug for RequestBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestBuilder")
+            .field("method", &self.method)
+            .field("uri", &self.uri)
+            .field("headers", &self.headers)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl RequestBuilder {
+    fn fail(mut self, why: String) -> Self {
+        self.error.get_or_insert(why);
+        self
+    }
+
+    /// Adds a header (appended: repeated names are kept).
+    pub fn header<K, V>(mut self, name: K, value: V) -> Self
+    where
+        HeaderName: TryFrom<K>,
+        <HeaderName as TryFrom<K>>::Error: Into<http::Error>,
+        HeaderValue: TryFrom<V>,
+        <HeaderValue as TryFrom<V>>::Error: Into<http::Error>,
+    {
+        let name = match HeaderName::try_from(name) {
+            Ok(n) => n,
+            Err(e) => return self.fail(format!("header name: {}", e.into())),
+        };
+        match HeaderValue::try_from(value) {
+            Ok(v) => {
+                self.headers.append(name, v);
+                self
+            }
+            Err(e) => self.fail(format!("header {name}: {}", e.into())),
+        }
+    }
+
+    /// Adds these headers (replacing any of the same names).
+    pub fn headers(mut self, headers: HeaderMap) -> Self {
+        let mut last = None;
+        for (name, value) in headers {
+            if let Some(n) = name {
+                self.headers.remove(&n);
+                last = Some(n);
+            }
+            if let Some(n) = &last {
+                self.headers.append(n.clone(), value);
+            }
+        }
+        self
+    }
+
+    /// Sets a bearer `Authorization` header (marked sensitive). A per-endpoint header of the
+    /// same name overrides it on that endpoint.
+    pub fn bearer_auth(self, token: impl std::fmt::Display) -> Self {
+        match HeaderValue::try_from(format!("Bearer {token}")) {
+            Ok(mut v) => {
+                v.set_sensitive(true);
+                let mut s = self;
+                s.headers.insert(AUTHORIZATION, v);
+                s
+            }
+            Err(e) => self.fail(format!("bearer token: {e}")),
+        }
+    }
+
+    /// Sets the body. Bytes and strings are replayable; a stream
+    /// (`reqwest::Body::wrap_stream`, `reqwest::Body::wrap`) is sent once unless
+    /// [`buffer_body`](Self::buffer_body) allows buffering it.
+    pub fn body(mut self, body: impl Into<reqwest::Body>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+
+    /// Sets a JSON body and `Content-Type: application/json` (unless already set).
+    #[cfg(feature = "json")]
+    pub fn json<T: serde::Serialize + ?Sized>(mut self, value: &T) -> Self {
+        match serde_json::to_vec(value) {
+            Ok(v) => {
+                if !self.headers.contains_key(http::header::CONTENT_TYPE) {
+                    self.headers.insert(
+                        http::header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    );
+                }
+                self.body = Some(v.into());
+                self
+            }
+            Err(e) => self.fail(format!("json body: {e}")),
+        }
+    }
+
+    /// Sets the HTTP version.
+    pub fn version(mut self, version: Version) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Replaces all per-call options.
+    pub fn options(mut self, options: CallOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Retry permission for this call (SPEC 2.2).
+    pub fn retry(mut self, permission: Permission) -> Self {
+        self.options.retry = Some(permission);
+        self
+    }
+
+    /// Failover permission for this call (SPEC 2.2).
+    pub fn failover(mut self, permission: Permission) -> Self {
+        self.options.failover = Some(permission);
+        self
+    }
+
+    /// At most one attempt.
+    pub fn deny(mut self) -> Self {
+        self.options.deny = true;
+        self
+    }
+
+    /// Tries the endpoint with this id first (when eligible and available).
+    pub fn prefer(mut self, endpoint: impl Into<String>) -> Self {
+        self.options.prefer = Some(endpoint.into());
+        self
+    }
+
+    /// Deadline for the whole call.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.options.deadline = Some(deadline);
+        self
+    }
+
+    /// Attempt timeout (from sending to the end of the response head).
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.options.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// Attempts per endpoint per round.
+    pub fn attempts_per_endpoint(mut self, n: u32) -> Self {
+        self.options.attempts_per_endpoint = Some(n);
+        self
+    }
+
+    /// Cap on the call's attempts.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.options.max_attempts = Some(n);
+        self
+    }
+
+    /// The request id (8-128 of `A-Z a-z 0-9 . _ : -`; otherwise the call is invalid).
+    pub fn request_id(mut self, id: impl Into<String>) -> Self {
+        self.options.request_id = Some(id.into());
+        self
+    }
+
+    /// The idempotency key, sent unchanged on every attempt.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.options.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Opts a call that is not a safe method in to hedging (when the policy hedges).
+    pub fn hedge(mut self, on: bool) -> Self {
+        self.options.hedge = on;
+        self
+    }
+
+    /// Also calls `f` with this call's events (after the client's callback).
+    pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
+        self.options.events = Some(Arc::new(f));
+        self
+    }
+
+    /// Buffers a streaming body up to `limit` bytes so it can be replayed; over the limit
+    /// it is sent once.
+    pub fn buffer_body(mut self, limit: usize) -> Self {
+        self.buffer_limit = Some(limit);
+        self
+    }
+
+    /// Runs the call.
+    pub async fn send(self) -> Result<Response, Error> {
+        let RequestBuilder {
+            client,
+            method,
+            uri,
+            headers,
+            version,
+            body,
+            options,
+            buffer_limit,
+            error,
+        } = self;
+        let prepared = Prepared {
+            method,
+            uri,
+            headers,
+            version,
+            body: Body::from_reqwest(body),
+            buffer_limit,
+            invalid: error,
+        };
+        client.run(prepared, options).await
+    }
+}

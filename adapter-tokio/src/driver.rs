@@ -1,0 +1,476 @@
+//! The loop that drives one call: it turns the engine's actions into reqwest sends and tokio
+//! timers, and what happened into the engine's inputs. It decides nothing: which endpoint,
+//! whether to retry, how long to wait, all come from [`baton_core::Call`].
+//!
+//! Every in-flight attempt is a future owned by the call's future (no spawned task), so
+//! dropping the call's future cancels them all; a guard then cancels the [`Call`], which
+//! reports the attempts as cancelled and frees any half-open probe slot at once.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant, SystemTime};
+
+use baton_core::{
+    apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
+    CallOptions, Engine, ErrorKind, Event, EventKind, EventSink, Outcome, Report, RequestInfo,
+    ResponseInfo, TimeoutPhase,
+};
+use bytes::Bytes;
+use http::{HeaderMap, Method, Uri, Version};
+use smallvec::SmallVec;
+
+use crate::classify::{classify, classify_dyn, FailureCause};
+use crate::error::{AttemptError, AttemptTimeout, BoxError, Error, InvalidRequest};
+use crate::response::Response;
+
+/// How an attempt's send failed, before classification.
+pub(crate) enum SendError {
+    /// reqwest's own error.
+    Reqwest(reqwest::Error),
+    /// Any other error (e.g. from an inner middleware).
+    #[cfg_attr(not(feature = "middleware"), allow(dead_code))]
+    Other(BoxError),
+}
+
+/// Something that sends one attempt's request: a reqwest client, or the rest of a
+/// middleware stack.
+pub(crate) trait Transport {
+    /// Sends `request` for endpoint `endpoint`.
+    fn send(
+        &self,
+        endpoint: usize,
+        request: reqwest::Request,
+    ) -> impl Future<Output = Result<reqwest::Response, SendError>> + Send;
+    /// The connect timeout the transport enforces for `endpoint`, when known: an attempt
+    /// timer that fires later than it fired after the connect phase.
+    fn connect_timeout(&self, endpoint: usize) -> Option<Duration>;
+}
+
+/// What one client shares with every call's driver.
+pub(crate) struct Shared {
+    pub(crate) engine: Arc<Engine>,
+    /// Pre-parsed endpoint URLs (complete mode only: the request's path is ignored).
+    pub(crate) urls: Option<Vec<Option<reqwest::Url>>>,
+    /// Sink the client installs per call (when the policy does not carry it).
+    pub(crate) call_sink: Option<EventSink>,
+    /// The client's event sink, to combine with a call's own sink.
+    pub(crate) client_sink: Option<EventSink>,
+    /// Default body-buffering limit.
+    pub(crate) buffer_limit: Option<usize>,
+}
+
+/// The request body, as the driver keeps it.
+pub(crate) enum Body {
+    /// No body.
+    None,
+    /// A buffered body: every attempt gets a cheap copy.
+    Bytes(Bytes),
+    /// A stream: sent once (taken by the first attempt).
+    Stream(Option<reqwest::Body>),
+}
+
+impl Body {
+    /// Classifies a reqwest body: buffered bodies are replayable, streams are not.
+    pub(crate) fn from_reqwest(body: Option<reqwest::Body>) -> Body {
+        match body {
+            None => Body::None,
+            Some(b) => match b.as_bytes() {
+                Some(bytes) => Body::Bytes(Bytes::copy_from_slice(bytes)),
+                None => Body::Stream(Some(b)),
+            },
+        }
+    }
+
+    fn kind(&self) -> BodyKind {
+        match self {
+            Body::None => BodyKind::Empty,
+            Body::Bytes(b) if b.is_empty() => BodyKind::Empty,
+            Body::Bytes(_) => BodyKind::Replayable,
+            Body::Stream(_) => BodyKind::OneShot,
+        }
+    }
+}
+
+/// One call's request, as the caller gave it.
+pub(crate) struct Prepared {
+    pub(crate) method: Method,
+    /// The request URL (a path, or an absolute URL).
+    pub(crate) uri: Uri,
+    pub(crate) headers: HeaderMap,
+    pub(crate) version: Version,
+    pub(crate) body: Body,
+    /// Opt-in buffering of a streaming body up to this many bytes (SPEC 2.4).
+    pub(crate) buffer_limit: Option<usize>,
+    /// Why the request cannot be built (the call ends as rejected locally).
+    pub(crate) invalid: Option<String>,
+}
+
+impl Prepared {
+    /// A prepared request from a reqwest request (its timeout, if any, is returned for the
+    /// caller to use as the attempt timeout).
+    pub(crate) fn from_reqwest(mut request: reqwest::Request) -> (Prepared, Option<Duration>) {
+        let timeout = request.timeout().copied();
+        let body = Body::from_reqwest(request.body_mut().take());
+        let (uri, invalid) = match request.url().as_str().parse::<Uri>() {
+            Ok(u) => (u, None),
+            Err(e) => (
+                Uri::from_static("/"),
+                Some(format!("url {:?}: {e}", request.url().as_str())),
+            ),
+        };
+        let version = request.version();
+        let method = request.method().clone();
+        let headers = std::mem::take(request.headers_mut());
+        (
+            Prepared {
+                method,
+                uri,
+                headers,
+                version,
+                body,
+                buffer_limit: None,
+                invalid,
+            },
+            timeout,
+        )
+    }
+}
+
+/// A finished call that returned a response.
+pub(crate) struct Finished {
+    pub(crate) response: reqwest::Response,
+    pub(crate) report: Report,
+    pub(crate) endpoint: Arc<str>,
+}
+
+type Flight<F> = Pin<Box<tokio::time::Timeout<F>>>;
+
+struct InFlight<F> {
+    number: u32,
+    endpoint: usize,
+    timeout: Duration,
+    /// The phase to report when baton's attempt timer fires.
+    phase: TimeoutPhase,
+    fut: Flight<F>,
+}
+
+/// Cancels the call when the driver's future is dropped before the call ended: the
+/// attempts are reported cancelled and probe slots are freed at once (SPEC 2.5).
+struct Guard(Call);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if !self.0.is_done() {
+            self.0.cancel(Instant::now());
+        }
+    }
+}
+
+/// Why a request could not be built for an attempt.
+enum BuildFail {
+    Replay,
+    Rejected(BoxError),
+}
+
+fn combine(a: EventSink, b: EventSink) -> EventSink {
+    Arc::new(move |e: &Event<'_>| {
+        a(e);
+        b(e);
+    })
+}
+
+/// Drives one call to its end.
+pub(crate) async fn drive<T: Transport>(
+    shared: &Shared,
+    transport: &T,
+    mut req: Prepared,
+    mut options: CallOptions,
+) -> Result<Finished, Error> {
+    // Events: the call's own sink, plus the client's.
+    options.events = match (options.events.take(), &shared.client_sink) {
+        (Some(call), Some(client)) => Some(combine(client.clone(), call)),
+        (Some(call), None) => Some(call),
+        (None, _) => shared.call_sink.clone(),
+    };
+    let sink = options
+        .events
+        .clone()
+        .or_else(|| shared.client_sink.clone());
+
+    // Opt-in buffering of a streaming body (SPEC 2.4), before the call starts.
+    let mut over_limit = false;
+    if let (Some(limit), Body::Stream(stream)) =
+        (req.buffer_limit.or(shared.buffer_limit), &mut req.body)
+    {
+        if let Some(s) = stream.take() {
+            match crate::body::buffer(s, limit).await {
+                crate::body::Buffered::Complete(bytes) => req.body = Body::Bytes(bytes),
+                crate::body::Buffered::OverLimit(body) => {
+                    *stream = Some(body);
+                    over_limit = true;
+                }
+            }
+        }
+    }
+
+    let engine = &shared.engine;
+    let info = RequestInfo {
+        method: &req.method,
+        uri: &req.uri,
+        headers: &req.headers,
+    };
+    let mut call = Guard(Call::new(
+        engine.clone(),
+        &info,
+        req.body.kind(),
+        options,
+        Instant::now(),
+    ));
+    if over_limit {
+        if let Some(sink) = &sink {
+            sink(&Event {
+                request_id: call.0.request_id().as_str(),
+                idempotency_key: call.0.idempotency_key(),
+                at: Instant::now(),
+                kind: EventKind::NotReplayable,
+            });
+        }
+    }
+
+    let mut flights: SmallVec<[InFlight<_>; 2]> = SmallVec::new();
+    let mut kept: SmallVec<[(u32, reqwest::Response); 1]> = SmallVec::new();
+    let mut errors: SmallVec<[AttemptError; 1]> = SmallVec::new();
+    let mut sleep: Option<Pin<Box<tokio::time::Sleep>>> = None;
+
+    loop {
+        let now = Instant::now();
+        match call.0.poll_action(now) {
+            Action::Send(a) => match build(shared, &mut req, &call.0, &a) {
+                Ok(request) => {
+                    let phase = match transport.connect_timeout(a.endpoint) {
+                        Some(ct) if a.timeout > ct => TimeoutPhase::Response,
+                        _ => TimeoutPhase::Unknown,
+                    };
+                    let at = tokio::time::Instant::from_std(now + a.timeout);
+                    let fut = transport.send(a.endpoint, request);
+                    flights.push(InFlight {
+                        number: a.number,
+                        endpoint: a.endpoint,
+                        timeout: a.timeout,
+                        phase,
+                        fut: Box::pin(tokio::time::timeout_at(at, fut)),
+                    });
+                }
+                Err(BuildFail::Replay) => {
+                    call.0.replay_failed(a.number, now);
+                }
+                Err(BuildFail::Rejected(e)) => {
+                    errors.clear();
+                    errors.push(AttemptError::new(
+                        a.number,
+                        endpoint_id(engine, a.endpoint),
+                        FailureCause::Rejected,
+                        e,
+                    ));
+                    call.0.handle_outcome(
+                        a.number,
+                        AttemptOutcome::Failure(baton_core::FailureClass::RejectedLocally),
+                        now,
+                    );
+                }
+            },
+            Action::Discard(n) => {
+                flights.retain(|f| f.number != n);
+                kept.retain(|k| k.0 != n);
+            }
+            Action::Wait(until) => {
+                if flights.is_empty() && until.is_none() {
+                    // Nothing can wake us: never expected from the engine; end the call
+                    // rather than hang.
+                    call.0.cancel(now);
+                    continue;
+                }
+                match until {
+                    Some(t) => {
+                        let t = tokio::time::Instant::from_std(t);
+                        match &mut sleep {
+                            Some(s) => s.as_mut().reset(t),
+                            None => sleep = Some(Box::pin(tokio::time::sleep_until(t))),
+                        }
+                    }
+                    None => sleep = None,
+                }
+                let done = poll_fn(|cx| {
+                    for (i, f) in flights.iter_mut().enumerate() {
+                        if let Poll::Ready(out) = f.fut.as_mut().poll(cx) {
+                            return Poll::Ready(Some((i, out)));
+                        }
+                    }
+                    if let Some(s) = &mut sleep {
+                        if s.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(None);
+                        }
+                    }
+                    Poll::Pending
+                })
+                .await;
+                let Some((i, out)) = done else { continue };
+                let f = flights.swap_remove(i);
+                let now = Instant::now();
+                let id = || endpoint_id(engine, f.endpoint);
+                match out {
+                    Ok(Ok(response)) => {
+                        let info = ResponseInfo::new(response.status(), response.headers())
+                            .wall(SystemTime::now());
+                        if call
+                            .0
+                            .handle_outcome(f.number, AttemptOutcome::Response(info), now)
+                        {
+                            kept.push((f.number, response));
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        let (classified, source): (_, BoxError) = match e {
+                            SendError::Reqwest(e) => (classify(&e), Box::new(e)),
+                            SendError::Other(e) => (classify_dyn(&*e), e),
+                        };
+                        errors.clear();
+                        errors.push(AttemptError::new(f.number, id(), classified.cause, source));
+                        call.0.handle_outcome(f.number, classified.outcome(), now);
+                    }
+                    Err(_elapsed) => {
+                        errors.clear();
+                        errors.push(AttemptError::new(
+                            f.number,
+                            id(),
+                            FailureCause::Timeout,
+                            Box::new(AttemptTimeout { after: f.timeout }),
+                        ));
+                        call.0
+                            .handle_outcome(f.number, AttemptOutcome::Timeout(f.phase), now);
+                    }
+                }
+            }
+            Action::Done(mut report) => {
+                flights.clear();
+                let kept_n = report.outcome.kept_attempt();
+                let response = kept_n.and_then(|n| {
+                    let i = kept.iter().position(|k| k.0 == n)?;
+                    Some(kept.swap_remove(i).1)
+                });
+                kept.clear();
+                let endpoint = kept_n
+                    .and_then(|n| report.attempts.iter().find(|a| a.number == n))
+                    .map(|a| a.endpoint_id.clone());
+                let last_number = report.attempts.last().map(|a| a.number);
+                let last = errors.pop().filter(|e| Some(e.attempt()) == last_number);
+                if matches!(report.outcome, Outcome::Response { .. }) {
+                    if let (Some(response), Some(endpoint)) = (response, endpoint.clone()) {
+                        return Ok(Finished {
+                            response,
+                            report,
+                            endpoint,
+                        });
+                    }
+                    // Unreachable: the engine only answers with a response it was given.
+                    report.outcome = Outcome::Error {
+                        kind: ErrorKind::Failover,
+                        retained: None,
+                    };
+                    return Err(call_error(report, last, None));
+                }
+                let retained = match (response, endpoint) {
+                    (Some(r), Some(ep)) => Some(Box::new(Response::new(r, report.clone(), ep))),
+                    _ => None,
+                };
+                return Err(call_error(report, last, retained));
+            }
+        }
+    }
+}
+
+fn call_error(
+    report: Report,
+    last: Option<AttemptError>,
+    retained: Option<Box<Response>>,
+) -> Error {
+    let error = report
+        .into_error()
+        .expect("an error outcome always converts into an error");
+    Error::Call {
+        error,
+        last,
+        retained,
+    }
+}
+
+fn endpoint_id(engine: &Engine, index: usize) -> Arc<str> {
+    engine
+        .policy()
+        .endpoints()
+        .get(index)
+        .map(|e| Arc::from(e.id()))
+        .unwrap_or_else(|| Arc::from("?"))
+}
+
+/// Builds the request of one attempt (SPEC 3): the endpoint's URL, the caller's headers
+/// plus the attempt's, and the body (a copy, or the one-shot stream for attempt 1).
+fn build(
+    shared: &Shared,
+    req: &mut Prepared,
+    call: &Call,
+    a: &Attempt,
+) -> Result<reqwest::Request, BuildFail> {
+    if let Some(why) = &req.invalid {
+        return Err(BuildFail::Rejected(Box::new(InvalidRequest(why.clone()))));
+    }
+    let policy = shared.engine.policy();
+    let url = match shared
+        .urls
+        .as_ref()
+        .and_then(|u| u.get(a.endpoint).cloned().flatten())
+    {
+        Some(url) => {
+            // Complete mode ignores the request's path, but still rejects a bad scheme.
+            if let Some(s) = req.uri.scheme_str() {
+                if s != "http" && s != "https" {
+                    return Err(BuildFail::Rejected(Box::new(
+                        baton_core::DestinationError::Scheme(s.to_string()),
+                    )));
+                }
+            }
+            url
+        }
+        None => {
+            let uri = attempt_uri(policy, a.endpoint, &req.uri)
+                .map_err(|e| BuildFail::Rejected(Box::new(e)))?;
+            reqwest::Url::parse(&uri.to_string()).map_err(|e| BuildFail::Rejected(Box::new(e)))?
+        }
+    };
+    let mut headers = req.headers.clone();
+    apply_attempt_headers(
+        policy,
+        a.endpoint,
+        &req.uri,
+        call.request_id().as_str(),
+        call.idempotency_key(),
+        a.number,
+        &mut headers,
+    )
+    .map_err(|e| BuildFail::Rejected(Box::new(e)))?;
+    let body = match &mut req.body {
+        Body::None => None,
+        Body::Bytes(b) => Some(reqwest::Body::from(b.clone())),
+        Body::Stream(s) => match s.take() {
+            Some(s) => Some(s),
+            None => return Err(BuildFail::Replay),
+        },
+    };
+    let mut request = reqwest::Request::new(req.method.clone(), url);
+    *request.headers_mut() = headers;
+    *request.body_mut() = body;
+    *request.version_mut() = req.version;
+    Ok(request)
+}

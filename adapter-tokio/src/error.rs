@@ -1,0 +1,311 @@
+//! The adapter's errors: a failed call (the engine's error with its report, the last
+//! underlying client error, and a retained response when there is one), a body error after
+//! the response head arrived (naming the endpoint), and client build errors.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+
+use baton_core::{ErrorKind, Report};
+
+use crate::classify::FailureCause;
+use crate::response::Response;
+
+/// A boxed error, as the underlying failure of an attempt.
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// The last attempt's underlying failure: which attempt, where, what (the finer cause) and
+/// the client's own error (a `reqwest::Error`, a timeout, or why the request could not be
+/// built).
+///
+/// ```
+/// use baton_tokio::{AttemptError, FailureCause};
+/// let e = AttemptError::new(2, "backup".into(), FailureCause::Refused, "connection refused".into());
+/// assert_eq!(e.to_string(), "attempt 2 at \"backup\": connection refused");
+/// assert!(std::error::Error::source(&e).is_some());
+/// ```
+#[derive(Debug)]
+pub struct AttemptError {
+    attempt: u32,
+    endpoint: Arc<str>,
+    cause: FailureCause,
+    source: BoxError,
+}
+
+impl AttemptError {
+    /// An attempt error (mostly for tests; the client builds these).
+    pub fn new(attempt: u32, endpoint: Arc<str>, cause: FailureCause, source: BoxError) -> Self {
+        AttemptError {
+            attempt,
+            endpoint,
+            cause,
+            source,
+        }
+    }
+
+    /// The attempt number.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The endpoint id.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// What went wrong, as far as the error chain tells.
+    pub fn cause(&self) -> FailureCause {
+        self.cause
+    }
+
+    /// The client's error, as a `reqwest::Error` when it is one.
+    pub fn reqwest(&self) -> Option<&reqwest::Error> {
+        self.source.downcast_ref()
+    }
+
+    /// The underlying error.
+    pub fn inner(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        &*self.source
+    }
+}
+
+impl fmt::Display for AttemptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "attempt {} at {:?}: {}",
+            self.attempt, self.endpoint, self.cause
+        )
+    }
+}
+
+impl StdError for AttemptError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&*self.source)
+    }
+}
+
+/// An attempt timeout fired (the source of an [`AttemptError`] with cause `Timeout` or
+/// `ConnectTimeout` when baton's own timer fired rather than reqwest's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptTimeout {
+    /// The attempt timeout that fired.
+    pub after: std::time::Duration,
+}
+
+impl fmt::Display for AttemptTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no response head within {:?}", self.after)
+    }
+}
+
+impl StdError for AttemptTimeout {}
+
+/// Why a request could not be built (an invalid URL or header given to the request
+/// builder; the call ends as rejected locally, nothing is sent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidRequest(pub String);
+
+impl fmt::Display for InvalidRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid request: {}", self.0)
+    }
+}
+
+impl StdError for InvalidRequest {}
+
+/// What a call through [`Client`](crate::Client) can fail with.
+///
+/// - [`Error::Call`]: the call ended without a usable response (every attempt failed, the
+///   deadline passed, the budget refused, nothing was permitted, the call was invalid...).
+///   It carries the engine's [`baton_core::Error`] (kind, report with every attempt, request
+///   id, stop reason and `may_have_executed`), the last attempt's underlying failure, and the
+///   retained response when the engine kept one it was not allowed to return (SPEC 2.10).
+/// - [`Error::Body`]: the response head arrived (the call succeeded) but reading its body
+///   failed; it names the endpoint and is never passed off as a complete body.
+///
+/// `source()` is the last underlying client error (the `reqwest::Error`) when there is one.
+///
+/// ```no_run
+/// # async fn demo(client: baton_tokio::Client) {
+/// match client.post("/v1/charges").body("{}").send().await {
+///     Ok(resp) => println!("{} from {}", resp.status(), resp.endpoint()),
+///     Err(e) => {
+///         eprintln!("{e}");
+///         if !e.may_have_executed() {
+///             // Nothing reached any provider: safe to try again later.
+///         }
+///     }
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The call failed.
+    Call {
+        /// The engine's error: kind and report.
+        error: baton_core::Error,
+        /// The last attempt's underlying failure, when it had one.
+        last: Option<AttemptError>,
+        /// A retained response the engine was not allowed to return (SPEC 2.10).
+        retained: Option<Box<Response>>,
+    },
+    /// Reading the response body failed after the response head arrived.
+    Body {
+        /// The endpoint that sent the response.
+        endpoint: Arc<str>,
+        /// The call's report.
+        report: Box<Report>,
+        /// reqwest's error (`is_decode()` tells a decoding error from a transport one).
+        source: reqwest::Error,
+    },
+}
+
+impl Error {
+    /// The engine's error kind, for a failed call.
+    pub fn kind(&self) -> Option<&ErrorKind> {
+        match self {
+            Error::Call { error, .. } => Some(&error.kind),
+            Error::Body { .. } => None,
+        }
+    }
+
+    /// The call's report: every attempt, the request id, the stop reason.
+    pub fn report(&self) -> &Report {
+        match self {
+            Error::Call { error, .. } => &error.report,
+            Error::Body { report, .. } => report,
+        }
+    }
+
+    /// The call's request id.
+    pub fn request_id(&self) -> &str {
+        self.report().request_id.as_str()
+    }
+
+    /// Whether any attempt may have done the work. `false` means nothing happened on any
+    /// provider; `true` means "unknown" (or done, for a body error).
+    pub fn may_have_executed(&self) -> bool {
+        self.report().may_have_executed
+    }
+
+    /// Whether this is a body error after the response head arrived.
+    pub fn is_body(&self) -> bool {
+        matches!(self, Error::Body { .. })
+    }
+
+    /// The last attempt's underlying failure.
+    pub fn last_attempt_error(&self) -> Option<&AttemptError> {
+        match self {
+            Error::Call { last, .. } => last.as_ref(),
+            Error::Body { .. } => None,
+        }
+    }
+
+    /// The last underlying reqwest error, when there is one.
+    pub fn reqwest(&self) -> Option<&reqwest::Error> {
+        match self {
+            Error::Call { last, .. } => last.as_ref().and_then(AttemptError::reqwest),
+            Error::Body { source, .. } => Some(source),
+        }
+    }
+
+    /// The retained response carried by a failed call.
+    pub fn retained_response(&self) -> Option<&Response> {
+        match self {
+            Error::Call { retained, .. } => retained.as_deref(),
+            Error::Body { .. } => None,
+        }
+    }
+
+    /// Takes the retained response out of a failed call.
+    pub fn into_retained_response(self) -> Option<Response> {
+        match self {
+            Error::Call { retained, .. } => retained.map(|r| *r),
+            Error::Body { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Call { error, last, .. } => {
+                write!(f, "{error}")?;
+                if let Some(last) = last {
+                    write!(f, "; last error: {last}")?;
+                }
+                Ok(())
+            }
+            Error::Body {
+                endpoint, report, ..
+            } => write!(
+                f,
+                "reading the response body from endpoint {endpoint:?} failed (request id {})",
+                report.request_id
+            ),
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Error::Call { error, last, .. } => match last {
+                Some(l) => Some(l.inner() as &(dyn StdError + 'static)),
+                None => error.source(),
+            },
+            Error::Body { source, .. } => Some(source),
+        }
+    }
+}
+
+/// Why a [`Client`](crate::Client) or [`BatonMiddleware`](crate::BatonMiddleware) could not
+/// be built. Each variant names the setting.
+///
+/// ```
+/// let err = baton_tokio::Client::new(baton_core::Policy::builder()).unwrap_err();
+/// assert!(err.to_string().contains("no endpoints"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The policy is invalid.
+    Config(baton_core::ConfigError),
+    /// reqwest could not build a client.
+    Reqwest(reqwest::Error),
+    /// A client setting is invalid.
+    Setting {
+        /// The setting's name.
+        setting: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Config(e) => write!(f, "invalid policy: {e}"),
+            BuildError::Reqwest(e) => write!(f, "cannot build the reqwest client: {e}"),
+            BuildError::Setting { setting, reason } => write!(f, "setting `{setting}`: {reason}"),
+        }
+    }
+}
+
+impl StdError for BuildError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            BuildError::Config(e) => Some(e),
+            BuildError::Reqwest(e) => Some(e),
+            BuildError::Setting { .. } => None,
+        }
+    }
+}
+
+impl From<baton_core::ConfigError> for BuildError {
+    fn from(e: baton_core::ConfigError) -> Self {
+        BuildError::Config(e)
+    }
+}

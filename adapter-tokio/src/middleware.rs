@@ -1,0 +1,144 @@
+//! baton as a `reqwest_middleware::Middleware`: every request passing through it becomes a
+//! call, and every attempt runs the rest of the stack (the middleware after it, then the
+//! reqwest client).
+//!
+//! # Composition
+//!
+//! Middleware added *before* baton (outer) sees one logical call: one request in, one
+//! response (or one error) out. Middleware added *after* baton (inner) runs once per
+//! attempt, with the attempt's URL and headers: the place for request signing, per-attempt
+//! logging or metrics. Each attempt gets its own copy of the request's extensions (changes
+//! an inner middleware makes to them are not seen by other attempts or by outer
+//! middleware). Do not combine baton with another retrying middleware (such as
+//! `reqwest-retry`) on either side: attempts would multiply, and the other middleware does
+//! not know which failures may have executed.
+//!
+//! Per-call options ride in the request's extensions
+//! (`.with_extension(CallOptions { .. })`). The call's [`Report`](baton_core::Report) is
+//! put into the returned response's extensions. A failed call is a
+//! `reqwest_middleware::Error::Middleware` wrapping a [`crate::Error`] (downcast it to read
+//! the report).
+//!
+//! The reqwest client at the bottom of the stack is the caller's: its connect timeout
+//! applies, and when baton's attempt timer fires the phase is unknown (ambiguous). An
+//! error from an inner middleware that is not a reqwest error is ambiguous too.
+
+use std::future::Future;
+use std::time::Duration;
+
+use baton_core::{CallOptions, EndpointHealth, Engine, PolicyBuilder};
+use http::Extensions;
+use reqwest_middleware::{Middleware, Next};
+
+use crate::driver::{self, Prepared, SendError, Shared, Transport};
+use crate::error::BuildError;
+use crate::ClientBuilder;
+
+/// A `reqwest_middleware::Middleware` that applies baton to the requests passing through
+/// it. It keeps its own engine: endpoint health and the retry budget are shared by all
+/// requests through it.
+///
+/// ```
+/// use baton_core::{Endpoint, Policy};
+/// use baton_tokio::BatonMiddleware;
+///
+/// let baton = BatonMiddleware::new(
+///     Policy::builder()
+///         .endpoint(Endpoint::new("primary", "https://rpc-a.example/"))
+///         .endpoint(Endpoint::new("backup", "https://rpc-b.example/")),
+/// )
+/// .unwrap();
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(baton)
+///     .build();
+/// // client.post("https://rpc-a.example/").body("{..}").send().await
+/// # drop(client);
+/// ```
+pub struct BatonMiddleware {
+    shared: Shared,
+}
+
+impl std::fmt::Debug for BatonMiddleware {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatonMiddleware")
+            .field("policy", self.shared.engine.policy())
+            .finish()
+    }
+}
+
+impl BatonMiddleware {
+    /// A middleware for this policy (seeded from the OS, like [`Client::new`](crate::Client::new)).
+    pub fn new(policy: PolicyBuilder) -> Result<Self, BuildError> {
+        ClientBuilder::new(policy).build_middleware()
+    }
+
+    pub(crate) fn from_shared(shared: Shared) -> Self {
+        BatonMiddleware { shared }
+    }
+
+    /// The engine (policy, health, budget).
+    pub fn engine(&self) -> &std::sync::Arc<Engine> {
+        &self.shared.engine
+    }
+
+    /// The health of the endpoint with `id`, now.
+    pub fn health(&self, id: &str) -> Option<EndpointHealth> {
+        self.shared.engine.health_of(id, std::time::Instant::now())
+    }
+}
+
+struct NextTransport<'a> {
+    next: Next<'a>,
+    extensions: Extensions,
+}
+
+impl Transport for NextTransport<'_> {
+    fn send(
+        &self,
+        _endpoint: usize,
+        request: reqwest::Request,
+    ) -> impl Future<Output = Result<reqwest::Response, SendError>> + Send {
+        let next = self.next.clone();
+        let mut extensions = self.extensions.clone();
+        async move {
+            next.run(request, &mut extensions)
+                .await
+                .map_err(|e| match e {
+                    reqwest_middleware::Error::Reqwest(e) => SendError::Reqwest(e),
+                    reqwest_middleware::Error::Middleware(e) => SendError::Other(e.into()),
+                })
+        }
+    }
+
+    fn connect_timeout(&self, _endpoint: usize) -> Option<Duration> {
+        None
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for BatonMiddleware {
+    async fn handle(
+        &self,
+        req: reqwest::Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let mut options = extensions.get::<CallOptions>().cloned().unwrap_or_default();
+        let (prepared, timeout) = Prepared::from_reqwest(req);
+        if options.attempt_timeout.is_none() {
+            options.attempt_timeout = timeout;
+        }
+        let transport = NextTransport {
+            next,
+            extensions: extensions.clone(),
+        };
+        match driver::drive(&self.shared, &transport, prepared, options).await {
+            Ok(f) => {
+                let mut response = f.response;
+                response.extensions_mut().insert(f.report);
+                Ok(response)
+            }
+            Err(e) => Err(reqwest_middleware::Error::middleware(e)),
+        }
+    }
+}

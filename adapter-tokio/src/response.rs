@@ -1,0 +1,158 @@
+//! The response a call returns: reqwest's response plus the call's report. Its body is read
+//! by the caller, after the call: a failure then is a body error naming the endpoint.
+
+use std::sync::Arc;
+
+use baton_core::Report;
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode, Version};
+
+use crate::error::Error;
+
+/// The response of a call: status, headers and body as reqwest gives them, plus the call's
+/// [`Report`] (attempts, request id, stop reason, `may_have_executed`) and the endpoint that
+/// answered.
+///
+/// The head arrived before the call returned (the commit point); the body is read here. A
+/// failure while reading it is an [`Error::Body`] that names the endpoint, never a short
+/// body passed off as complete.
+///
+/// ```no_run
+/// # async fn demo(client: baton_tokio::Client) -> Result<(), baton_tokio::Error> {
+/// let resp = client.get("/status").send().await?;
+/// println!("{} from {} after {} attempt(s)", resp.status(), resp.endpoint(), resp.report().attempts.len());
+/// let text = resp.text().await?;
+/// # let _ = text; Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Response {
+    inner: reqwest::Response,
+    report: Report,
+    endpoint: Arc<str>,
+}
+
+impl Response {
+    pub(crate) fn new(inner: reqwest::Response, report: Report, endpoint: Arc<str>) -> Self {
+        Response {
+            inner,
+            report,
+            endpoint,
+        }
+    }
+
+    /// The status.
+    pub fn status(&self) -> StatusCode {
+        self.inner.status()
+    }
+
+    /// The HTTP version.
+    pub fn version(&self) -> Version {
+        self.inner.version()
+    }
+
+    /// The headers.
+    pub fn headers(&self) -> &HeaderMap {
+        self.inner.headers()
+    }
+
+    /// The body length, when the server announced it.
+    pub fn content_length(&self) -> Option<u64> {
+        self.inner.content_length()
+    }
+
+    /// The final URL (the endpoint's URL, after redirects).
+    pub fn url(&self) -> &reqwest::Url {
+        self.inner.url()
+    }
+
+    /// The id of the endpoint that answered.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The call's report: every attempt, the elapsed time, the stop reason.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// The call's request id.
+    pub fn request_id(&self) -> &str {
+        self.report.request_id.as_str()
+    }
+
+    /// Whether any attempt may have done the work (true for a response, except a
+    /// `not_processed` one such as 429 when nothing else may have executed).
+    pub fn may_have_executed(&self) -> bool {
+        self.report.may_have_executed
+    }
+
+    fn body_error(endpoint: Arc<str>, report: Report, source: reqwest::Error) -> Error {
+        Error::Body {
+            endpoint,
+            report: Box::new(report),
+            source,
+        }
+    }
+
+    /// Reads the whole body.
+    pub async fn bytes(self) -> Result<Bytes, Error> {
+        let Response {
+            inner,
+            report,
+            endpoint,
+        } = self;
+        inner
+            .bytes()
+            .await
+            .map_err(|e| Self::body_error(endpoint, report, e))
+    }
+
+    /// Reads the whole body as text (decoded as reqwest does).
+    pub async fn text(self) -> Result<String, Error> {
+        let Response {
+            inner,
+            report,
+            endpoint,
+        } = self;
+        inner
+            .text()
+            .await
+            .map_err(|e| Self::body_error(endpoint, report, e))
+    }
+
+    /// Reads the whole body as JSON.
+    #[cfg(feature = "json")]
+    pub async fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, Error> {
+        let Response {
+            inner,
+            report,
+            endpoint,
+        } = self;
+        inner
+            .json()
+            .await
+            .map_err(|e| Self::body_error(endpoint, report, e))
+    }
+
+    /// Reads the next chunk of the body (`None` at the end).
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, Error> {
+        match self.inner.chunk().await {
+            Ok(c) => Ok(c),
+            Err(e) => Err(Self::body_error(
+                self.endpoint.clone(),
+                self.report.clone(),
+                e,
+            )),
+        }
+    }
+
+    /// The reqwest response (its body errors are then plain reqwest errors).
+    pub fn into_reqwest(self) -> reqwest::Response {
+        self.inner
+    }
+
+    /// The reqwest response and the report.
+    pub fn into_parts(self) -> (reqwest::Response, Report) {
+        (self.inner, self.report)
+    }
+}
