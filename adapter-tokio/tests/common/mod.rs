@@ -55,3 +55,8 @@ pub fn client(policy: PolicyBuilder) -> (baton_tokio::Client, Log) {
         .unwrap();
     (client, log)
 }
+
+/// An empty policy builder with a connect timeout shorter than the test read timeout.
+pub fn short() -> PolicyBuilder {
+    Policy::builder().connect_timeout(Duration::from_millis(500))
+}
