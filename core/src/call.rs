@@ -368,8 +368,8 @@ pub struct Call {
     /// The current round: available first (then unavailable when tried last).
     round: Order,
     round_pos: usize,
-    round_counts: [u16; MAX_ENDPOINTS],
-    totals: [u16; MAX_ENDPOINTS],
+    round_counts: [u8; MAX_ENDPOINTS],
+    totals: [u8; MAX_ENDPOINTS],
     /// Endpoints skipped for this round (skip mode).
     skipped: Bits,
     attempted: Bits,
@@ -389,7 +389,7 @@ pub struct Call {
     rng: Rng,
     plan: Plan,
     discards: SmallVec<[u32; 2]>,
-    records: SmallVec<[AttemptRecord; 4]>,
+    records: SmallVec<[AttemptRecord; 2]>,
     done: Option<Report>,
     first_deposited: bool,
 }
@@ -496,12 +496,32 @@ impl Call {
                 });
             }
         }
-        for (name, n) in [
-            ("attempts_per_endpoint", options.attempts_per_endpoint),
-            ("max_attempts", options.max_attempts),
+        for (name, n, max) in [
+            (
+                "attempts_per_endpoint",
+                options.attempts_per_endpoint,
+                crate::policy::MAX_ATTEMPTS_PER_ENDPOINT,
+            ),
+            (
+                "max_attempts",
+                options.max_attempts,
+                crate::policy::MAX_ATTEMPTS,
+            ),
         ] {
-            if n == Some(0) {
-                invalid.get_or_insert_with(|| format!("call setting `{name}` must be at least 1"));
+            if let Some(n) = n.filter(|n| *n == 0 || *n > max) {
+                invalid.get_or_insert_with(|| {
+                    format!("call setting `{name}` = {n}: must be 1 to {max}")
+                });
+            }
+        }
+        for (name, d) in [
+            ("deadline", options.deadline),
+            ("attempt_timeout", options.attempt_timeout),
+        ] {
+            if d.is_some_and(|d| d > crate::policy::MAX_DURATION) {
+                invalid.get_or_insert_with(|| {
+                    format!("call setting `{name}` = {d:?}: longer than 10 years")
+                });
             }
         }
         let deadline = options.deadline.or(settings.deadline).map(|d| add(now, d));
@@ -713,7 +733,7 @@ impl Call {
                 let state = self
                     .engine
                     .health
-                    .snapshot(i, now, &mut |_| {})
+                    .snapshot(i, now)
                     .map(|h| h.state)
                     .unwrap_or(crate::BreakerState::Closed);
                 self.emit(
@@ -830,7 +850,7 @@ impl Call {
             let state = self
                 .engine
                 .health
-                .snapshot(endpoint, now, &mut |_| {})
+                .snapshot(endpoint, now)
                 .map(|h| h.state)
                 .unwrap_or(crate::BreakerState::Closed);
             // Another permitted endpoint later in the round that is available now?
@@ -1248,6 +1268,9 @@ impl Call {
     }
 
     fn cancel_in_flight(&mut self, now: Instant, result: AttemptResult) {
+        if self.in_flight.is_empty() {
+            return;
+        }
         let flights: SmallVec<[Flight; 2]> = self.in_flight.drain(..).collect();
         self.in_flight_bits = Bits(0);
         for f in flights {

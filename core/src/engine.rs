@@ -58,7 +58,7 @@ impl Engine {
 
     /// A snapshot of endpoint `index`'s health at `now`.
     pub fn health(&self, index: usize, now: Instant) -> Option<EndpointHealth> {
-        self.health.snapshot(index, now, &mut |_| {})
+        self.health.snapshot(index, now)
     }
 
     /// A snapshot of the endpoint with `id`.

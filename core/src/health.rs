@@ -459,28 +459,41 @@ impl Health {
         true
     }
 
-    /// A snapshot of endpoint `i` at `now` (advances lazy transitions).
-    pub(crate) fn snapshot(
-        &self,
-        i: usize,
-        now: Instant,
-        out: &mut dyn FnMut(Transition),
-    ) -> Option<EndpointHealth> {
+    /// A snapshot of endpoint `i` as it stands at `now`. Read-only: a lazy transition that
+    /// is due (open -> half-open, expired probes) shows in the snapshot but is made, and
+    /// reported, by the next call that considers the endpoint.
+    pub(crate) fn snapshot(&self, i: usize, now: Instant) -> Option<EndpointHealth> {
         let slot = self.slots.get(i)?;
-        let mut inner = lock(&slot.inner);
-        self.advance(slot, &mut inner, now, out);
+        let inner = lock(&slot.inner);
+        let (state, open_until, probes) = match inner.state {
+            State::Open { until } if now < until => (BreakerState::Open, Some(until), 0),
+            State::Open { .. } => (BreakerState::HalfOpen, None, 0),
+            State::HalfOpen => {
+                let ttl = self.breaker.open;
+                let live = inner
+                    .probes
+                    .iter()
+                    .filter(|(_, s)| now < add(*s, ttl))
+                    .count();
+                (BreakerState::HalfOpen, None, live)
+            }
+            State::Closed => (BreakerState::Closed, None, 0),
+        };
+        let not_before = inner.not_before.filter(|nb| now < *nb);
+        let breaker_ok = match state {
+            BreakerState::Closed => true,
+            BreakerState::Open => false,
+            BreakerState::HalfOpen => probes < self.breaker.probe_quota as usize,
+        };
         Some(EndpointHealth {
-            state: inner.state.public(),
-            available: self.available_locked(&inner, now),
-            open_until: match inner.state {
-                State::Open { until } => Some(until),
-                _ => None,
-            },
+            state,
+            available: breaker_ok && not_before.is_none(),
+            open_until,
             open_time: inner.open_time,
-            not_before: inner.not_before,
+            not_before,
             consecutive_failures: inner.streak,
             window: (inner.ring_len as u32, inner.ring_failures),
-            probes_in_flight: inner.probes.len() as u32,
+            probes_in_flight: probes as u32,
         })
     }
 

@@ -90,16 +90,15 @@ impl RequestId {
     /// Generates a 26-character id from the call's random source.
     pub(crate) fn generate(rng: &mut Rng) -> Self {
         let mut buf = [0u8; REQUEST_ID_MAX_LEN];
-        let mut bits = 0u64;
-        let mut left = 0;
-        for slot in buf.iter_mut().take(GENERATED_ID_LEN) {
-            if left < 5 {
-                bits = rng.next_u64();
-                left = 64;
+        // 26 characters of 5 bits: 12 from each of two random words (60 bits each), the
+        // last 2 from their remaining high bits mixed together.
+        let (a, b) = (rng.next_u64(), rng.next_u64());
+        let tail = (a >> 60) | ((b >> 60) << 4) | ((a ^ b.rotate_left(29)) & 0b11) << 8;
+        for (k, word) in [a, b, tail].into_iter().enumerate() {
+            let n = if k == 2 { 2 } else { 12 };
+            for j in 0..n {
+                buf[k * 12 + j] = ALPHABET[((word >> (5 * j)) & 31) as usize];
             }
-            *slot = ALPHABET[(bits & 31) as usize];
-            bits >>= 5;
-            left -= 5;
         }
         RequestId {
             buf,

@@ -60,6 +60,8 @@ mod retry_after;
 mod rng;
 pub mod sim;
 mod status;
+#[cfg(feature = "proptest")]
+pub mod strategies;
 mod time;
 
 pub use backoff::{Backoff, Jitter};

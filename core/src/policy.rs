@@ -464,11 +464,13 @@ impl Hedge {
 pub struct Settings {
     /// How endpoint URLs combine with request paths.
     pub url_mode: UrlMode,
-    /// Attempts per endpoint per round (default: 1 with several usable endpoints, 3 with one).
+    /// Attempts per endpoint per round (default: 1 with several usable endpoints, 3 with one;
+    /// at most 255).
     pub attempts_per_endpoint: Option<u32>,
-    /// Attempts at a pinned endpoint (default: `attempts_per_endpoint` if set, else 3).
+    /// Attempts at a pinned endpoint (default: `attempts_per_endpoint` if set, else 3; at
+    /// most 255).
     pub pinned_attempts: Option<u32>,
-    /// Cap on a call's attempts (default: one round).
+    /// Cap on a call's attempts (default: one round; at most 10000).
     pub max_attempts: Option<u32>,
     /// Unavailable endpoints: tried last or skipped.
     pub unavailable: Unavailable,
@@ -1045,18 +1047,35 @@ fn check_duration(setting: &'static str, d: Duration) -> Result<(), ConfigError>
     Ok(())
 }
 
-fn check_count(setting: &'static str, n: Option<u32>) -> Result<(), ConfigError> {
+fn check_count(setting: &'static str, n: Option<u32>, max: u32) -> Result<(), ConfigError> {
     match n {
         Some(0) => Err(invalid(setting, 0, "must be at least 1")),
-        Some(n) if n > 10_000 => Err(invalid(setting, n, "more than 10000 attempts")),
+        Some(n) if n > max => Err(invalid(
+            setting,
+            n,
+            "too many attempts (see the setting's limit)",
+        )),
         _ => Ok(()),
     }
 }
 
+/// Most attempts at one endpoint per round (`attempts_per_endpoint`, `pinned_attempts`).
+pub const MAX_ATTEMPTS_PER_ENDPOINT: u32 = 255;
+/// Most attempts of one call (`max_attempts`).
+pub const MAX_ATTEMPTS: u32 = 10_000;
+
 pub(crate) fn validate_settings(s: &Settings) -> Result<(), ConfigError> {
-    check_count("attempts_per_endpoint", s.attempts_per_endpoint)?;
-    check_count("pinned_attempts", s.pinned_attempts)?;
-    check_count("max_attempts", s.max_attempts)?;
+    check_count(
+        "attempts_per_endpoint",
+        s.attempts_per_endpoint,
+        MAX_ATTEMPTS_PER_ENDPOINT,
+    )?;
+    check_count(
+        "pinned_attempts",
+        s.pinned_attempts,
+        MAX_ATTEMPTS_PER_ENDPOINT,
+    )?;
+    check_count("max_attempts", s.max_attempts, MAX_ATTEMPTS)?;
     check_timeout("connect_timeout", s.connect_timeout)?;
     check_timeout("attempt_timeout", s.attempt_timeout)?;
     if let Some(d) = s.deadline {

@@ -360,7 +360,7 @@ pub struct Report {
     /// The call's idempotency key, if any.
     pub idempotency_key: Option<String>,
     /// Every attempt, in order.
-    pub attempts: SmallVec<[AttemptRecord; 4]>,
+    pub attempts: SmallVec<[AttemptRecord; 2]>,
     /// Time from the call's start to its end.
     pub elapsed: Duration,
     /// Why the call stopped.

