@@ -51,6 +51,8 @@ mod call;
 mod destination;
 mod engine;
 mod event;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod health;
 mod id;
 mod permission;

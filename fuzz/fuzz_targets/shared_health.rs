@@ -1,0 +1,7 @@
+//! Fuzz target `shared_health`: the body lives in `baton_core::fuzzing::shared_health`, which the stable test
+//! run also exercises.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    baton_core::fuzzing::shared_health(data);
+});
