@@ -31,6 +31,7 @@ use crate::engine::Engine;
 use crate::event::{AttemptKind, Event, EventKind, WaitReason};
 use crate::health::{Record, Ticket, Transition};
 use crate::id::RequestId;
+use crate::limit::{Admit, LimitScope, OnLimit};
 use crate::permission::{self, Permission, PermissionOverride, Resolved};
 use crate::policy::{EventSink, RequestInfo, ResponseView, Unavailable, Verdict, MAX_ENDPOINTS};
 use crate::report::{
@@ -803,7 +804,9 @@ impl Call {
                     return Action::Wait(Some(at));
                 }
                 match self.start_attempt(endpoint as usize, kind, now) {
-                    Ok(a) => Action::Send(a),
+                    Ok(Some(a)) => Action::Send(a),
+                    // Re-planned to a later time (a rate limiter said "not before").
+                    Ok(None) => self.poll_action(now),
                     Err(stop) => {
                         if self.in_flight.is_empty() {
                             self.stop(now, stop);
@@ -842,7 +845,7 @@ impl Call {
         planned: usize,
         kind: AttemptKind,
         now: Instant,
-    ) -> Result<Attempt, Stop> {
+    ) -> Result<Option<Attempt>, Stop> {
         let mut endpoint = planned;
         let mut kind = kind;
         if !self.available(endpoint, now) {
@@ -901,6 +904,62 @@ impl Call {
         if !self.allowed(endpoint) {
             return Err(Stop::Reason(StopReason::NotPermitted));
         }
+        // Rate limit: asked right before sending; a token is spent only on "go".
+        if let Some(rl) = self.engine.policy.settings.rate_limit {
+            match self.limit_check(endpoint, now) {
+                Admit::Go => {}
+                Admit::NotBefore(until) => {
+                    let alt = (rl.scope == LimitScope::Endpoint)
+                        .then(|| self.limit_alternative(endpoint, now))
+                        .flatten();
+                    self.emit(
+                        now,
+                        EventKind::RateLimited {
+                            endpoint: &self.engine.ids[endpoint],
+                            until,
+                            waiting: alt.is_none() && rl.on_limit == OnLimit::Wait,
+                        },
+                    );
+                    match alt {
+                        Some(e) => {
+                            endpoint = e;
+                            if kind != AttemptKind::First {
+                                kind = if self.attempted.has(e) {
+                                    AttemptKind::Retry
+                                } else {
+                                    AttemptKind::Failover
+                                };
+                            }
+                        }
+                        None if rl.on_limit == OnLimit::FailFast => {
+                            return Err(Stop::Reason(StopReason::RateLimited));
+                        }
+                        None => {
+                            if self.deadline.is_some_and(|d| until >= d) {
+                                return Err(Stop::Reason(StopReason::Deadline));
+                            }
+                            self.plan = Plan::Send {
+                                endpoint: endpoint as u8,
+                                at: until,
+                                kind,
+                            };
+                            return Ok(None);
+                        }
+                    }
+                }
+            }
+            if let Some(l) = self.engine.limiter(endpoint) {
+                if let Admit::NotBefore(until) = l.admit(now) {
+                    // Another call took the token between the check and now: wait for it.
+                    self.plan = Plan::Send {
+                        endpoint: endpoint as u8,
+                        at: until,
+                        kind,
+                    };
+                    return Ok(None);
+                }
+            }
+        }
         // Budget: first attempts deposit; extra attempts withdraw unless they follow an
         // undelivered failure (they put no load on any provider).
         if let Some(b) = &self.engine.budget {
@@ -934,7 +993,28 @@ impl Call {
                 );
             }
         }
-        Ok(self.launch(endpoint, kind, now))
+        Ok(Some(self.launch(endpoint, kind, now)))
+    }
+
+    fn limit_check(&self, endpoint: usize, now: Instant) -> Admit {
+        self.engine
+            .limiter(endpoint)
+            .map_or(Admit::Go, |l| l.peek(now))
+    }
+
+    /// Another endpoint of the round, permitted, available and admitted by its limiter now.
+    fn limit_alternative(&self, endpoint: usize, now: Instant) -> Option<usize> {
+        (0..self.round.len as usize)
+            .map(|p| self.round.items[p] as usize)
+            .find(|&e| {
+                e != endpoint
+                    && !self.in_flight_bits.has(e)
+                    && !self.skipped.has(e)
+                    && self.round_counts[e] == 0
+                    && self.allowed(e)
+                    && self.available(e, now)
+                    && self.limit_check(e, now) == Admit::Go
+            })
     }
 
     fn launch(&mut self, endpoint: usize, kind: AttemptKind, now: Instant) -> Attempt {
@@ -1031,6 +1111,19 @@ impl Call {
                     && self.allowed(e)
                     && self.available(e, now)
             })?;
+        if let Some(l) = self.engine.limiter(next) {
+            if let Admit::NotBefore(until) = l.admit(now) {
+                self.emit(
+                    now,
+                    EventKind::RateLimited {
+                        endpoint: &self.engine.ids[next],
+                        until,
+                        waiting: false,
+                    },
+                );
+                return None;
+            }
+        }
         if let Some(b) = &self.engine.budget {
             if !b.try_withdraw(now) {
                 self.emit(

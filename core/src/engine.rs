@@ -8,6 +8,7 @@ use std::time::Instant;
 use crate::budget::BudgetState;
 use crate::event::{Event, EventKind};
 use crate::health::{EndpointHealth, Health};
+use crate::limit::{LimitScope, LimiterState};
 use crate::policy::Policy;
 
 /// One client's engine: policy, per-endpoint health and budget, shared by all its calls
@@ -33,6 +34,8 @@ pub struct Engine {
     pub(crate) health: Health,
     pub(crate) budget: Option<BudgetState>,
     pub(crate) ids: Vec<Arc<str>>,
+    /// One limiter (client scope) or one per endpoint; empty when rate limiting is off.
+    pub(crate) limiters: Vec<LimiterState>,
     calls: AtomicU64,
 }
 
@@ -42,11 +45,22 @@ impl Engine {
         let health = Health::new(policy.settings.breaker, policy.endpoints.len());
         let budget = policy.settings.budget.map(BudgetState::new);
         let ids = policy.endpoints.iter().map(|e| Arc::from(e.id())).collect();
+        let limiters = match policy.settings.rate_limit {
+            None => Vec::new(),
+            Some(rl) => {
+                let n = match rl.scope {
+                    LimitScope::Client => 1,
+                    LimitScope::Endpoint => policy.endpoints.len(),
+                };
+                (0..n).map(|_| LimiterState::new(rl.limiter)).collect()
+            }
+        };
         Engine {
             policy,
             health,
             budget,
             ids,
+            limiters,
             calls: AtomicU64::new(0),
         }
     }
@@ -94,6 +108,15 @@ impl Engine {
     /// Retry-budget tokens available at `now` (`None` when the budget is off).
     pub fn budget_balance(&self, now: Instant) -> Option<f64> {
         self.budget.as_ref().map(|b| b.balance(now))
+    }
+
+    /// The limiter that governs attempts at endpoint `index`, if any.
+    pub(crate) fn limiter(&self, index: usize) -> Option<&LimiterState> {
+        match self.limiters.len() {
+            0 => None,
+            1 => self.limiters.first(),
+            _ => self.limiters.get(index),
+        }
     }
 
     /// The sequence number of the next call (seeds its random source).

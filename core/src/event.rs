@@ -165,6 +165,15 @@ pub enum EventKind<'a> {
         /// The endpoint the attempt would have gone to.
         endpoint: &'a str,
     },
+    /// A rate limiter said "not before `until`".
+    RateLimited {
+        /// The endpoint the attempt would have gone to.
+        endpoint: &'a str,
+        /// When the limiter would admit it.
+        until: Instant,
+        /// True when the call waits; false when it moves on or fails fast.
+        waiting: bool,
+    },
     /// A hedge attempt started while others are in flight.
     HedgeStarted {
         /// Endpoint id.

@@ -55,6 +55,7 @@ mod event;
 pub mod fuzzing;
 mod health;
 mod id;
+mod limit;
 mod permission;
 mod policy;
 mod report;
@@ -73,6 +74,7 @@ pub use engine::Engine;
 pub use event::{AttemptKind, Event, EventKind, WaitReason};
 pub use health::{BreakerState, EndpointHealth};
 pub use id::{RequestId, RequestIdError, GENERATED_ID_LEN, REQUEST_ID_MAX_LEN, REQUEST_ID_MIN_LEN};
+pub use limit::{LimitScope, Limiter, OnLimit, RateLimit};
 pub use permission::{is_safe_method, Permission, PermissionOverride, PermissionSource};
 #[cfg(feature = "serde")]
 pub use policy::serde_duration;

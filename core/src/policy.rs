@@ -14,6 +14,7 @@ use http::{Method, StatusCode, Uri};
 
 use crate::backoff::{Backoff, Jitter};
 use crate::event::Event;
+use crate::limit::{Limiter, RateLimit};
 use crate::permission::PermissionOverride;
 use crate::status::StatusSet;
 
@@ -505,6 +506,8 @@ pub struct Settings {
     pub budget: Option<Budget>,
     /// Hedging (default off).
     pub hedge: Option<Hedge>,
+    /// Outbound rate limiting (default off).
+    pub rate_limit: Option<RateLimit>,
     /// Request-id header (default `x-request-id`).
     pub request_id_header: String,
     /// Idempotency-key header (default `idempotency-key`).
@@ -535,6 +538,7 @@ impl Default for Settings {
             breaker: Breaker::default(),
             budget: Some(Budget::default()),
             hedge: None,
+            rate_limit: None,
             request_id_header: "x-request-id".into(),
             idempotency_key_header: "idempotency-key".into(),
             attempt_header: None,
@@ -868,6 +872,12 @@ impl PolicyBuilder {
     /// Retry budget (`None` turns it off).
     pub fn budget(mut self, budget: Option<Budget>) -> Self {
         self.settings.budget = budget;
+        self
+    }
+
+    /// Outbound rate limiting.
+    pub fn rate_limit(mut self, rate_limit: Option<RateLimit>) -> Self {
+        self.settings.rate_limit = rate_limit;
         self
     }
 
@@ -1215,6 +1225,35 @@ pub(crate) fn validate_settings(s: &Settings) -> Result<(), ConfigError> {
                 h.max_in_flight,
                 "must be 2 to 64",
             ));
+        }
+    }
+    if let Some(rl) = &s.rate_limit {
+        match rl.limiter {
+            Limiter::TokenBucket {
+                capacity,
+                per_second,
+            } => {
+                if capacity == 0 {
+                    return Err(invalid(
+                        "rate_limit.limiter.capacity",
+                        0,
+                        "must be at least 1",
+                    ));
+                }
+                if !(per_second.is_finite() && per_second > 0.0 && per_second <= 1e9) {
+                    return Err(invalid(
+                        "rate_limit.limiter.per_second",
+                        per_second,
+                        "must be a number above 0 and at most 1e9",
+                    ));
+                }
+            }
+            Limiter::SlidingWindow { limit, window } => {
+                if limit == 0 {
+                    return Err(invalid("rate_limit.limiter.limit", 0, "must be at least 1"));
+                }
+                check_timeout("rate_limit.limiter.window", window)?;
+            }
         }
     }
     Ok(())

@@ -88,6 +88,7 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Script {
     steps: Vec<Step>,
+    cycle: bool,
 }
 
 impl Script {
@@ -97,6 +98,7 @@ impl Script {
                 reply,
                 after: Duration::ZERO,
             }],
+            cycle: false,
         }
     }
 
@@ -135,7 +137,17 @@ impl Script {
         if steps.is_empty() {
             return Self::status(200);
         }
-        Script { steps }
+        Script {
+            steps,
+            cycle: false,
+        }
+    }
+
+    /// Repeats the whole list of steps instead of only the last one (request `n` gets step
+    /// `n % len`).
+    pub fn cycle(mut self) -> Self {
+        self.cycle = true;
+        self
     }
 
     /// Sets the delay of the last step.
@@ -170,7 +182,12 @@ impl Script {
     }
 
     fn step(&self, n: usize) -> &Step {
-        &self.steps[n.min(self.steps.len() - 1)]
+        let len = self.steps.len();
+        if self.cycle {
+            &self.steps[n % len]
+        } else {
+            &self.steps[n.min(len - 1)]
+        }
     }
 }
 
