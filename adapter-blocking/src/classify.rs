@@ -29,7 +29,7 @@
 
 use std::cell::Cell;
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use baton_core::{AttemptOutcome, FailureClass, TimeoutPhase};
@@ -192,6 +192,26 @@ pub(crate) fn classify(err: &ureq::Error, phase: Phase) -> AttemptOutcome<'stati
     }
 }
 
+/// The socket address of a URL whose host is an IP literal (`http`/`https` only).
+fn ip_literal(uri: &Uri) -> Option<SocketAddr> {
+    let host = uri.host()?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if !host.starts_with(|c: char| c.is_ascii_digit() || c == ':') {
+        return None;
+    }
+    let ip: IpAddr = host.parse().ok()?;
+    let port = match (uri.port_u16(), uri.scheme_str()) {
+        (Some(p), _) => p,
+        (None, Some("http")) => 80,
+        (None, Some("https")) => 443,
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
 /// A resolver that marks the attempt *resolving* and keeps the lookup within the
 /// attempt's connect budget. IP literals are answered without a lookup thread.
 pub(crate) struct ObservedResolver<R>(pub(crate) R);
@@ -210,20 +230,21 @@ impl<R: Resolver> Resolver for ObservedResolver<R> {
         timeout: NextTimeout,
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
         advance(Phase::Resolving);
-        let literal = uri
-            .host()
-            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
-            .is_some_and(|h| h.parse::<IpAddr>().is_ok());
-        let timeout = if literal {
-            // No lookup: ureq's resolver would otherwise spawn a thread to time it.
-            NextTimeout {
-                after: UDuration::NotHappening,
-                ..timeout
+        if let Some(addr) = ip_literal(uri) {
+            // Nothing to look up (and no lookup thread, which ureq's resolver spawns to
+            // time a lookup).
+            let mut addrs = self.0.empty();
+            for a in config.ip_family().keep_wanted(std::iter::once(addr)) {
+                addrs.push(a);
             }
-        } else {
-            clip(timeout, connect_until(), Timeout::Resolve)
-        };
-        if !literal && timeout.after.is_zero() {
+            return if addrs.is_empty() {
+                Err(ureq::Error::HostNotFound)
+            } else {
+                Ok(addrs)
+            };
+        }
+        let timeout = clip(timeout, connect_until(), Timeout::Resolve);
+        if timeout.after.is_zero() {
             return Err(ureq::Error::Timeout(Timeout::Resolve));
         }
         self.0.resolve(uri, config, timeout)
@@ -300,7 +321,21 @@ fn response_timeout(t: NextTimeout) -> NextTimeout {
             None
         }
     });
-    clip(t, until, Timeout::RecvResponse)
+    quantize(clip(t, until, Timeout::RecvResponse))
+}
+
+/// Rounds a budget down to whole milliseconds. ureq's TCP transport sets the socket
+/// timeout only when the value changes; an exact remaining budget changes on every call
+/// (two `setsockopt` per request on a keep-alive connection), a millisecond one does not.
+/// The budget ends at most 1 ms early.
+fn quantize(mut t: NextTimeout) -> NextTimeout {
+    if let UDuration::Exact(d) = t.after {
+        if d >= std::time::Duration::from_millis(1) {
+            let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+            t.after = UDuration::Exact(std::time::Duration::from_millis(ms));
+        }
+    }
+    t
 }
 
 impl Transport for ObservedTransport {
@@ -468,6 +503,34 @@ mod tests {
         assert_eq!(class(classify(&e, Phase::Idle)), "Failure(RejectedLocally)");
         // The same error after resolving started is not a building error.
         assert_eq!(class(classify(&e, Phase::Resolving)), UNDELIVERED);
+    }
+
+    #[test]
+    fn budgets_are_whole_milliseconds_so_socket_timeouts_stay_put() {
+        let t = NextTimeout {
+            after: UDuration::Exact(std::time::Duration::from_micros(29_999_987)),
+            ..NextTimeout::default()
+        };
+        assert_eq!(*quantize(t).after, std::time::Duration::from_millis(29_999));
+        let tiny = NextTimeout {
+            after: UDuration::Exact(std::time::Duration::from_micros(400)),
+            ..NextTimeout::default()
+        };
+        assert_eq!(*quantize(tiny).after, std::time::Duration::from_micros(400));
+        assert!(quantize(NextTimeout::default()).after.is_not_happening());
+    }
+
+    #[test]
+    fn ip_literals_need_no_lookup() {
+        let a = |u: &str| ip_literal(&u.parse().unwrap());
+        assert_eq!(
+            a("http://127.0.0.1:8080/x"),
+            Some("127.0.0.1:8080".parse().unwrap())
+        );
+        assert_eq!(a("https://[::1]/"), Some("[::1]:443".parse().unwrap()));
+        assert_eq!(a("http://10.0.0.1/"), Some("10.0.0.1:80".parse().unwrap()));
+        assert_eq!(a("http://example.com/"), None);
+        assert_eq!(a("http://1.example/"), None);
     }
 
     #[test]

@@ -116,7 +116,8 @@ use std::time::Instant;
 
 pub use baton_core::{
     self as core, BreakerState, CallOptions, Endpoint, EndpointHealth, ErrorKind, Event, EventKind,
-    Hedge, Outcome, Permission, Policy, PolicyBuilder, Report, Settings, StopReason, UrlMode,
+    Hedge, Outcome, Permission, Policy, PolicyBuilder, Report, RequestId, Settings, StopReason,
+    UrlMode,
 };
 pub use error::{BuildError, Error};
 pub use request::RequestBuilder;

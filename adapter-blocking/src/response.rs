@@ -10,7 +10,7 @@ use std::fmt;
 use std::io::{self, Read};
 use std::sync::Arc;
 
-use baton_core::Report;
+use baton_core::{Report, RequestId};
 use ureq::http::Response;
 use ureq::Body;
 
@@ -20,8 +20,9 @@ use ureq::Body;
 ///
 /// ```
 /// use std::io;
-/// use baton_blocking::BodyError;
-/// let e = BodyError::new("backup", 2, "req-12345678",
+/// use baton_blocking::{BodyError, RequestId};
+/// let id = RequestId::parse("req-12345678").unwrap();
+/// let e = BodyError::new("backup", 2, id,
 ///     io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"));
 /// assert!(e.to_string().contains("\"backup\""));
 /// assert_eq!(e.endpoint_id(), "backup");
@@ -30,7 +31,7 @@ use ureq::Body;
 pub struct BodyError {
     endpoint_id: Arc<str>,
     attempt: u32,
-    request_id: Arc<str>,
+    request_id: RequestId,
     source: io::Error,
 }
 
@@ -39,13 +40,13 @@ impl BodyError {
     pub fn new(
         endpoint_id: impl Into<Arc<str>>,
         attempt: u32,
-        request_id: impl Into<Arc<str>>,
+        request_id: RequestId,
         source: io::Error,
     ) -> Self {
         BodyError {
             endpoint_id: endpoint_id.into(),
             attempt,
-            request_id: request_id.into(),
+            request_id,
             source,
         }
     }
@@ -62,7 +63,7 @@ impl BodyError {
 
     /// The call's request id.
     pub fn request_id(&self) -> &str {
-        &self.request_id
+        self.request_id.as_str()
     }
 }
 
@@ -87,7 +88,7 @@ struct NamedReader<R> {
     inner: R,
     endpoint_id: Arc<str>,
     attempt: u32,
-    request_id: Arc<str>,
+    request_id: RequestId,
 }
 
 impl<R: Read> Read for NamedReader<R> {
@@ -98,7 +99,7 @@ impl<R: Read> Read for NamedReader<R> {
                 BodyError {
                     endpoint_id: self.endpoint_id.clone(),
                     attempt: self.attempt,
-                    request_id: self.request_id.clone(),
+                    request_id: self.request_id,
                     source: e,
                 },
             )
@@ -129,15 +130,15 @@ pub(crate) fn finish(response: Response<Body>, report: Report, attempt: u32) -> 
         inner: body.into_reader(),
         endpoint_id,
         attempt,
-        request_id: Arc::from(report.request_id.as_str()),
+        request_id: report.request_id,
     };
-    parts.extensions.insert(CallReport(Arc::new(report)));
+    parts.extensions.insert(CallReport(report));
     Response::from_parts(parts, builder.reader(reader))
 }
 
 /// The call's report, stored in the returned response's extensions.
 #[derive(Debug, Clone)]
-pub(crate) struct CallReport(pub(crate) Arc<Report>);
+pub(crate) struct CallReport(pub(crate) Report);
 
 /// Reads the call's [`Report`] from a response returned by a baton client.
 ///
@@ -157,6 +158,6 @@ pub trait ResponseExt {
 
 impl<B> ResponseExt for Response<B> {
     fn report(&self) -> Option<&Report> {
-        self.extensions().get::<CallReport>().map(|r| &*r.0)
+        self.extensions().get::<CallReport>().map(|r| &r.0)
     }
 }
