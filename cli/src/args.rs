@@ -1,0 +1,243 @@
+//! The command-line grammar (clap derive). Parsing only: what the values mean is decided in
+//! `config` (client settings) and `call` (per-call options).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `baton`: client-side failover for HTTP calls, from the shell.
+#[derive(Debug, Parser)]
+#[command(
+    name = "baton",
+    version,
+    about = "curl with failover: one call, a JSON-lines batch through one client, or a local outage demo",
+    after_help = "Exit status of `request`: 0 response (any status), 2 invalid usage/configuration/call \
+                  (nothing sent), 3 every attempt failed (or budget / rate limit stopped the call), \
+                  4 no usable endpoint, 5 deadline exceeded, 6 retry-after too long, 7 the response \
+                  body could not be read."
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One call: the response body to stdout, nothing else on stdout.
+    Request(RequestArgs),
+    /// Calls as JSON lines on stdin, run through one client; one JSON line per call on stdout.
+    Batch(BatchArgs),
+    /// Starts local providers on 127.0.0.1 and runs a scripted outage through a client.
+    Demo(DemoArgs),
+}
+
+/// Which adapter drives the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum RuntimeKind {
+    /// `baton-tokio` (reqwest on a tokio runtime).
+    #[default]
+    Tokio,
+    /// `baton-blocking` (ureq on the calling thread).
+    Blocking,
+    /// `baton-async-std` (hyper over async-io, driven by async-std).
+    AsyncStd,
+}
+
+impl RuntimeKind {
+    /// The name used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuntimeKind::Tokio => "tokio",
+            RuntimeKind::Blocking => "blocking",
+            RuntimeKind::AsyncStd => "async-std",
+        }
+    }
+}
+
+/// What to do with endpoints whose breaker is open (`--cooldown-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CooldownMode {
+    /// Try them after the available ones (the default).
+    Last,
+    /// Skip them.
+    Skip,
+}
+
+/// A per-call permission word (`--failover`, `--retry`, batch `failover` / `retry`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Choice {
+    /// `Always`: repeating is harmless (or de-duplicated by the provider).
+    Allow,
+    /// `Never`: no attempt of this kind.
+    Deny,
+    /// The spec's inference (safe method, idempotency key, or only while undelivered).
+    #[default]
+    Auto,
+}
+
+/// Options shared by `request` and `batch`: where the endpoints are and the client policy.
+#[derive(Debug, Args, Default)]
+pub struct ClientArgs {
+    /// An endpoint, in priority order (repeatable). Given at least once, these replace the
+    /// endpoints of `--config`.
+    #[arg(short = 'e', long = "endpoint", value_name = "ID=URL")]
+    pub endpoints: Vec<String>,
+    /// Endpoint URLs are bases: PATH is joined onto them (REST style). Default: each
+    /// endpoint URL is the complete destination and PATH is ignored (JSON-RPC style).
+    #[arg(long)]
+    pub base: bool,
+    /// A TOML file holding endpoints and the whole policy (see cli/examples/policy.toml);
+    /// flags override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Which adapter drives the calls.
+    #[arg(long, value_enum, default_value = "tokio")]
+    pub runtime: RuntimeKind,
+    /// Every engine event as a JSON line on stderr.
+    #[arg(long)]
+    pub events: bool,
+    /// Attempt timeout, from sending to the end of the response headers (seconds, or "250ms").
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub timeout: Option<Duration>,
+    /// Connect timeout per attempt (seconds, or "250ms").
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub connect_timeout: Option<Duration>,
+    /// Deadline for each whole call (seconds, or "250ms").
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub deadline: Option<Duration>,
+    /// Attempts per endpoint per round.
+    #[arg(long, value_name = "N")]
+    pub attempts_per_endpoint: Option<u32>,
+    /// Cap on a call's attempts (more than one round when larger than the endpoint count).
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Adds a status to the trigger sets (repeatable; extends the defaults).
+    #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(u16).range(100..=999))]
+    pub trigger_status: Vec<u16>,
+    /// Adds a status the provider promises means "nothing done" (repeatable; extends {429}).
+    #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(u16).range(100..=999))]
+    pub not_processed: Vec<u16>,
+    /// Consecutive failures that put an endpoint in cooldown (breaker opens).
+    #[arg(long, value_name = "N")]
+    pub cooldown_threshold: Option<u32>,
+    /// Base cooldown (breaker open time; seconds, or "250ms").
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub cooldown: Option<Duration>,
+    /// Endpoints in cooldown are tried last (default) or skipped.
+    #[arg(long, value_enum, value_name = "last|skip")]
+    pub cooldown_mode: Option<CooldownMode>,
+    /// Hedge reads: start the next endpoint after this many milliseconds (or "150ms", "1s").
+    #[arg(long, value_name = "MS", value_parser = parse_millis)]
+    pub hedge_after: Option<Duration>,
+}
+
+/// Per-call options of `request` (the batch line fields mirror them).
+#[derive(Debug, Args, Default)]
+pub struct CallArgs {
+    /// Method (default GET, or POST when --data is given).
+    #[arg(short = 'X', long, value_name = "METHOD")]
+    pub method: Option<String>,
+    /// Request body: a string, `@FILE`, or `@-` for stdin.
+    #[arg(short = 'd', long, value_name = "DATA")]
+    pub data: Option<String>,
+    /// A header 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "'K: V'")]
+    pub headers: Vec<String>,
+    /// Failover permission: allow (Always), deny (Never), auto (the spec's inference).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub failover: Choice,
+    /// Retry permission: allow (Always), deny (Never), auto (the spec's inference).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub retry: Choice,
+    /// Try this endpoint first (when available).
+    #[arg(long, value_name = "ID")]
+    pub prefer: Option<String>,
+    /// Idempotency key, sent unchanged on every attempt.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// Request id (8-128 of A-Z a-z 0-9 . _ : -), sent unchanged on every attempt.
+    #[arg(long, value_name = "ID")]
+    pub request_id: Option<String>,
+}
+
+/// `baton request [PATH]`.
+#[derive(Debug, Args)]
+pub struct RequestArgs {
+    /// Client options.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Per-call options.
+    #[command(flatten)]
+    pub call: CallArgs,
+    /// Print the status line and response headers to stderr.
+    #[arg(short = 'i', long)]
+    pub include: bool,
+    /// The request path (and query); joined onto base endpoints with --base.
+    #[arg(value_name = "PATH", default_value = "/")]
+    pub path: String,
+}
+
+/// `baton batch`.
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// Client options.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Calls in flight at once (output stays in input order).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub concurrency: u16,
+}
+
+/// `baton demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Which adapter drives the calls.
+    #[arg(long, value_enum, default_value = "tokio")]
+    pub runtime: RuntimeKind,
+    /// Also print every engine event as a JSON line on stderr.
+    #[arg(long)]
+    pub events: bool,
+}
+
+/// Seconds (`1.5`) or a duration with a unit (`250ms`, `2s`, `1m`).
+pub fn parse_secs(text: &str) -> Result<Duration, String> {
+    baton_core::serde_duration::parse(text)
+}
+
+/// Milliseconds (`150`) or a duration with a unit (`150ms`, `1s`).
+pub fn parse_millis(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        let ms: f64 = t
+            .parse()
+            .map_err(|_| format!("{text:?} is not a number of milliseconds"))?;
+        return Duration::try_from_secs_f64(ms / 1000.0)
+            .map_err(|_| format!("{text:?} is out of range"));
+    }
+    baton_core::serde_duration::parse(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_accept_seconds_and_units() {
+        assert_eq!(parse_secs("1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_secs("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_secs("-1").is_err());
+        assert!(parse_secs("soon").is_err());
+        assert_eq!(parse_millis("150").unwrap(), Duration::from_millis(150));
+        assert_eq!(parse_millis("2s").unwrap(), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn command_line_grammar_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

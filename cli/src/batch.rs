@@ -1,0 +1,121 @@
+//! `baton batch`: calls as JSON lines on stdin, one client, one JSON line per call on
+//! stdout, in input order.
+//!
+//! The main thread reads and parses lines and hands calls to `--concurrency` worker
+//! threads through a rendezvous channel (so at most N calls are in flight and none is
+//! read ahead); a printer thread writes results in input order as soon as each one and
+//! all before it are done. With the default concurrency of 1 calls run strictly one after
+//! another, so each call sees the endpoint health the previous ones left.
+//!
+//! Decisions: empty (or all-blank) lines are skipped; the first malformed line (not a
+//! JSON object of the documented fields, an unknown field, a wrong type, invalid UTF-8)
+//! stops reading: calls already read finish and are printed, then the line number and
+//! the reason go to stderr and the exit status is 2. A call that is well-formed JSON but
+//! invalid as a call (bad method, header or request id, unknown `prefer`) is not
+//! malformed: it gets an output line with an `invalid_call` / `unknown_endpoint` error and
+//! nothing is sent.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::args::BatchArgs;
+use crate::call::{BatchLine, CallSpec};
+use crate::runner::Runner;
+use crate::{config, events, output};
+
+type Job = (usize, Value, CallSpec);
+
+/// Runs the batch; returns the exit status.
+pub fn run(args: BatchArgs) -> u8 {
+    let t0 = Instant::now();
+    let config = match config::resolve(&args.client) {
+        Ok(c) => c,
+        Err(e) => return crate::usage_error(&e),
+    };
+    let sink = args.client.events.then(|| events::stderr_sink(t0));
+    let runner = match Runner::new(args.client.runtime, config, sink) {
+        Ok(r) => r,
+        Err(e) => return crate::usage_error(&e),
+    };
+    let workers = usize::from(args.concurrency);
+    let mut malformed: Option<(usize, String)> = None;
+    std::thread::scope(|scope| {
+        let (job_tx, job_rx) = mpsc::sync_channel::<Job>(0);
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        let (out_tx, out_rx) = mpsc::channel::<(usize, Value)>();
+        for _ in 0..workers {
+            let job_rx = Arc::clone(&job_rx);
+            let out_tx = out_tx.clone();
+            let runner = &runner;
+            scope.spawn(move || loop {
+                let job = match job_rx.lock() {
+                    Ok(rx) => rx.recv(),
+                    Err(_) => return,
+                };
+                let Ok((index, id, spec)) = job else { return };
+                let result = runner.run(&spec);
+                if out_tx
+                    .send((index, output::batch_line(&id, &result)))
+                    .is_err()
+                {
+                    return;
+                }
+            });
+        }
+        drop(out_tx);
+        scope.spawn(move || {
+            let mut next = 0usize;
+            let mut pending = BTreeMap::new();
+            let stdout = std::io::stdout();
+            for (index, line) in out_rx {
+                pending.insert(index, line);
+                while let Some(line) = pending.remove(&next) {
+                    let mut out = stdout.lock();
+                    let _ = writeln!(out, "{line}");
+                    let _ = out.flush();
+                    next += 1;
+                }
+            }
+        });
+        let stdin = std::io::stdin();
+        let mut index = 0usize;
+        for (n, line) in stdin.lock().lines().enumerate() {
+            let line_no = n + 1;
+            let line = match line {
+                Ok(l) => l,
+                Err(e) => {
+                    malformed = Some((line_no, format!("cannot read the line: {e}")));
+                    break;
+                }
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            match BatchLine::parse(&line) {
+                Ok(l) => {
+                    let spec = l.spec();
+                    if job_tx.send((index, l.id, spec)).is_err() {
+                        break;
+                    }
+                    index += 1;
+                }
+                Err(e) => {
+                    malformed = Some((line_no, e));
+                    break;
+                }
+            }
+        }
+        drop(job_tx);
+    });
+    match malformed {
+        Some((line, why)) => {
+            eprintln!("baton batch: malformed input line {line}: {why}");
+            2
+        }
+        None => 0,
+    }
+}

@@ -1,0 +1,345 @@
+//! One call as the CLI describes it (`request` flags or a `batch` line), and what came of it.
+//!
+//! A [`CallSpec`] is runtime-neutral; `runner` hands it to an adapter. A [`CallResult`]
+//! holds the report, the response (status, headers, body) or the error, and maps to the
+//! exit status of `request` and the output line of `batch`.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::time::Duration;
+
+use baton_core::{CallOptions, ErrorKind, Permission, Report};
+use serde::Deserialize;
+
+use crate::args::{CallArgs, Choice};
+
+/// One call, before it is handed to a runtime.
+#[derive(Debug, Clone, Default)]
+pub struct CallSpec {
+    /// The method as given (checked when the call runs: an invalid one is an invalid call).
+    pub method: String,
+    /// Path (and query), or an absolute URL.
+    pub path: String,
+    /// Headers in order.
+    pub headers: Vec<(String, String)>,
+    /// The body (replayable bytes), if any.
+    pub body: Option<Vec<u8>>,
+    /// Failover permission.
+    pub failover: Choice,
+    /// Retry permission.
+    pub retry: Choice,
+    /// Preferred endpoint id.
+    pub prefer: Option<String>,
+    /// Idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Request id.
+    pub request_id: Option<String>,
+    /// Deadline of this call (else the policy's).
+    pub deadline: Option<Duration>,
+}
+
+fn permission(c: Choice) -> Option<Permission> {
+    match c {
+        Choice::Allow => Some(Permission::Always),
+        Choice::Deny => Some(Permission::Never),
+        Choice::Auto => None,
+    }
+}
+
+impl CallSpec {
+    /// The engine's per-call options.
+    pub fn options(&self) -> CallOptions {
+        CallOptions {
+            retry: permission(self.retry),
+            failover: permission(self.failover),
+            prefer: self.prefer.clone(),
+            deadline: self.deadline,
+            request_id: self.request_id.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            ..CallOptions::default()
+        }
+    }
+
+    /// The call described by `request`'s flags. `stdin` is read for `-d @-`.
+    pub fn from_args(args: &CallArgs, path: &str) -> Result<CallSpec, String> {
+        let body = match &args.data {
+            None => None,
+            Some(d) if d == "@-" => {
+                let mut buf = Vec::new();
+                std::io::stdin()
+                    .read_to_end(&mut buf)
+                    .map_err(|e| format!("--data @-: cannot read stdin: {e}"))?;
+                Some(buf)
+            }
+            Some(d) => match d.strip_prefix('@') {
+                Some(file) => Some(
+                    std::fs::read(file).map_err(|e| format!("--data @{file}: cannot read: {e}"))?,
+                ),
+                None => Some(d.clone().into_bytes()),
+            },
+        };
+        let method = match &args.method {
+            Some(m) => m.clone(),
+            None if body.is_some() => "POST".into(),
+            None => "GET".into(),
+        };
+        let headers = args
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(CallSpec {
+            method,
+            path: path.to_string(),
+            headers,
+            body,
+            failover: args.failover,
+            retry: args.retry,
+            prefer: args.prefer.clone(),
+            idempotency_key: args.idempotency_key.clone(),
+            request_id: args.request_id.clone(),
+            deadline: None,
+        })
+    }
+}
+
+/// Parses `-H 'Name: value'`.
+pub fn parse_header(text: &str) -> Result<(String, String), String> {
+    match text.split_once(':') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => Err(format!("--header {text:?}: expected 'Name: value'")),
+    }
+}
+
+/// One line of `batch` input.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchLine {
+    /// Echoed back in the output line (any JSON value).
+    #[serde(default)]
+    pub id: serde_json::Value,
+    /// Method (default GET, or POST with a body).
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Path (default `/`).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Body text.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Failover permission word.
+    #[serde(default)]
+    pub failover: Choice,
+    /// Retry permission word.
+    #[serde(default)]
+    pub retry: Choice,
+    /// Preferred endpoint id.
+    #[serde(default)]
+    pub prefer: Option<String>,
+    /// Idempotency key.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// Request id.
+    #[serde(default)]
+    pub request_id: Option<String>,
+    /// Deadline of this call, in milliseconds.
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+}
+
+impl BatchLine {
+    /// Parses one input line.
+    pub fn parse(line: &str) -> Result<BatchLine, String> {
+        let l: BatchLine = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        if l.deadline_ms == Some(0) {
+            return Err("deadline_ms must be at least 1".into());
+        }
+        Ok(l)
+    }
+
+    /// The call it describes.
+    pub fn spec(&self) -> CallSpec {
+        let body = self.body.clone().map(String::into_bytes);
+        CallSpec {
+            method: self.method.clone().unwrap_or_else(|| {
+                if body.is_some() {
+                    "POST".into()
+                } else {
+                    "GET".into()
+                }
+            }),
+            path: self.path.clone().unwrap_or_else(|| "/".into()),
+            headers: self
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            body,
+            failover: self.failover,
+            retry: self.retry,
+            prefer: self.prefer.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            request_id: self.request_id.clone(),
+            deadline: self.deadline_ms.map(Duration::from_millis),
+        }
+    }
+}
+
+/// What a call ended with, whatever the runtime.
+#[derive(Debug, Clone)]
+pub struct CallResult {
+    /// The engine's report (absent only when the CLI rejected the call before an adapter
+    /// saw it, e.g. an invalid method).
+    pub report: Option<Report>,
+    /// The response head, when a response was returned.
+    pub response: Option<ResponseHead>,
+    /// The whole response body, when it was read completely.
+    pub body: Option<Vec<u8>>,
+    /// The failure, if the call did not return a complete response.
+    pub failure: Option<Failure>,
+}
+
+/// Status and headers of the returned response.
+#[derive(Debug, Clone)]
+pub struct ResponseHead {
+    /// Status code.
+    pub status: u16,
+    /// The endpoint that answered.
+    pub endpoint: String,
+    /// Response headers, in order.
+    pub headers: Vec<(String, String)>,
+}
+
+/// Why a call has no complete response.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// `failover`, `no_usable_endpoint`, ... (the engine's error kind), or `body` when the
+    /// response head arrived but its body could not be read.
+    pub kind: String,
+    /// A human-readable message (attempts, request id, last cause).
+    pub message: String,
+    /// The exit status of `request` for this failure.
+    pub exit: u8,
+}
+
+/// Exit status of `request` for an engine error kind.
+pub fn exit_for(kind: &ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::InvalidCall(_) | ErrorKind::UnknownEndpoint(_) => 2,
+        ErrorKind::NoUsableEndpoint => 4,
+        ErrorKind::Deadline => 5,
+        ErrorKind::RetryAfterTooLong(_) => 6,
+        // Failover, Budget, RateLimited, Cancelled and kinds added later: the call ended
+        // without a usable answer after trying.
+        _ => 3,
+    }
+}
+
+/// Exit status when the response head arrived but the body could not be read.
+pub const EXIT_BODY: u8 = 7;
+
+impl CallResult {
+    /// A call that failed in the engine (or adapter), with its report.
+    pub fn error(kind: &ErrorKind, report: Report, message: String) -> CallResult {
+        CallResult {
+            report: Some(report),
+            response: None,
+            body: None,
+            failure: Some(Failure {
+                kind: kind.as_str().to_string(),
+                message,
+                exit: exit_for(kind),
+            }),
+        }
+    }
+
+    /// A call the CLI rejected before any adapter saw it (nothing sent).
+    pub fn invalid(message: String) -> CallResult {
+        CallResult {
+            report: None,
+            response: None,
+            body: None,
+            failure: Some(Failure {
+                kind: "invalid_call".into(),
+                message: format!("invalid call: {message}"),
+                exit: 2,
+            }),
+        }
+    }
+
+    /// A response whose body was read (or failed to read).
+    pub fn response(
+        report: Report,
+        head: ResponseHead,
+        body: Result<Vec<u8>, String>,
+    ) -> CallResult {
+        match body {
+            Ok(b) => CallResult {
+                report: Some(report),
+                response: Some(head),
+                body: Some(b),
+                failure: None,
+            },
+            Err(message) => CallResult {
+                report: Some(report),
+                response: Some(head),
+                body: None,
+                failure: Some(Failure {
+                    kind: "body".into(),
+                    message,
+                    exit: EXIT_BODY,
+                }),
+            },
+        }
+    }
+
+    /// The exit status `request` ends with.
+    pub fn exit_code(&self) -> u8 {
+        self.failure.as_ref().map_or(0, |f| f.exit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_flag_splits_on_the_first_colon() {
+        assert_eq!(
+            parse_header("X-A: b: c").unwrap(),
+            ("X-A".into(), "b: c".into())
+        );
+        assert!(parse_header("nocolon").is_err());
+        assert!(parse_header(": v").is_err());
+    }
+
+    #[test]
+    fn batch_line_defaults_and_unknown_fields() {
+        let l = BatchLine::parse(r#"{"id":7,"body":"x","retry":"deny","deadline_ms":50}"#).unwrap();
+        let s = l.spec();
+        assert_eq!((s.method.as_str(), s.path.as_str()), ("POST", "/"));
+        assert_eq!(s.options().retry, Some(Permission::Never));
+        assert_eq!(s.options().failover, None);
+        assert_eq!(s.deadline, Some(Duration::from_millis(50)));
+        assert!(BatchLine::parse(r#"{"methd":"GET"}"#).is_err());
+        assert!(BatchLine::parse(r#"{"retry":"sometimes"}"#).is_err());
+        assert!(BatchLine::parse("not json").is_err());
+    }
+
+    #[test]
+    fn exit_codes_follow_the_error_kind() {
+        assert_eq!(exit_for(&ErrorKind::Failover), 3);
+        assert_eq!(exit_for(&ErrorKind::Budget), 3);
+        assert_eq!(exit_for(&ErrorKind::NoUsableEndpoint), 4);
+        assert_eq!(exit_for(&ErrorKind::Deadline), 5);
+        assert_eq!(
+            exit_for(&ErrorKind::RetryAfterTooLong(Duration::from_secs(60))),
+            6
+        );
+        assert_eq!(exit_for(&ErrorKind::InvalidCall("x".into())), 2);
+        assert_eq!(exit_for(&ErrorKind::UnknownEndpoint("x".into())), 2);
+    }
+}

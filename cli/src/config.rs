@@ -1,0 +1,262 @@
+//! The client's configuration: the TOML file (`--config`) and the flags that override it.
+//!
+//! The file holds `[[endpoint]]` tables (id, url, optional group, timeouts, headers) and a
+//! `[policy]` table that is exactly the serde form of `baton_core::Settings` (every key
+//! optional, defaults of SPEC 8, unknown keys rejected). `cli/examples/policy.toml` is a
+//! complete commented example. Flags are applied on top, then the core validates the
+//! whole policy when the client is built (a bad setting is named with its value).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use baton_core::{BreakerRule, Endpoint, Hedge, Settings, Unavailable, UrlMode};
+use serde::Deserialize;
+
+use crate::args::{ClientArgs, CooldownMode};
+
+/// The `--config` file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Endpoints in priority order.
+    #[serde(default, rename = "endpoint")]
+    pub endpoints: Vec<EndpointConfig>,
+    /// The policy (`baton_core::Settings`).
+    #[serde(default)]
+    pub policy: Settings,
+}
+
+/// One `[[endpoint]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointConfig {
+    /// Unique id.
+    pub id: String,
+    /// Absolute http/https URL (a complete destination, or a base with `url_mode = "base"`).
+    pub url: String,
+    /// Idempotency group (SPEC 1.1).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// This endpoint's connect timeout.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub connect_timeout: Option<Duration>,
+    /// This endpoint's attempt timeout.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub attempt_timeout: Option<Duration>,
+    /// Headers sent to this endpoint only (credentials).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+fn opt_duration<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Duration>, D::Error> {
+    #[derive(Deserialize)]
+    struct Wrap(#[serde(with = "baton_core::serde_duration")] Duration);
+    Ok(Option::<Wrap>::deserialize(de)?.map(|w| w.0))
+}
+
+impl EndpointConfig {
+    fn to_endpoint(&self) -> Endpoint {
+        let mut e = Endpoint::new(self.id.clone(), self.url.clone());
+        if let Some(g) = &self.group {
+            e = e.group(g.clone());
+        }
+        if let Some(t) = self.connect_timeout {
+            e = e.connect_timeout(t);
+        }
+        if let Some(t) = self.attempt_timeout {
+            e = e.attempt_timeout(t);
+        }
+        for (k, v) in &self.headers {
+            e = e.header(k, v);
+        }
+        e
+    }
+}
+
+/// Reads and parses a config file.
+pub fn load(path: &Path) -> Result<ConfigFile, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("config file {}: {e}", path.display()))
+}
+
+/// Parses config text.
+pub fn parse(text: &str) -> Result<ConfigFile, String> {
+    toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
+}
+
+/// Endpoints and settings, after the file and the flags.
+#[derive(Debug)]
+pub struct ClientConfig {
+    /// Endpoints in priority order.
+    pub endpoints: Vec<Endpoint>,
+    /// The policy's plain settings.
+    pub settings: Settings,
+}
+
+/// Parses one `-e ID=URL`.
+fn endpoint_flag(text: &str) -> Result<Endpoint, String> {
+    match text.split_once('=') {
+        Some((id, url)) if !id.is_empty() && !url.is_empty() => Ok(Endpoint::new(id, url)),
+        _ => Err(format!(
+            "--endpoint {text:?}: expected ID=URL, e.g. primary=https://a.example/"
+        )),
+    }
+}
+
+/// Combines `--config` and the flags.
+pub fn resolve(args: &ClientArgs) -> Result<ClientConfig, String> {
+    let file = match &args.config {
+        Some(path) => load(path)?,
+        None => ConfigFile::default(),
+    };
+    let endpoints = if args.endpoints.is_empty() {
+        file.endpoints
+            .iter()
+            .map(EndpointConfig::to_endpoint)
+            .collect()
+    } else {
+        args.endpoints
+            .iter()
+            .map(|e| endpoint_flag(e))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    if endpoints.is_empty() {
+        return Err(
+            "no endpoints: give at least one -e ID=URL, or a --config file with [[endpoint]] tables"
+                .into(),
+        );
+    }
+    let mut s = file.policy;
+    apply_flags(&mut s, args);
+    Ok(ClientConfig {
+        endpoints,
+        settings: s,
+    })
+}
+
+/// Applies the policy flags over the settings.
+pub fn apply_flags(s: &mut Settings, args: &ClientArgs) {
+    if args.base {
+        s.url_mode = UrlMode::Base;
+    }
+    if let Some(d) = args.timeout {
+        s.attempt_timeout = d;
+    }
+    if let Some(d) = args.connect_timeout {
+        s.connect_timeout = d;
+    }
+    if let Some(d) = args.deadline {
+        s.deadline = Some(d);
+    }
+    if let Some(n) = args.attempts_per_endpoint {
+        s.attempts_per_endpoint = Some(n);
+    }
+    if let Some(n) = args.max_attempts {
+        s.max_attempts = Some(n);
+    }
+    for &c in &args.trigger_status {
+        // Both sets, like `PolicyBuilder::extend_trigger_statuses`; an invalid code is
+        // reported by the core's validation (only 4xx and 5xx can trigger).
+        insert_code(&mut s.trigger_statuses, c);
+        insert_code(&mut s.key_trigger_statuses, c);
+    }
+    for &c in &args.not_processed {
+        insert_code(&mut s.not_processed, c);
+    }
+    if let Some(n) = args.cooldown_threshold {
+        s.breaker.rule = BreakerRule::Consecutive { failures: n };
+    }
+    if let Some(d) = args.cooldown {
+        s.breaker.open = d;
+        if s.breaker.max_open < d {
+            s.breaker.max_open = d;
+        }
+    }
+    if let Some(m) = args.cooldown_mode {
+        s.unavailable = match m {
+            CooldownMode::Last => Unavailable::TryLast,
+            CooldownMode::Skip => Unavailable::Skip,
+        };
+    }
+    if let Some(d) = args.hedge_after {
+        s.hedge = Some(Hedge {
+            after: d,
+            ..s.hedge.unwrap_or(Hedge::after(d))
+        });
+    }
+}
+
+fn insert_code(set: &mut baton_core::StatusSet, code: u16) {
+    // The flags only accept 100..=999 (clap checks the range), which `insert` always
+    // takes; whether the code may trigger at all is the core's validation.
+    set.insert(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_policy_file_parses_and_builds() {
+        let text = include_str!("../examples/policy.toml");
+        let file = parse(text).unwrap();
+        assert_eq!(file.endpoints.len(), 3);
+        let eps: Vec<Endpoint> = file.endpoints.iter().map(|e| e.to_endpoint()).collect();
+        assert_eq!(eps[0].group_name(), Some("pay"));
+        assert_eq!(
+            eps[0].attempt_timeout_override(),
+            Some(Duration::from_secs(10))
+        );
+        assert!(eps[0].headers().contains_key("authorization"));
+        let s = &file.policy;
+        assert_eq!(s.url_mode, UrlMode::Base);
+        assert_eq!(s.attempt_timeout, Duration::from_secs(10));
+        assert_eq!(s.breaker.rule, BreakerRule::Consecutive { failures: 3 });
+        assert!(s.not_processed.contains_code(429));
+        let policy = baton_core::Policy::builder()
+            .endpoints(eps)
+            .settings(file.policy)
+            .build();
+        assert!(policy.is_ok(), "{policy:?}");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_name() {
+        let err = parse("[policy]\nattempt_timout = \"1s\"\n").unwrap_err();
+        assert!(err.contains("attempt_timout"), "{err}");
+        let err = parse("[[endpoint]]\nid = \"a\"\nurl = \"http://a/\"\ncolour = 1\n").unwrap_err();
+        assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let args = ClientArgs {
+            endpoints: vec!["x=http://127.0.0.1:1/".into()],
+            timeout: Some(Duration::from_millis(300)),
+            cooldown_threshold: Some(1),
+            cooldown: Some(Duration::from_secs(600)),
+            cooldown_mode: Some(CooldownMode::Skip),
+            trigger_status: vec![500],
+            base: true,
+            ..ClientArgs::default()
+        };
+        let c = resolve(&args).unwrap();
+        assert_eq!(c.endpoints[0].id(), "x");
+        let s = c.settings;
+        assert_eq!(s.attempt_timeout, Duration::from_millis(300));
+        assert_eq!(s.breaker.rule, BreakerRule::Consecutive { failures: 1 });
+        assert_eq!(s.breaker.max_open, Duration::from_secs(600));
+        assert_eq!(s.unavailable, Unavailable::Skip);
+        assert!(s.trigger_statuses.contains_code(500) && s.key_trigger_statuses.contains_code(500));
+        assert_eq!(s.url_mode, UrlMode::Base);
+    }
+
+    #[test]
+    fn endpoint_flag_needs_id_and_url() {
+        assert!(endpoint_flag("a=http://x/").is_ok());
+        assert!(endpoint_flag("http://x/").is_err());
+        assert!(endpoint_flag("=http://x/").is_err());
+    }
+}

@@ -1,0 +1,296 @@
+//! `baton demo`: a scripted outage against two local providers, printed as a table.
+//!
+//! Two `testkit` providers listen on 127.0.0.1 (no network needed): `primary` and
+//! `backup`. One client (of the chosen `--runtime`) with a short attempt timeout (400 ms)
+//! and a quick cooldown (after 2 consecutive failures, 1 s, doubling after a failed
+//! probe) sends calls while the primary goes through four phases:
+//!
+//! 1. healthy: calls go to the primary;
+//! 2. refusing connections: each call fails over to the backup (undelivered, so even a
+//!    keyed payment may move), then the primary's breaker opens and calls go straight to
+//!    the backup;
+//! 3. black-holed (accepts, reads, never answers): after the cooldown a POST without an
+//!    idempotency key probes the primary, times out (ambiguous) and is *not* repeated on
+//!    the backup, because it may have executed; reads keep flowing to the backup;
+//! 4. back: after the (doubled) cooldown the next call probes the primary, which answers,
+//!    and traffic returns to it.
+//!
+//! Providers answer with `Connection: close`, so no pooled connection can hide a phase
+//! change. The whole run takes about 4 s.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use baton_core::{BreakerRule, Endpoint, Settings, UrlMode};
+use serde_json::Value;
+use testkit::{Behaviour, Provider};
+
+use crate::args::{Choice, DemoArgs};
+use crate::call::{CallResult, CallSpec};
+use crate::config::ClientConfig;
+use crate::events;
+use crate::runner::Runner;
+
+enum Step {
+    Phase(&'static str, &'static str),
+    Pause(Duration, &'static str),
+    Call(CallSpec),
+}
+
+fn get(path: &str) -> Step {
+    Step::Call(CallSpec {
+        method: "GET".into(),
+        path: path.into(),
+        ..CallSpec::default()
+    })
+}
+
+fn post(path: &str, key: Option<&str>) -> Step {
+    Step::Call(CallSpec {
+        method: "POST".into(),
+        path: path.into(),
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: Some(br#"{"amount":100}"#.to_vec()),
+        idempotency_key: key.map(str::to_string),
+        failover: Choice::Auto,
+        retry: Choice::Auto,
+        ..CallSpec::default()
+    })
+}
+
+fn healthy(name: &str) -> Behaviour {
+    Behaviour::ok()
+        .header("connection", "close")
+        .body(format!("{{\"served_by\":\"{name}\"}}\n"))
+}
+
+/// The attempts of a call, compactly: `primary undelivered, backup 200`.
+fn attempts_cell(r: &CallResult) -> String {
+    let Some(rep) = &r.report else {
+        return "-".into();
+    };
+    rep.attempts
+        .iter()
+        .map(|a| match a.result.status() {
+            Some(s) => format!("{} {}", a.endpoint_id, s.as_u16()),
+            None => format!("{} {}", a.endpoint_id, a.result.as_str()),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn result_cell(r: &CallResult) -> String {
+    match (&r.response, &r.failure) {
+        (Some(h), None) => format!("{} from {}", h.status, h.endpoint),
+        (_, Some(f)) => {
+            let executed = r.report.as_ref().is_some_and(|rep| rep.may_have_executed);
+            format!(
+                "error: {}{}",
+                f.kind,
+                if executed { " (may have executed)" } else { "" }
+            )
+        }
+        (None, None) => "-".into(),
+    }
+}
+
+fn notes_cell(evs: &[Value]) -> String {
+    let mut notes: Vec<String> = Vec::new();
+    for e in evs {
+        let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
+        let note = match s("event") {
+            "breaker_transition" => format!("{} {} -> {}", s("endpoint"), s("from"), s("to")),
+            "cooldown_skip" => format!("{} in cooldown, tried last", s("endpoint")),
+            "attempt_started" if e.get("probe") == Some(&Value::Bool(true)) => {
+                format!("{} probed", s("endpoint"))
+            }
+            _ => continue,
+        };
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
+    notes.join("; ")
+}
+
+/// Runs the demo; returns the exit status.
+pub fn run(args: DemoArgs) -> u8 {
+    let t0 = Instant::now();
+    let primary = Provider::start(healthy("primary"));
+    let backup = Provider::start(healthy("backup"));
+    let settings = Settings {
+        url_mode: UrlMode::Base,
+        attempt_timeout: Duration::from_millis(400),
+        connect_timeout: Duration::from_millis(400),
+        breaker: baton_core::Breaker {
+            rule: BreakerRule::Consecutive { failures: 2 },
+            open: Duration::from_secs(1),
+            ..baton_core::Breaker::default()
+        },
+        ..Settings::default()
+    };
+    let config = ClientConfig {
+        endpoints: vec![
+            Endpoint::new("primary", primary.url()),
+            Endpoint::new("backup", backup.url()),
+        ],
+        settings,
+    };
+    let collected = Arc::new(Mutex::new(Vec::new()));
+    let mut sink = events::collecting_sink(Arc::clone(&collected), t0);
+    if args.events {
+        sink = events::both(sink, events::stderr_sink(t0));
+    }
+    let runner = match Runner::new(args.runtime, config, Some(sink)) {
+        Ok(r) => r,
+        Err(e) => return crate::usage_error(&e),
+    };
+
+    let script = vec![
+        Step::Phase("healthy", "both providers answer"),
+        get("/balance"),
+        post("/payments", Some("pay-1001")),
+        Step::Phase("refusing", "primary refuses connections (process down)"),
+        get("/balance"),
+        post("/payments", Some("pay-1002")),
+        get("/balance"),
+        Step::Phase(
+            "black hole",
+            "primary accepts and reads requests but never answers",
+        ),
+        Step::Pause(Duration::from_millis(1100), "primary's 1 s cooldown"),
+        post("/orders", None),
+        get("/balance"),
+        Step::Phase("recovered", "primary answers again"),
+        Step::Pause(
+            Duration::from_millis(2100),
+            "primary's doubled 2 s cooldown",
+        ),
+        get("/balance"),
+        get("/balance"),
+    ];
+
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "baton demo: runtime {}, providers on 127.0.0.1: primary {}, backup {}",
+        args.runtime.as_str(),
+        primary.url(),
+        backup.url()
+    );
+    let _ = writeln!(
+        out,
+        "policy: attempt timeout 400 ms; cooldown after 2 consecutive failures, 1 s, doubled after a failed probe\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:>2}  {:<10}  {:<28}  {:<34}  {:<35}  {:>7}  notes",
+        "#", "phase", "call", "attempts", "result", "time"
+    );
+    let _ = writeln!(out, "{}", "-".repeat(130));
+
+    let mut phase = "";
+    let mut n = 0;
+    let mut answered = std::collections::BTreeMap::<String, u32>::new();
+    let mut failed = 0;
+    let mut unsafe_repeat_avoided = Vec::new();
+    for step in script {
+        match step {
+            Step::Phase(name, what) => {
+                phase = name;
+                match name {
+                    "refusing" => primary.set_behaviour(Behaviour::refuse()),
+                    "black hole" => primary.set_behaviour(Behaviour::black_hole()),
+                    "recovered" => primary.set_behaviour(healthy("primary")),
+                    _ => {}
+                }
+                let _ = writeln!(out, "    == {name}: {what}");
+            }
+            Step::Pause(d, why) => {
+                let _ = writeln!(
+                    out,
+                    "    .. waiting {:.1} s for {why} to pass",
+                    d.as_secs_f64()
+                );
+                let _ = out.flush();
+                std::thread::sleep(d);
+            }
+            Step::Call(spec) => {
+                n += 1;
+                if let Ok(mut v) = collected.lock() {
+                    v.clear();
+                }
+                let started = Instant::now();
+                let r = runner.run(&spec);
+                let took = started.elapsed();
+                let evs = collected.lock().map(|v| v.clone()).unwrap_or_default();
+                let call = format!(
+                    "{} {}{}",
+                    spec.method,
+                    spec.path,
+                    spec.idempotency_key
+                        .as_ref()
+                        .map_or(String::new(), |k| format!(" key={k}"))
+                );
+                match (&r.response, &r.failure) {
+                    (Some(h), None) => *answered.entry(h.endpoint.clone()).or_default() += 1,
+                    _ => {
+                        failed += 1;
+                        if r.report.as_ref().is_some_and(|rep| rep.may_have_executed) {
+                            unsafe_repeat_avoided.push(n);
+                        }
+                    }
+                }
+                let _ = writeln!(
+                    out,
+                    "{:>2}  {:<10}  {:<28}  {:<34}  {:<35}  {:>4} ms  {}",
+                    n,
+                    phase,
+                    call,
+                    attempts_cell(&r),
+                    result_cell(&r),
+                    took.as_millis(),
+                    notes_cell(&evs)
+                );
+                let _ = out.flush();
+            }
+        }
+    }
+    let _ = writeln!(out, "{}", "-".repeat(130));
+    let by: Vec<String> = answered
+        .iter()
+        .map(|(k, v)| format!("{v} by {k}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "summary: {n} calls in {:.1} s; answered {}; {failed} failed",
+        t0.elapsed().as_secs_f64(),
+        by.join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "requests received: primary {} (refused connections never arrive), backup {}",
+        primary.request_count(),
+        backup.request_count()
+    );
+    for c in &unsafe_repeat_avoided {
+        let _ = writeln!(
+            out,
+            "call {c}: ambiguous failure on a POST without an idempotency key: not repeated on backup (it may have executed on primary)"
+        );
+    }
+    let health = |id: &str| {
+        runner
+            .health(id)
+            .map_or("unknown", |h| h.state.as_str())
+            .to_string()
+    };
+    let _ = writeln!(
+        out,
+        "endpoint health now: primary {}, backup {}",
+        health("primary"),
+        health("backup")
+    );
+    0
+}

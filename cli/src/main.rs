@@ -1,0 +1,129 @@
+//! # `baton`: client-side failover from the command line
+//!
+//! "curl with failover" for shell scripts and ops drills, a JSON-lines batch runner that
+//! pushes many calls through one client, and a demo that runs with no network. Every
+//! decision (which endpoint, whether another attempt is allowed and safe, when to wait,
+//! when to stop) is made by `baton-core`; `--runtime` picks the adapter that sends.
+//!
+//! ```text
+//! baton request [OPTIONS] [PATH]      one call; the response body to stdout, nothing else
+//! baton batch   [OPTIONS]             JSON lines on stdin -> one JSON line per call on stdout
+//! baton demo    [--runtime R] [--events]   a scripted outage against local providers
+//! ```
+//!
+//! ## Client options (`request` and `batch`)
+//! | flag | meaning |
+//! |---|---|
+//! | `-e, --endpoint ID=URL` | an endpoint, repeatable, in priority order; replaces the file's endpoints |
+//! | `--base` | endpoint URLs are bases and PATH is joined onto them (default: each URL is the complete destination) |
+//! | `--config FILE` | TOML file with `[[endpoint]]` tables and a `[policy]` table (the serde form of `baton_core::Settings`; see `cli/examples/policy.toml`); flags override it |
+//! | `--runtime tokio\|blocking\|async-std` | the adapter (default tokio) |
+//! | `--events` | every engine event as a JSON line on stderr |
+//! | `--timeout SECS` | attempt timeout (to the end of the response headers) |
+//! | `--connect-timeout SECS` | connect timeout |
+//! | `--deadline SECS` | deadline of each whole call |
+//! | `--attempts-per-endpoint N`, `--max-attempts N` | the schedule |
+//! | `--trigger-status CODE` | adds to both trigger sets (repeatable) |
+//! | `--not-processed CODE` | adds to `not_processed` (repeatable) |
+//! | `--cooldown-threshold N` | breaker: open after N consecutive failures |
+//! | `--cooldown SECS` | breaker: base open time |
+//! | `--cooldown-mode last\|skip` | endpoints in cooldown are tried last (default) or skipped |
+//! | `--hedge-after MS` | hedge reads after MS milliseconds (not with `--runtime blocking`, which runs one attempt at a time and refuses it: exit 2) |
+//!
+//! SECS accepts `1.5`, `250ms`, `2s`, `1m`; MS accepts `150` or a value with a unit.
+//!
+//! ## Call options (`request` flags; the same fields in `batch` lines)
+//! `-X, --method` (default GET, POST when a body is given), `-d, --data STRING|@FILE|@-`,
+//! `-H, --header 'K: V'` (repeatable), `--failover allow|deny|auto`, `--retry
+//! allow|deny|auto` (allow = `Always`, deny = `Never`, auto = the spec's inference: safe
+//! methods may retry and fail over freely, a keyed call may retry and fails over only while
+//! undelivered, anything else only while undelivered), `--prefer ID`,
+//! `--idempotency-key KEY`, `--request-id ID`. `request` also takes `-i, --include`: the
+//! status line, the answering endpoint and the response headers to stderr.
+//!
+//! ## Exit status of `request`
+//! | code | meaning |
+//! |---|---|
+//! | 0 | a response was returned (any status) |
+//! | 2 | invalid usage, configuration or call settings (nothing sent): bad flag, bad config, invalid request id, unknown `--prefer` endpoint, invalid header |
+//! | 3 | every attempt failed, or further attempts were not permitted, or the budget / a rate limit stopped the call |
+//! | 4 | no usable endpoint |
+//! | 5 | deadline exceeded |
+//! | 6 | the provider asked to retry after longer than `max_retry_after` |
+//! | 7 | the response head arrived but its body could not be read (nothing is printed: a partial body is never passed off as complete) |
+//!
+//! ## `batch`
+//! One client for all lines, so endpoint health, cooldown and the retry budget carry from
+//! call to call. `--concurrency N` (default 1) runs up to N calls at once; output stays in
+//! input order. Input line fields (all optional): `id` (any JSON, echoed back), `method`,
+//! `path`, `headers` (object), `body` (string), `failover`, `retry`, `prefer`,
+//! `idempotency_key`, `request_id`, `deadline_ms`. Output line:
+//!
+//! ```text
+//! {"id": .., "request_id": "..", "status": 200|null, "endpoint": "a"|null,
+//!  "attempts": [{"endpoint": "a", "outcome": "undelivered", "status": null, "elapsed_ms": 0.4}],
+//!  "error": null | {"kind": "failover", "message": ".."},
+//!  "stop_reason": "answered", "may_have_executed": true, "elapsed_ms": 1.2, "body": "..."|null}
+//! ```
+//!
+//! `outcome` is `response` or the failure class (`undelivered`, `ambiguous`,
+//! `rejected_locally`, `timeout`, and also `deadline`, `cancelled`, `replay_failed`);
+//! `kind` is `failover`, `no_usable_endpoint`, `unknown_endpoint`, `deadline`,
+//! `retry_after_too_long`, `invalid_call`, `budget`, `rate_limited`, `cancelled`, or
+//! `body` (the head arrived, the body failed: `status` and `endpoint` are set, `body` is
+//! null). `batch` exits 0 when every line was processed (per-call failures are in the
+//! output), 2 on a malformed line (reported on stderr with its line number; the lines
+//! before it are run and printed; reading stops there) or a bad configuration.
+//!
+//! ## Decisions where the issue is silent
+//! - `-e` replaces the config file's endpoint list rather than merging with it (mixing two
+//!   priority orders would be guesswork).
+//! - `--cooldown` raises `breaker.max_open` when it would be shorter than the new base.
+//! - The response body is read in full before anything is printed; reading it is bounded
+//!   by the attempt timeout in every runtime, so a stalled body cannot hang a script.
+//! - `batch` adds `request_id` to each output line (for reconciliation) beside the
+//!   documented fields; empty input lines are skipped.
+//!
+//! ## Dependencies
+//! - `baton-core` (feature `serde`): the engine; its `Settings` is the `[policy]` table.
+//! - `baton-tokio`, `baton-blocking`, `baton-async-std`: the three `--runtime`s.
+//! - `tokio` (runtime for baton-tokio), `async-std` (executor for baton-async-std).
+//! - `ureq`: only to bound body reads on the blocking client (`timeout_recv_body`).
+//! - `http`: method and status types shared by the adapters.
+//! - `clap`: argument parsing; `serde`, `serde_json`, `toml`: the batch and config formats.
+//! - `testkit`: the local fault-injecting providers the demo starts.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod args;
+mod batch;
+mod call;
+mod config;
+mod demo;
+mod events;
+mod output;
+mod request;
+mod runner;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+
+/// Reports a usage or configuration error on stderr; returns exit status 2.
+pub(crate) fn usage_error(message: &str) -> u8 {
+    eprintln!("baton: {message}");
+    2
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Request(a) => request::run(a),
+        Command::Batch(a) => batch::run(a),
+        Command::Demo(a) => demo::run(a),
+    };
+    ExitCode::from(code)
+}

@@ -1,0 +1,46 @@
+//! The `batch` output line.
+//!
+//! `{"id", "request_id", "status", "endpoint", "attempts": [{"endpoint", "outcome",
+//! "status", "elapsed_ms"}], "error": null | {"kind", "message"}, "stop_reason",
+//! "may_have_executed", "elapsed_ms", "body"}`. `status` and `endpoint` are those of the
+//! returned response (null when the call returned none); `body` is the response body as
+//! text (invalid UTF-8 replaced by U+FFFD) or null. Times are milliseconds (fractions
+//! allowed).
+
+use serde_json::{json, Value};
+
+use crate::call::CallResult;
+use crate::events::millis;
+
+/// The output line of one batch call.
+pub fn batch_line(id: &Value, r: &CallResult) -> Value {
+    let attempts: Vec<Value> = r.report.as_ref().map_or_else(Vec::new, |rep| {
+        rep.attempts
+            .iter()
+            .map(|a| {
+                json!({
+                    "endpoint": &*a.endpoint_id,
+                    "outcome": a.result.as_str(),
+                    "status": a.result.status().map(|s| s.as_u16()),
+                    "elapsed_ms": millis(a.elapsed),
+                })
+            })
+            .collect()
+    });
+    let error = r.failure.as_ref().map_or(
+        Value::Null,
+        |f| json!({ "kind": f.kind, "message": f.message }),
+    );
+    json!({
+        "id": id,
+        "request_id": r.report.as_ref().map(|rep| rep.request_id.as_str().to_string()),
+        "status": r.response.as_ref().map(|h| h.status),
+        "endpoint": r.response.as_ref().map(|h| h.endpoint.clone()),
+        "attempts": attempts,
+        "error": error,
+        "stop_reason": r.report.as_ref().map_or("invalid_call", |rep| rep.stop_reason.as_str()),
+        "may_have_executed": r.report.as_ref().is_some_and(|rep| rep.may_have_executed),
+        "elapsed_ms": r.report.as_ref().map_or(json!(0.0), |rep| millis(rep.elapsed)),
+        "body": r.body.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()),
+    })
+}

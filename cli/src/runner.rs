@@ -1,0 +1,256 @@
+//! One interface over the three adapters (`--runtime tokio|blocking|async-std`).
+//!
+//! A [`Runner`] owns one client (so endpoint health, cooldown and the retry budget carry
+//! from call to call) and runs a [`CallSpec`] to completion on the calling thread, reading
+//! the whole response body. It is `Sync`: `batch --concurrency N` runs calls from N
+//! threads through the same client. The tokio runner keeps a multi-thread runtime and
+//! blocks on it from each calling thread; the async-std runner blocks with
+//! `async_std::task::block_on`; the blocking runner just calls.
+//!
+//! Reading the body: each runtime bounds it with the attempt timeout so a provider that
+//! stalls after the headers cannot hang the command (tokio: reqwest's read timeout, per
+//! read; blocking: ureq's `timeout_recv_body`; async-std: `body_timeout`, whole body).
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use baton_core::{EndpointHealth, EventSink, Policy};
+use http::Method;
+
+use crate::args::RuntimeKind;
+use crate::call::{CallResult, CallSpec, ResponseHead};
+use crate::config::ClientConfig;
+
+enum Inner {
+    Tokio {
+        client: baton_tokio::Client,
+        rt: tokio::runtime::Runtime,
+    },
+    Blocking(baton_blocking::Client),
+    AsyncStd(baton_async_std::Client),
+}
+
+/// A client of one runtime.
+pub struct Runner {
+    inner: Inner,
+}
+
+fn header_list(map: &http::HeaderMap) -> Vec<(String, String)> {
+    map.iter()
+        .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into()))
+        .collect()
+}
+
+impl Runner {
+    /// Builds the client; the error is the adapter's build error (it names the setting).
+    pub fn new(
+        kind: RuntimeKind,
+        config: ClientConfig,
+        sink: Option<EventSink>,
+    ) -> Result<Runner, String> {
+        let ClientConfig {
+            endpoints,
+            settings,
+        } = config;
+        let attempt_timeout = settings.attempt_timeout;
+        let max_connect = endpoints
+            .iter()
+            .filter_map(|e| e.connect_timeout_override())
+            .fold(settings.connect_timeout, Duration::max);
+        let body_timeout = endpoints
+            .iter()
+            .filter_map(|e| e.attempt_timeout_override())
+            .fold(attempt_timeout, Duration::max);
+        let policy = Policy::builder().endpoints(endpoints).settings(settings);
+        let inner = match kind {
+            RuntimeKind::Tokio => {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("cannot start the tokio runtime: {e}"))?;
+                let mut b = baton_tokio::Client::builder(policy)
+                    // reqwest's read timer also runs while connecting, so it must be longer
+                    // than every connect timeout.
+                    .read_timeout(body_timeout.max(max_connect + Duration::from_millis(1)));
+                if let Some(s) = sink {
+                    b = b.on_event(move |e| s(e));
+                }
+                let client = {
+                    let _guard = rt.enter();
+                    b.build().map_err(|e| e.to_string())?
+                };
+                Inner::Tokio { client, rt }
+            }
+            RuntimeKind::Blocking => {
+                let config = baton_blocking::Client::builder()
+                    .agent(&ureq_agent(body_timeout))
+                    .policy(policy);
+                let b = match sink {
+                    Some(s) => config.on_event(move |e| s(e)),
+                    None => config,
+                };
+                Inner::Blocking(b.build().map_err(|e| e.to_string())?)
+            }
+            RuntimeKind::AsyncStd => {
+                let mut b = baton_async_std::Client::builder()
+                    .policy(|_| policy)
+                    .body_timeout(body_timeout);
+                if let Some(s) = sink {
+                    b = b.on_event(move |e| s(e));
+                }
+                Inner::AsyncStd(b.build().map_err(|e| e.to_string())?)
+            }
+        };
+        Ok(Runner { inner })
+    }
+
+    /// The health of endpoint `id` now.
+    pub fn health(&self, id: &str) -> Option<EndpointHealth> {
+        match &self.inner {
+            Inner::Tokio { client, .. } => client.health(id),
+            Inner::Blocking(c) => c.health(id),
+            Inner::AsyncStd(c) => c.health(id),
+        }
+    }
+
+    /// Runs one call to the end (the whole body read).
+    pub fn run(&self, spec: &CallSpec) -> CallResult {
+        let method = match Method::from_bytes(spec.method.as_bytes()) {
+            Ok(m) => m,
+            Err(_) => return CallResult::invalid(format!("method {:?}", spec.method)),
+        };
+        match &self.inner {
+            Inner::Tokio { client, rt } => rt.block_on(run_tokio(client, method, spec)),
+            Inner::Blocking(c) => run_blocking(c, method, spec),
+            Inner::AsyncStd(c) => async_std::task::block_on(run_async_std(c, method, spec)),
+        }
+    }
+}
+
+/// A ureq agent with ureq's defaults, except that reading a response body is bounded.
+fn ureq_agent(body_timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_recv_body(Some(body_timeout))
+        .build()
+        .into()
+}
+
+async fn run_tokio(client: &baton_tokio::Client, method: Method, spec: &CallSpec) -> CallResult {
+    let mut rb = client.request(method, &spec.path).options(spec.options());
+    for (k, v) in &spec.headers {
+        rb = rb.header(k.as_str(), v.as_str());
+    }
+    if let Some(b) = &spec.body {
+        rb = rb.body(b.clone());
+    }
+    match rb.send().await {
+        Ok(resp) => {
+            let head = ResponseHead {
+                status: resp.status().as_u16(),
+                endpoint: resp.endpoint().to_string(),
+                headers: header_list(resp.headers()),
+            };
+            let report = resp.report().clone();
+            let body = resp
+                .bytes()
+                .await
+                .map(|b| b.to_vec())
+                .map_err(|e| error_chain(&e));
+            CallResult::response(report, head, body)
+        }
+        Err(e) => match e.kind() {
+            Some(kind) => CallResult::error(&kind.clone(), e.report().clone(), error_chain(&e)),
+            None => CallResult::invalid(error_chain(&e)),
+        },
+    }
+}
+
+fn run_blocking(client: &baton_blocking::Client, method: Method, spec: &CallSpec) -> CallResult {
+    use baton_blocking::ResponseExt;
+    let mut rb = client.request(method, &spec.path).options(spec.options());
+    for (k, v) in &spec.headers {
+        rb = rb.header(k, v);
+    }
+    let sent = match &spec.body {
+        Some(b) => rb.send(b.clone()),
+        None => rb.call(),
+    };
+    match sent {
+        Ok(resp) => {
+            let Some(report) = resp.report().cloned() else {
+                return CallResult::invalid("the blocking adapter returned no report".into());
+            };
+            let head = ResponseHead {
+                status: resp.status().as_u16(),
+                endpoint: report.endpoint_id().unwrap_or_default().to_string(),
+                headers: header_list(resp.headers()),
+            };
+            let mut buf = Vec::new();
+            let body = resp
+                .into_body()
+                .into_reader()
+                .read_to_end(&mut buf)
+                .map(|_| buf)
+                .map_err(|e| error_chain(&e));
+            CallResult::response(report, head, body)
+        }
+        Err(e) => CallResult::error(e.kind(), e.report().clone(), error_chain(&e)),
+    }
+}
+
+async fn run_async_std(
+    client: &baton_async_std::Client,
+    method: Method,
+    spec: &CallSpec,
+) -> CallResult {
+    let mut rb = client.request(method, &spec.path).options(spec.options());
+    for (k, v) in &spec.headers {
+        rb = rb.header(k.as_str(), v.as_str());
+    }
+    if let Some(b) = &spec.body {
+        rb = rb.body(b.clone());
+    }
+    match rb.send().await {
+        Ok(resp) => {
+            let head = ResponseHead {
+                status: resp.status().as_u16(),
+                endpoint: resp.endpoint_id().to_string(),
+                headers: header_list(resp.headers()),
+            };
+            let report = resp.report().clone();
+            let body = resp
+                .bytes()
+                .await
+                .map(|b| b.to_vec())
+                .map_err(|e| error_chain(&e));
+            CallResult::response(report, head, body)
+        }
+        Err(e) => match (e.kind(), e.report()) {
+            (Some(kind), Some(report)) => {
+                CallResult::error(&kind.clone(), report.clone(), error_chain(&e))
+            }
+            _ => CallResult::invalid(error_chain(&e)),
+        },
+    }
+}
+
+/// An error and its sources, joined with ": " (skipping repeats).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let t = s.to_string();
+        if !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// Milliseconds since `t0`, for event lines.
+pub fn ms_since(t0: Instant, at: Instant) -> f64 {
+    (at.saturating_duration_since(t0).as_secs_f64() * 1e6).round() / 1e3
+}
