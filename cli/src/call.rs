@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Duration;
 
-use baton_core::{CallOptions, ErrorKind, Permission, Report};
+use baton_core::{CallOptions, ErrorKind, Permission, Report, StopReason};
 use serde::Deserialize;
 
 use crate::args::{CallArgs, Choice};
@@ -225,11 +225,17 @@ pub struct Failure {
     pub exit: u8,
 }
 
-/// Exit status of `request` for an engine error kind.
-pub fn exit_for(kind: &ErrorKind) -> u8 {
+/// Exit status of `request` for an engine error kind and the call's stop reason.
+///
+/// The kind decides, except that a failover error whose stop reason is
+/// `no_usable_endpoint` (every endpoint left went into cooldown during the call and
+/// `--cooldown-mode skip` left nothing to try) exits 4 like a call that found no usable
+/// endpoint at its start: in both cases nothing was left to try.
+pub fn exit_for(kind: &ErrorKind, stop: StopReason) -> u8 {
     match kind {
         ErrorKind::InvalidCall(_) | ErrorKind::UnknownEndpoint(_) => 2,
         ErrorKind::NoUsableEndpoint => 4,
+        ErrorKind::Failover if stop == StopReason::NoUsableEndpoint => 4,
         ErrorKind::Deadline => 5,
         ErrorKind::RetryAfterTooLong(_) => 6,
         // Failover, Budget, RateLimited, Cancelled and kinds added later: the call ended
@@ -245,14 +251,14 @@ impl CallResult {
     /// A call that failed in the engine (or adapter), with its report.
     pub fn error(kind: &ErrorKind, report: Report, message: String) -> CallResult {
         CallResult {
-            report: Some(report),
-            response: None,
-            body: None,
             failure: Some(Failure {
                 kind: kind.as_str().to_string(),
                 message,
-                exit: exit_for(kind),
+                exit: exit_for(kind, report.stop_reason),
             }),
+            report: Some(report),
+            response: None,
+            body: None,
         }
     }
 
@@ -331,15 +337,18 @@ mod tests {
 
     #[test]
     fn exit_codes_follow_the_error_kind() {
-        assert_eq!(exit_for(&ErrorKind::Failover), 3);
-        assert_eq!(exit_for(&ErrorKind::Budget), 3);
-        assert_eq!(exit_for(&ErrorKind::NoUsableEndpoint), 4);
-        assert_eq!(exit_for(&ErrorKind::Deadline), 5);
+        let e = |k: ErrorKind| exit_for(&k, StopReason::AttemptsExhausted);
+        assert_eq!(e(ErrorKind::Failover), 3);
+        assert_eq!(e(ErrorKind::Budget), 3);
+        assert_eq!(e(ErrorKind::RateLimited), 3);
+        assert_eq!(e(ErrorKind::NoUsableEndpoint), 4);
+        assert_eq!(e(ErrorKind::Deadline), 5);
+        assert_eq!(e(ErrorKind::RetryAfterTooLong(Duration::from_secs(60))), 6);
+        assert_eq!(e(ErrorKind::InvalidCall("x".into())), 2);
+        assert_eq!(e(ErrorKind::UnknownEndpoint("x".into())), 2);
         assert_eq!(
-            exit_for(&ErrorKind::RetryAfterTooLong(Duration::from_secs(60))),
-            6
+            exit_for(&ErrorKind::Failover, StopReason::NoUsableEndpoint),
+            4
         );
-        assert_eq!(exit_for(&ErrorKind::InvalidCall("x".into())), 2);
-        assert_eq!(exit_for(&ErrorKind::UnknownEndpoint("x".into())), 2);
     }
 }

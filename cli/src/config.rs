@@ -215,6 +215,15 @@ mod tests {
         assert_eq!(s.attempt_timeout, Duration::from_secs(10));
         assert_eq!(s.breaker.rule, BreakerRule::Consecutive { failures: 3 });
         assert!(s.not_processed.contains_code(429));
+        let rl = s.rate_limit.expect("the example sets a rate limit");
+        assert_eq!(rl.scope, baton_core::LimitScope::Endpoint);
+        assert_eq!(
+            rl.limiter,
+            baton_core::Limiter::TokenBucket {
+                capacity: 50,
+                per_second: 25.0
+            }
+        );
         let policy = baton_core::Policy::builder()
             .endpoints(eps)
             .settings(file.policy)

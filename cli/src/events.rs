@@ -100,6 +100,16 @@ pub fn to_json(e: &Event<'_>, t0: Instant) -> Value {
             put("event", "budget_refused".into());
             put("endpoint", (*endpoint).into());
         }
+        EventKind::RateLimited {
+            endpoint,
+            until,
+            waiting,
+        } => {
+            put("event", "rate_limited".into());
+            put("endpoint", (*endpoint).into());
+            put("until_ms", ms_since(t0, *until).into());
+            put("waiting", (*waiting).into());
+        }
         EventKind::HedgeStarted { endpoint, attempt } => {
             put("event", "hedge_started".into());
             put("endpoint", (*endpoint).into());

@@ -47,7 +47,7 @@
 //! | 0 | a response was returned (any status) |
 //! | 2 | invalid usage, configuration or call settings (nothing sent): bad flag, bad config, invalid request id, unknown `--prefer` endpoint, invalid header |
 //! | 3 | every attempt failed, or further attempts were not permitted, or the budget / a rate limit stopped the call |
-//! | 4 | no usable endpoint |
+//! | 4 | no usable endpoint: none at the start, or every endpoint still permitted went into cooldown during the call and `--cooldown-mode skip` left nothing to try (the error kind is then `failover`, the stop reason `no_usable_endpoint`) |
 //! | 5 | deadline exceeded |
 //! | 6 | the provider asked to retry after longer than `max_retry_after` |
 //! | 7 | the response head arrived but its body could not be read (nothing is printed: a partial body is never passed off as complete) |
