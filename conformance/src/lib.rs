@@ -1,0 +1,755 @@
+//! # conformance: one scenario suite, every runtime
+//!
+//! baton's promise is that every runtime makes the same decisions, because every decision
+//! lives in `baton-core`. This crate proves it with data: scenario *vectors* in
+//! `vectors/*.toml` (in the spirit of the shared retry test vectors AWS SDKs run in every
+//! language) hold endpoints with scripted provider behaviour, a policy, calls, and what must
+//! happen: the attempts in order with their outcome class, the status or error kind, the stop
+//! reason, `may_have_executed`, and what each provider received.
+//!
+//! The same files run through the core simulator ([`run_sim`]) and through every adapter
+//! against real loopback providers (the tests of this crate). A vector that a path cannot
+//! express says so in `paths` and is counted as skipped for that path, never silently.
+//!
+//! ## Vector format
+//!
+//! ```toml
+//! name = "refused primary: POST fails over"
+//! paths = ["sim", "tokio", "blocking", "async-std", "smol"]   # optional; default all
+//!
+//! [policy]                      # baton_core::Settings in its serde form
+//! attempt_timeout = "500ms"
+//!
+//! [[endpoints]]
+//! id = "a"
+//! base = "/v1"                  # optional: appended to the provider's URL
+//! group = "pay"                 # optional idempotency group
+//! headers = { authorization = "Bearer A" }
+//! script = [{ fault = "refuse" }]   # per request number; the last step repeats
+//!
+//! [[endpoints]]
+//! id = "b"
+//! script = [{ status = 503, headers = { "retry-after" = "1" } }, { status = 200, delay = "50ms" }]
+//!
+//! [[calls]]
+//! method = "POST"
+//! path = "/charges"
+//! body = "amount=1"
+//! idempotency_key = "k-1"
+//! expect.attempts = [["a", "undelivered"], ["b", "response"]]
+//! expect.status = 200
+//! expect.stop_reason = "answered"
+//! expect.may_have_executed = true
+//! expect.executions = { a = 0, b = 1 }
+//! ```
+//!
+//! Faults (`fault = ...`): `refuse` (connection refused), `dns` (the endpoint's host does not
+//! resolve), `reset` (reads the request, then resets), `close` (reads the request, then
+//! closes), `black_hole` (reads the request, never answers), `stall` (sends headers, never the
+//! body), `half_body` (sends headers and half the body, then closes). Without `fault`, a step
+//! answers `status` (default 200) with `headers` and `body` after `delay`.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use baton_core::serde_duration;
+use baton_core::{
+    Action, AttemptOutcome, AttemptResult, BodyKind, Call, CallOptions, Endpoint, Engine,
+    FailureClass, Outcome, Permission, Policy, RequestInfo, ResponseInfo, Settings, TimeoutPhase,
+};
+use serde::Deserialize;
+
+/// Every execution path a vector can run on.
+pub const PATHS: [&str; 5] = ["sim", "tokio", "blocking", "async-std", "smol"];
+
+/// One scenario file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Vector {
+    /// Short description (unique).
+    pub name: String,
+    /// Paths this vector runs on (default: all). A path left out is counted as skipped,
+    /// with `why_not` saying why.
+    #[serde(default)]
+    pub paths: Option<Vec<String>>,
+    /// Why some paths cannot express this vector.
+    #[serde(default)]
+    pub why_not: Option<String>,
+    /// The policy's plain settings.
+    #[serde(default)]
+    pub policy: Settings,
+    /// Endpoints in priority order, with their provider scripts.
+    pub endpoints: Vec<EndpointSpec>,
+    /// Calls, run in order through one client.
+    pub calls: Vec<CallSpec>,
+    /// Where this vector was loaded from.
+    #[serde(skip)]
+    pub file: PathBuf,
+}
+
+/// An endpoint and its provider's behaviour.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointSpec {
+    /// Endpoint id.
+    pub id: String,
+    /// Path (and query) appended to the provider's URL.
+    #[serde(default)]
+    pub base: String,
+    /// Idempotency group.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Per-endpoint headers (credentials).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Behaviour per request number; the last step repeats.
+    #[serde(default)]
+    pub script: Vec<StepSpec>,
+}
+
+/// One scripted provider step.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepSpec {
+    /// A fault instead of an answer.
+    #[serde(default)]
+    pub fault: Option<Fault>,
+    /// Status to answer (default 200).
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Response headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Response body.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Delay before the answer (or the fault).
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub delay: Option<Duration>,
+}
+
+/// Provider faults (see the crate docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    /// Connection refused (undelivered).
+    Refuse,
+    /// Host does not resolve (undelivered).
+    Dns,
+    /// Reads the request, then resets (ambiguous).
+    Reset,
+    /// Reads the request, then closes (ambiguous).
+    Close,
+    /// Reads the request, never answers (ambiguous, attempt timeout).
+    BlackHole,
+    /// Sends the headers, never the body (a response; the body read fails later).
+    Stall,
+    /// Sends the headers and half the body, then closes (a response; the body is cut).
+    HalfBody,
+}
+
+impl Fault {
+    /// Whether the request reaches the provider.
+    pub fn delivered(self) -> bool {
+        !matches!(self, Fault::Refuse | Fault::Dns)
+    }
+}
+
+/// One call and what must happen.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallSpec {
+    /// Method (default GET).
+    #[serde(default = "get")]
+    pub method: String,
+    /// Request path and query (default `/`).
+    #[serde(default = "root")]
+    pub path: String,
+    /// Request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Body (replayable unless `one_shot`).
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Send the body as a one-shot stream (no replay).
+    #[serde(default)]
+    pub one_shot: bool,
+    /// Retry permission: `never`, `if_undelivered`, `always`.
+    #[serde(default)]
+    pub retry: Option<Permission>,
+    /// Failover permission.
+    #[serde(default)]
+    pub failover: Option<Permission>,
+    /// At most one attempt.
+    #[serde(default)]
+    pub deny: bool,
+    /// Preferred endpoint id.
+    #[serde(default)]
+    pub prefer: Option<String>,
+    /// Idempotency key.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// Request id.
+    #[serde(default)]
+    pub request_id: Option<String>,
+    /// Call deadline.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub deadline: Option<Duration>,
+    /// Endpoints eligible for this call (default all).
+    #[serde(default)]
+    pub eligible: Option<Vec<String>>,
+    /// Wait this long before the call (cooldowns, half-open probes).
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub wait_before: Option<Duration>,
+    /// What must happen.
+    pub expect: Expect,
+}
+
+fn get() -> String {
+    "GET".into()
+}
+fn root() -> String {
+    "/".into()
+}
+
+fn opt_duration<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Duration>, D::Error> {
+    let text = Option::<String>::deserialize(de)?;
+    text.map(|t| serde_duration::parse(&t).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+/// The expected result of a call. Unset fields are not checked.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// `[endpoint id, outcome]` per attempt, in order. Outcomes: `response`, `undelivered`,
+    /// `ambiguous`, `timeout`, `deadline`, `cancelled`, `rejected_locally`.
+    #[serde(default)]
+    pub attempts: Option<Vec<(String, String)>>,
+    /// Status of the returned response.
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Id of the endpoint that gave the returned response.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Error kind (`failover`, `deadline`, `no_usable_endpoint`, ...), when the call fails.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Stop reason.
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    /// `may_have_executed` of the result.
+    #[serde(default)]
+    pub may_have_executed: Option<bool>,
+    /// Requests each provider received during this call.
+    #[serde(default)]
+    pub executions: BTreeMap<String, usize>,
+    /// Elapsed time of the call, `[min, max]` (real paths add their own tolerance).
+    #[serde(default)]
+    pub elapsed_ms: Option<(u64, u64)>,
+    /// Headers every request at a provider must carry: `{ b = { "x-request-id" = "r-1" } }`.
+    /// The value `"*same*"` means "present, and equal on every request of the call".
+    #[serde(default)]
+    pub headers_seen: BTreeMap<String, BTreeMap<String, String>>,
+    /// Headers no request at a provider may carry.
+    #[serde(default)]
+    pub headers_absent: BTreeMap<String, Vec<String>>,
+    /// Path and query each request at a provider must have, relative to the provider's URL.
+    #[serde(default)]
+    pub target_seen: BTreeMap<String, String>,
+}
+
+/// A request as a provider saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenRequest {
+    /// Method.
+    pub method: String,
+    /// Path and query, relative to the provider's URL (host and port removed).
+    pub target: String,
+    /// Headers (names lowercased).
+    pub headers: Vec<(String, String)>,
+}
+
+/// What one call did, on any path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// `(endpoint id, outcome)` per attempt.
+    pub attempts: Vec<(String, String)>,
+    /// Status of the returned response.
+    pub status: Option<u16>,
+    /// Endpoint that gave the returned response.
+    pub endpoint: Option<String>,
+    /// Error kind name, when the call failed.
+    pub error: Option<String>,
+    /// Stop reason name.
+    pub stop_reason: String,
+    /// `may_have_executed`.
+    pub may_have_executed: bool,
+    /// Elapsed time.
+    pub elapsed: Duration,
+    /// Requests per provider id during the call.
+    pub seen: BTreeMap<String, Vec<SeenRequest>>,
+}
+
+/// The outcome name of an attempt result, as vectors write it.
+pub fn outcome_name(r: &AttemptResult) -> &'static str {
+    r.as_str()
+}
+
+impl Observed {
+    /// Fills the decision fields from an engine report.
+    pub fn from_report(report: &baton_core::Report) -> Observed {
+        Observed {
+            attempts: report
+                .attempts
+                .iter()
+                .map(|a| {
+                    (
+                        a.endpoint_id.to_string(),
+                        outcome_name(&a.result).to_string(),
+                    )
+                })
+                .collect(),
+            status: report.status().map(|s| s.as_u16()),
+            endpoint: report.endpoint_id().map(str::to_owned),
+            error: match &report.outcome {
+                Outcome::Error { kind, .. } => Some(kind.as_str().to_string()),
+                Outcome::Response { .. } => None,
+            },
+            stop_reason: report.stop_reason.as_str().to_string(),
+            may_have_executed: report.may_have_executed,
+            elapsed: report.elapsed,
+            seen: BTreeMap::new(),
+        }
+    }
+}
+
+/// Compares what happened with what a call expects; `tolerance` widens elapsed bounds for
+/// real sockets. Returns every mismatch.
+pub fn check(expect: &Expect, got: &Observed, tolerance: Duration) -> Vec<String> {
+    let mut bad = Vec::new();
+    if let Some(a) = &expect.attempts {
+        if *a != got.attempts {
+            bad.push(format!("attempts: expected {a:?}, got {:?}", got.attempts));
+        }
+    }
+    if expect.status.is_some() && expect.status != got.status {
+        bad.push(format!(
+            "status: expected {:?}, got {:?}",
+            expect.status, got.status
+        ));
+    }
+    if expect.endpoint.is_some() && expect.endpoint != got.endpoint {
+        bad.push(format!(
+            "endpoint: expected {:?}, got {:?}",
+            expect.endpoint, got.endpoint
+        ));
+    }
+    if expect.error.is_some() && expect.error != got.error {
+        bad.push(format!(
+            "error: expected {:?}, got {:?}",
+            expect.error, got.error
+        ));
+    }
+    if expect.status.is_some() && got.error.is_some() {
+        bad.push(format!("expected a response, got error {:?}", got.error));
+    }
+    if let Some(s) = &expect.stop_reason {
+        if *s != got.stop_reason {
+            bad.push(format!(
+                "stop_reason: expected {s}, got {}",
+                got.stop_reason
+            ));
+        }
+    }
+    if let Some(m) = expect.may_have_executed {
+        if m != got.may_have_executed {
+            bad.push(format!(
+                "may_have_executed: expected {m}, got {}",
+                got.may_have_executed
+            ));
+        }
+    }
+    for (id, n) in &expect.executions {
+        let seen = got.seen.get(id).map_or(0, Vec::len);
+        if seen != *n {
+            bad.push(format!("executions at {id}: expected {n}, got {seen}"));
+        }
+    }
+    if let Some((lo, hi)) = expect.elapsed_ms {
+        let lo = Duration::from_millis(lo).saturating_sub(tolerance);
+        let hi = Duration::from_millis(hi) + tolerance;
+        if got.elapsed < lo || got.elapsed > hi {
+            bad.push(format!(
+                "elapsed {:?} outside [{lo:?}, {hi:?}]",
+                got.elapsed
+            ));
+        }
+    }
+    for (id, headers) in &expect.headers_seen {
+        let reqs = got.seen.get(id).map(Vec::as_slice).unwrap_or(&[]);
+        if reqs.is_empty() {
+            bad.push(format!("headers_seen: {id} received nothing"));
+        }
+        for (name, value) in headers {
+            let values: Vec<Option<&str>> = reqs
+                .iter()
+                .map(|r| {
+                    r.headers
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| v.as_str())
+                })
+                .collect();
+            let ok = if value == "*same*" {
+                values.iter().all(Option::is_some) && values.windows(2).all(|w| w[0] == w[1])
+            } else {
+                values.iter().all(|v| *v == Some(value.as_str()))
+            };
+            if !ok {
+                bad.push(format!(
+                    "header {name} at {id}: expected {value:?}, got {values:?}"
+                ));
+            }
+        }
+    }
+    // "*same*" across providers: the same value at every provider of the call.
+    let mut across: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (id, headers) in &expect.headers_seen {
+        for (name, value) in headers {
+            if value == "*same*" {
+                for r in got.seen.get(id).map(Vec::as_slice).unwrap_or(&[]) {
+                    if let Some((_, v)) = r.headers.iter().find(|(n, _)| n == name) {
+                        across.entry(name).or_default().push(v.clone());
+                    }
+                }
+            }
+        }
+    }
+    for (name, values) in across {
+        if values.windows(2).any(|w| w[0] != w[1]) {
+            bad.push(format!(
+                "header {name} differs between attempts: {values:?}"
+            ));
+        }
+    }
+    for (id, names) in &expect.headers_absent {
+        for r in got.seen.get(id).map(Vec::as_slice).unwrap_or(&[]) {
+            for name in names {
+                if r.headers.iter().any(|(n, _)| n == name) {
+                    bad.push(format!("header {name} must not reach {id}"));
+                }
+            }
+        }
+    }
+    for (id, target) in &expect.target_seen {
+        for r in got.seen.get(id).map(Vec::as_slice).unwrap_or(&[]) {
+            if r.target != *target {
+                bad.push(format!(
+                    "target at {id}: expected {target}, got {}",
+                    r.target
+                ));
+            }
+        }
+    }
+    bad
+}
+
+/// Loads every vector under `dir` (sorted by file name).
+pub fn load_dir(dir: &Path) -> Result<Vec<Vector>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+            let mut v: Vector =
+                toml::from_str(&text).map_err(|e| format!("{}: {e}", f.display()))?;
+            v.file = f;
+            Ok(v)
+        })
+        .collect()
+}
+
+/// The repository's vectors (`vectors/` at the workspace root).
+pub fn vectors() -> Vec<Vector> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vectors");
+    load_dir(&dir).unwrap_or_else(|e| panic!("loading vectors: {e}"))
+}
+
+impl Vector {
+    /// Whether the vector runs on `path`.
+    pub fn runs_on(&self, path: &str) -> bool {
+        self.paths
+            .as_ref()
+            .is_none_or(|p| p.iter().any(|x| x == path))
+    }
+
+    /// The policy, with each endpoint's URL made from `url_of(endpoint spec)`.
+    pub fn policy(
+        &self,
+        url_of: impl Fn(&EndpointSpec) -> String,
+    ) -> Result<baton_core::PolicyBuilder, String> {
+        let mut b = Policy::builder().settings(self.policy.clone());
+        for e in &self.endpoints {
+            let mut ep = Endpoint::new(e.id.clone(), format!("{}{}", url_of(e), e.base));
+            if let Some(g) = &e.group {
+                ep = ep.group(g.clone());
+            }
+            for (k, v) in &e.headers {
+                ep = ep.header(k, v);
+            }
+            b = b.endpoint(ep);
+        }
+        Ok(b)
+    }
+}
+
+impl CallSpec {
+    /// The call's options (without event sink).
+    pub fn options(&self) -> CallOptions {
+        CallOptions {
+            retry: self.retry,
+            failover: self.failover,
+            deny: self.deny,
+            prefer: self.prefer.clone(),
+            deadline: self.deadline,
+            request_id: self.request_id.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            ..CallOptions::default()
+        }
+    }
+
+    /// The body kind the engine sees.
+    pub fn body_kind(&self) -> BodyKind {
+        match (&self.body, self.one_shot) {
+            (_, true) => BodyKind::OneShot,
+            (Some(_), false) => BodyKind::Replayable,
+            (None, false) => BodyKind::Empty,
+        }
+    }
+}
+
+/// Runs a vector through the core engine on a virtual clock, building each attempt's
+/// request exactly as the adapters do (`attempt_uri`, `apply_attempt_headers`). Returns one
+/// observation per call.
+pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
+    let eligible_sets: Vec<Option<Vec<String>>> =
+        v.calls.iter().map(|c| c.eligible.clone()).collect();
+    let current = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let cur = current.clone();
+    let policy = v
+        .policy(|e| format!("http://{}.test", e.id))?
+        .eligible_fn(move |e, _| {
+            let k = cur.load(std::sync::atomic::Ordering::Relaxed);
+            eligible_sets
+                .get(k)
+                .and_then(|s| s.as_ref())
+                .is_none_or(|s| s.iter().any(|id| id == e.id()))
+        })
+        .build()
+        .map_err(|e| e.to_string())?;
+    let engine = Arc::new(Engine::new(policy));
+    let origin = Instant::now();
+    let mut now = origin;
+    let mut counters = vec![0usize; v.endpoints.len()];
+    let mut out = Vec::new();
+    for (k, c) in v.calls.iter().enumerate() {
+        current.store(k, std::sync::atomic::Ordering::Relaxed);
+        if let Some(w) = c.wait_before {
+            now += w;
+        }
+        let method: http::Method = c
+            .method
+            .parse()
+            .map_err(|_| format!("bad method {}", c.method))?;
+        let uri: http::Uri = c
+            .path
+            .parse()
+            .map_err(|e| format!("bad path {}: {e}", c.path))?;
+        let mut headers = http::HeaderMap::new();
+        for (name, value) in &c.headers {
+            headers.append(
+                http::HeaderName::try_from(name.as_str()).map_err(|e| e.to_string())?,
+                http::HeaderValue::try_from(value.as_str()).map_err(|e| e.to_string())?,
+            );
+        }
+        let info = RequestInfo {
+            method: &method,
+            uri: &uri,
+            headers: &headers,
+        };
+        let start = now;
+        let mut call = Call::new(engine.clone(), &info, c.body_kind(), c.options(), now);
+        let mut seen: BTreeMap<String, Vec<SeenRequest>> = BTreeMap::new();
+        let mut pending: Vec<(u32, usize, Instant, SimReply)> = Vec::new();
+        let report = loop {
+            match call.poll_action(now) {
+                Action::Send(a) => {
+                    let spec = &v.endpoints[a.endpoint];
+                    let n = counters[a.endpoint];
+                    counters[a.endpoint] += 1;
+                    let step = spec
+                        .script
+                        .get(n.min(spec.script.len().saturating_sub(1)))
+                        .cloned()
+                        .unwrap_or_default();
+                    let delay = step.delay.unwrap_or_default();
+                    let policy = engine.policy();
+                    let built =
+                        baton_core::attempt_uri(policy, a.endpoint, &uri).and_then(|target| {
+                            let mut h = headers.clone();
+                            baton_core::apply_attempt_headers(
+                                policy,
+                                a.endpoint,
+                                &uri,
+                                call.request_id().as_str(),
+                                call.idempotency_key(),
+                                a.number,
+                                &mut h,
+                            )
+                            .map(|()| (target, h))
+                        });
+                    let (target, h) = match built {
+                        Ok(x) => x,
+                        Err(_) => {
+                            call.handle_outcome(
+                                a.number,
+                                AttemptOutcome::Failure(FailureClass::RejectedLocally),
+                                now,
+                            );
+                            continue;
+                        }
+                    };
+                    let delivered = step.fault.is_none_or(Fault::delivered);
+                    if delivered {
+                        let base = format!("http://{}.test", spec.id);
+                        let full = target.to_string();
+                        seen.entry(spec.id.clone()).or_default().push(SeenRequest {
+                            method: method.to_string(),
+                            target: full.strip_prefix(&base).unwrap_or(&full).to_string(),
+                            headers: h
+                                .iter()
+                                .map(|(n, v)| {
+                                    (
+                                        n.as_str().to_string(),
+                                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                                    )
+                                })
+                                .collect(),
+                        });
+                    }
+                    let (after, reply) = match step.fault {
+                        Some(Fault::Refuse) | Some(Fault::Dns) => {
+                            (Duration::ZERO, SimReply::Undelivered)
+                        }
+                        Some(Fault::Reset) | Some(Fault::Close) if delay < a.timeout => {
+                            (delay, SimReply::Ambiguous)
+                        }
+                        Some(Fault::BlackHole) | Some(Fault::Reset) | Some(Fault::Close) => {
+                            (a.timeout, SimReply::Timeout)
+                        }
+                        Some(Fault::Stall) | Some(Fault::HalfBody) | None => {
+                            if delay >= a.timeout {
+                                (a.timeout, SimReply::Timeout)
+                            } else {
+                                (
+                                    delay,
+                                    SimReply::Status(
+                                        step.status.unwrap_or(200),
+                                        step.headers.clone(),
+                                    ),
+                                )
+                            }
+                        }
+                    };
+                    pending.push((a.number, a.endpoint, now + after, reply));
+                }
+                Action::Discard(n) => pending.retain(|p| p.0 != n),
+                Action::Wait(until) => {
+                    let next = pending
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, p)| (p.2, p.0))
+                        .map(|(i, p)| (i, p.2));
+                    match (next, until) {
+                        (Some((i, at)), u) if u.is_none_or(|u| at <= u) => {
+                            let (number, _, at, reply) = pending.remove(i);
+                            now = now.max(at);
+                            let wall = SystemTime::UNIX_EPOCH
+                                + Duration::from_secs(1_700_000_000)
+                                + now.duration_since(origin);
+                            match reply {
+                                SimReply::Status(code, hs) => {
+                                    let mut map = http::HeaderMap::new();
+                                    for (k, v) in hs {
+                                        if let (Ok(n), Ok(v)) = (
+                                            http::HeaderName::try_from(k),
+                                            http::HeaderValue::try_from(v),
+                                        ) {
+                                            map.append(n, v);
+                                        }
+                                    }
+                                    let status = http::StatusCode::from_u16(code)
+                                        .map_err(|e| e.to_string())?;
+                                    call.handle_outcome(
+                                        number,
+                                        AttemptOutcome::Response(
+                                            ResponseInfo::new(status, &map).wall(wall),
+                                        ),
+                                        now,
+                                    );
+                                }
+                                SimReply::Undelivered => {
+                                    call.handle_outcome(
+                                        number,
+                                        AttemptOutcome::Failure(FailureClass::Undelivered),
+                                        now,
+                                    );
+                                }
+                                SimReply::Ambiguous => {
+                                    call.handle_outcome(
+                                        number,
+                                        AttemptOutcome::Failure(FailureClass::Ambiguous),
+                                        now,
+                                    );
+                                }
+                                SimReply::Timeout => {
+                                    call.handle_outcome(
+                                        number,
+                                        AttemptOutcome::Timeout(TimeoutPhase::Response),
+                                        now,
+                                    );
+                                }
+                            }
+                        }
+                        (_, Some(u)) => now = now.max(u),
+                        _ => return Err("engine waited with nothing in flight".into()),
+                    }
+                }
+                Action::Done(report) => break report,
+            }
+        };
+        let mut o = Observed::from_report(&report);
+        o.elapsed = now.duration_since(start);
+        o.seen = seen;
+        out.push(o);
+    }
+    Ok(out)
+}
+
+enum SimReply {
+    Status(u16, BTreeMap<String, String>),
+    Undelivered,
+    Ambiguous,
+    Timeout,
+}
