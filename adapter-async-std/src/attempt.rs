@@ -13,9 +13,9 @@
 //! before the request was written is reported as undelivered.
 
 use std::future::{poll_fn, Future};
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use async_io::Timer;
@@ -55,6 +55,46 @@ pub(crate) enum AttemptEnd {
     Failed(TransportError),
 }
 
+/// A reactor timer that is registered again only when it must fire *earlier* than it is
+/// set to.
+///
+/// Registering an `async-io` timer wakes the reactor (a system call, and often a context
+/// switch). A keep-alive connection carries one `Alarm` for all its requests: the first
+/// request arms it at its deadline; later requests (whose deadlines are later) keep it.
+/// When it fires before the current deadline it is re-armed for that deadline. So the
+/// healthy path registers about one timer per attempt-timeout period per connection,
+/// instead of one per request, and a timeout still fires on time.
+pub(crate) struct Alarm {
+    timer: Timer,
+    armed: Option<Instant>,
+}
+
+impl Alarm {
+    pub(crate) fn new() -> Self {
+        Alarm {
+            timer: Timer::never(),
+            armed: None,
+        }
+    }
+
+    /// Ready once `deadline` has passed.
+    pub(crate) fn poll_until(&mut self, cx: &mut Context<'_>, deadline: Instant) -> Poll<()> {
+        loop {
+            if self.armed.is_none_or(|at| at > deadline) {
+                self.timer.set_at(deadline);
+                self.armed = Some(deadline);
+            }
+            if Pin::new(&mut self.timer).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.armed = None; // spent
+            if Instant::now() >= deadline {
+                return Poll::Ready(());
+            }
+        }
+    }
+}
+
 /// Runs `fut` until `at`; `None` when the time came first.
 pub(crate) async fn timeout_at<F: Future>(at: Instant, fut: F) -> Option<F::Output> {
     let mut fut = pin!(fut);
@@ -64,7 +104,7 @@ pub(crate) async fn timeout_at<F: Future>(at: Instant, fut: F) -> Option<F::Outp
             return Poll::Ready(Some(v));
         }
         let t = timer.get_or_insert_with(|| Timer::at(at));
-        match std::pin::Pin::new(t).poll(cx) {
+        match Pin::new(t).poll(cx) {
             Poll::Ready(_) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
@@ -114,20 +154,25 @@ pub(crate) async fn run(ctx: AttemptCtx, mut req: http::Request<OutBody>) -> Att
             },
         };
         // Ready to take the request? A pooled connection the server closed is found here.
-        match timeout_at(respond_by, poll_fn(|cx| conn.poll_ready(cx))).await {
+        let ready = poll_fn(|cx| match conn.poll_ready(cx) {
+            Poll::Ready(r) => Poll::Ready(Some(r)),
+            Poll::Pending => conn.alarm.poll_until(cx, respond_by).map(|()| None),
+        })
+        .await;
+        match ready {
             None => return timed_out(Phase::NotSent),
             Some(Err(e)) if fresh => return fail(Phase::NotSent, e.into()),
             Some(Err(_)) => continue,
             Some(Ok(())) => {}
         }
         let mut response = pin!(conn.sender.try_send_request(req));
-        let sent = timeout_at(
-            respond_by,
-            poll_fn(|cx| {
-                conn.drive(cx);
-                response.as_mut().poll(cx)
-            }),
-        )
+        let sent = poll_fn(|cx| {
+            conn.drive(cx);
+            match response.as_mut().poll(cx) {
+                Poll::Ready(r) => Poll::Ready(Some(r)),
+                Poll::Pending => conn.alarm.poll_until(cx, respond_by).map(|()| None),
+            }
+        })
         .await;
         match sent {
             None => return timed_out(Phase::Exchange),

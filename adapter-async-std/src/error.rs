@@ -113,6 +113,23 @@ impl StdError for Error {
 /// Its [`source`](StdError::source) is the last transport error (whose own source is the
 /// I/O, TLS or hyper error), or the engine's description of the last attempt when no
 /// transport error happened.
+///
+/// ```no_run
+/// # async fn demo(client: baton_async_std::Client) {
+/// use baton_async_std::Error;
+/// if let Err(Error::Call(e)) = client.post("/v1/charges").body("{}").send().await {
+///     for a in &e.report().attempts {
+///         eprintln!("{a}"); // "#1 primary: ambiguous after 12ms"
+///     }
+///     if let Some(t) = e.transport() {
+///         eprintln!("last transport error: {t} ({:?})", t.phase());
+///     }
+///     if let Some(resp) = e.into_response() {
+///         eprintln!("the provider said {}", resp.status());
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct CallError {
     pub(crate) error: baton_core::Error,
@@ -169,6 +186,19 @@ impl StdError for CallError {
 
 /// Reading a response body failed (or timed out) after its headers arrived. It names the
 /// endpoint and attempt that gave the response.
+///
+/// ```no_run
+/// # async fn demo(client: baton_async_std::Client) -> Result<(), baton_async_std::Error> {
+/// use baton_async_std::Error;
+/// let resp = client.get("/blocks/latest").send().await?;
+/// match resp.bytes().await {
+///     Ok(body) => println!("{} bytes", body.len()),
+///     // The headers were the commit point: the call is over, the body is incomplete.
+///     Err(Error::Body(b)) => eprintln!("body from {} broke: {b}", b.endpoint()),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct BodyError {
     pub(crate) endpoint: Arc<str>,
@@ -228,6 +258,21 @@ impl StdError for BodyError {
 }
 
 /// The response body is not the JSON asked for.
+///
+/// ```no_run
+/// # async fn demo(client: baton_async_std::Client) {
+/// #[derive(serde::Deserialize)]
+/// struct Head { number: u64 }
+/// match client.get("/head").send().await {
+///     Ok(resp) => match resp.json::<Head>().await {
+///         Ok(h) => println!("head {}", h.number),
+///         Err(baton_async_std::Error::Decode(d)) => eprintln!("{d}"),
+///         Err(e) => eprintln!("{e}"),
+///     },
+///     Err(e) => eprintln!("{e}"),
+/// }
+/// # }
+/// ```
 #[cfg(feature = "json")]
 #[derive(Debug)]
 pub struct DecodeError {

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use hyper::client::conn::http1::{Connection, SendRequest};
 
+use crate::attempt::Alarm;
 use crate::body::OutBody;
 use crate::io::Io;
 
@@ -29,6 +30,8 @@ use crate::io::Io;
 pub(crate) struct Conn {
     pub(crate) sender: SendRequest<OutBody>,
     driver: Option<Pin<Box<Connection<Io, OutBody>>>>,
+    /// The attempt timeout's timer, kept armed across requests (see [`Alarm`]).
+    pub(crate) alarm: Alarm,
 }
 
 impl Conn {
@@ -36,6 +39,7 @@ impl Conn {
         Conn {
             sender,
             driver: Some(Box::pin(driver)),
+            alarm: Alarm::new(),
         }
     }
 

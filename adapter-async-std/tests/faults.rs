@@ -477,6 +477,70 @@ on_both_runtimes! {
         assert_eq!(c.idle_connections("a"), 0);
     }
 
+    async fn json_bodies_both_ways() {
+        #[derive(serde::Serialize)]
+        struct Req { method: &'static str }
+        #[derive(serde::Deserialize)]
+        struct Resp { result: String }
+        let a = Provider::start(
+            Behaviour::ok().header("content-type", "application/json").body(r#"{"result":"0x10"}"#),
+        );
+        let c = client(&[a.url()]);
+        let r: Resp = c.post("/").json(&Req { method: "eth_blockNumber" }).send().await.unwrap()
+            .json().await.unwrap();
+        assert_eq!(r.result, "0x10");
+        let got = &a.requests()[0];
+        assert_eq!(got.body_text(), r#"{"method":"eth_blockNumber"}"#);
+        assert_eq!(got.header("content-type"), Some("application/json"));
+        let e = c.get("/").send().await.unwrap().json::<Vec<u8>>().await.unwrap_err();
+        assert!(matches!(e, Error::Decode(_)), "{e}");
+    }
+
+    async fn concurrent_calls_share_the_pool() {
+        let a = Provider::start(Behaviour::ok().body("x").delay(Duration::from_millis(5)));
+        let c = client(&[a.url()]);
+        let mut tasks = Vec::new();
+        for _ in 0..6 {
+            let c = c.clone();
+            tasks.push(async_std::task::spawn(async move {
+                for _ in 0..10 {
+                    let r = c.get("/").send().await.unwrap();
+                    assert_eq!(r.text().await.unwrap(), "x");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await;
+        }
+        assert_eq!(a.request_count(), 60);
+        assert!(a.connection_count() <= 6, "{}", a.connection_count());
+    }
+
+    async fn a_pool_without_idle_connections_opens_one_per_call() {
+        let a = Provider::start(Behaviour::ok());
+        let c = builder(&[a.url()]).pool_max_idle_per_endpoint(0).build().unwrap();
+        for _ in 0..3 {
+            c.get("/").send().await.unwrap().bytes().await.unwrap();
+        }
+        assert_eq!(a.connection_count(), 3);
+    }
+
+    async fn a_response_dropped_unread_closes_its_connection() {
+        let a = Provider::start(Behaviour::ok().body("unread body"));
+        let c = client(&[a.url()]);
+        drop(c.get("/").send().await.unwrap());
+        c.get("/").send().await.unwrap().bytes().await.unwrap();
+        assert_eq!(a.connection_count(), 2);
+        assert_eq!(c.idle_connections("a"), 1);
+    }
+
+    async fn a_client_from_a_built_policy_works() {
+        let a = Provider::start(Behaviour::ok());
+        let policy = baton_core::Policy::builder().endpoint(Endpoint::new("only", a.url())).build().unwrap();
+        let c = Client::with_policy(policy).unwrap();
+        assert_eq!(c.get("/").send().await.unwrap().endpoint_id(), "only");
+    }
+
     async fn the_send_future_runs_on_a_spawned_task() {
         let a = Provider::start(Behaviour::ok().body("spawned"));
         let c = client(&[a.url()]);
@@ -485,6 +549,25 @@ on_both_runtimes! {
         let text = async_std::task::spawn(task).await;
         assert_eq!(text, "spawned");
     }
+}
+
+#[test]
+fn client_settings_are_validated_at_build() {
+    let e = builder(&["http://127.0.0.1:1".into()])
+        .pool_idle_timeout(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("pool_idle_timeout"), "{e}");
+    let e = builder(&["http://127.0.0.1:1".into()])
+        .body_timeout(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("body_timeout"), "{e}");
+    let e = Client::builder()
+        .endpoint(Endpoint::new("a", "ftp://x/"))
+        .build()
+        .unwrap_err();
+    assert!(matches!(e, baton_async_std::BuildError::Config(_)), "{e}");
 }
 
 #[test]
