@@ -52,6 +52,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod real;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -262,6 +264,13 @@ pub struct Expect {
     /// Path and query each request at a provider must have, relative to the provider's URL.
     #[serde(default)]
     pub target_seen: BTreeMap<String, String>,
+    /// Requests carrying each idempotency key, over all providers, during this call.
+    #[serde(default)]
+    pub key_executions: BTreeMap<String, usize>,
+    /// Whether reading the returned response's body fails (`stall`, `half_body`): the
+    /// headers were the commit point, and a cut body is never passed off as complete.
+    #[serde(default)]
+    pub body_error: Option<bool>,
 }
 
 /// A request as a provider saw it.
@@ -294,6 +303,8 @@ pub struct Observed {
     pub elapsed: Duration,
     /// Requests per provider id during the call.
     pub seen: BTreeMap<String, Vec<SeenRequest>>,
+    /// Whether reading the returned body failed (`None`: no response was returned).
+    pub body_error: Option<bool>,
 }
 
 /// The outcome name of an attempt result, as vectors write it.
@@ -325,6 +336,7 @@ impl Observed {
             may_have_executed: report.may_have_executed,
             elapsed: report.elapsed,
             seen: BTreeMap::new(),
+            body_error: None,
         }
     }
 }
@@ -446,6 +458,27 @@ pub fn check(expect: &Expect, got: &Observed, tolerance: Duration) -> Vec<String
                 }
             }
         }
+    }
+    for (key, n) in &expect.key_executions {
+        let seen = got
+            .seen
+            .values()
+            .flatten()
+            .filter(|r| {
+                r.headers
+                    .iter()
+                    .any(|(name, v)| name == "idempotency-key" && v == key)
+            })
+            .count();
+        if seen != *n {
+            bad.push(format!("executions of key {key}: expected {n}, got {seen}"));
+        }
+    }
+    if expect.body_error.is_some() && expect.body_error != got.body_error {
+        bad.push(format!(
+            "body_error: expected {:?}, got {:?}",
+            expect.body_error, got.body_error
+        ));
     }
     for (id, target) in &expect.target_seen {
         for r in got.seen.get(id).map(Vec::as_slice).unwrap_or(&[]) {
@@ -592,6 +625,7 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
         let mut call = Call::new(engine.clone(), &info, c.body_kind(), c.options(), now);
         let mut seen: BTreeMap<String, Vec<SeenRequest>> = BTreeMap::new();
         let mut pending: Vec<(u32, usize, Instant, SimReply)> = Vec::new();
+        let mut cut_body: Vec<u32> = Vec::new();
         let report = loop {
             match call.poll_action(now) {
                 Action::Send(a) => {
@@ -630,6 +664,9 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
                             continue;
                         }
                     };
+                    if matches!(step.fault, Some(Fault::Stall | Fault::HalfBody)) {
+                        cut_body.push(a.number);
+                    }
                     let delivered = step.fault.is_none_or(Fault::delivered);
                     if delivered {
                         let base = format!("http://{}.test", spec.id);
@@ -742,6 +779,10 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
         let mut o = Observed::from_report(&report);
         o.elapsed = now.duration_since(start);
         o.seen = seen;
+        o.body_error = report
+            .outcome
+            .response_attempt()
+            .map(|n| cut_body.contains(&n));
         out.push(o);
     }
     Ok(out)
