@@ -12,7 +12,7 @@ fn every_vector_passes_on_async_std() {
     let all = vectors();
     let mut tally = Tally::new("async-std");
     tally.run_all(&all, |sc| {
-        async_std::task::block_on(async_io::run(sc, |d| async_std::task::sleep(d)))
+        async_std::task::block_on(async_io::run(sc, async_std::task::sleep))
     });
     tally.finish();
 }
