@@ -7,7 +7,7 @@
 //! events). `agent` is the client's own agent (with the phase-observing connector and
 //! resolver), `plain` a stock ureq agent with the same configuration.
 //!
-//! `cargo bench -p baton-blocking --bench throughput` (env `BATON_BENCH_ROUNDS`,
+//! `cargo bench -p baton-blocking --bench blocking_throughput` (env `BATON_BENCH_ROUNDS`,
 //! `BATON_BENCH_CALLS` to change the size; defaults 15 rounds of 2000 calls each).
 
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::{CallOptions, Event, Permission};
-use ureq::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use ureq::http::header::{HeaderName, HeaderValue};
 use ureq::http::{HeaderMap, Method, Response, Uri};
 use ureq::Body;
 
@@ -213,9 +213,9 @@ impl<'c> RequestBuilder<'c> {
     pub fn send_json(mut self, value: &impl serde::Serialize) -> Result<Response<Body>, Error> {
         match serde_json::to_vec(value) {
             Ok(bytes) => {
-                if !self.headers.contains_key(CONTENT_TYPE) {
+                if !self.headers.contains_key(ureq::http::header::CONTENT_TYPE) {
                     self.headers.insert(
-                        CONTENT_TYPE,
+                        ureq::http::header::CONTENT_TYPE,
                         HeaderValue::from_static("application/json; charset=utf-8"),
                     );
                 }

@@ -106,6 +106,7 @@ fn dns_failure_is_undelivered_so_a_post_fails_over() {
     );
 }
 
+#[cfg(feature = "rustls")]
 #[test]
 fn tls_handshake_failure_is_undelivered_so_a_post_fails_over() {
     // An https endpoint on a plain HTTP provider: the handshake fails, nothing is executed.
@@ -413,6 +414,7 @@ fn body_factory_failure_on_a_later_attempt_is_a_replay_failure() {
     assert_eq!(b.requests().last().unwrap().body_text(), "again");
 }
 
+#[cfg(feature = "json")]
 #[test]
 fn send_json_sets_the_content_type_and_replays_the_bytes() {
     #[derive(serde::Serialize)]
