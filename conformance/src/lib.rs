@@ -43,6 +43,10 @@
 //! expect.executions = { a = 0, b = 1 }
 //! ```
 //!
+//! Header values of a call and of `expect.headers_seen` may name an endpoint's authority
+//! as `{authority:ID}` (`ID.test` on the simulator, `127.0.0.1:PORT` on real sockets), so
+//! Host rules are written once for every path.
+//!
 //! Faults (`fault = ...`): `refuse` (connection refused), `dns` (the endpoint's host does not
 //! resolve), `reset` (reads the request, then resets), `close` (reads the request, then
 //! closes), `black_hole` (reads the request, never answers), `stall` (sends headers, never the
@@ -520,6 +524,35 @@ pub fn vectors() -> Vec<Vector> {
 }
 
 impl Vector {
+    /// A copy with every `{authority:ID}` in the calls' header values and in
+    /// `expect.headers_seen` replaced by `authority_of(ID)` (the `host:port` of endpoint
+    /// ID on this path), so Host rules can be written once for every path.
+    pub fn resolve(&self, authority_of: impl Fn(&str) -> Option<String>) -> Vector {
+        let fill = |text: &mut String| {
+            for e in &self.endpoints {
+                let token = format!("{{authority:{}}}", e.id);
+                if text.contains(&token) {
+                    if let Some(a) = authority_of(&e.id) {
+                        *text = text.replace(&token, &a);
+                    }
+                }
+            }
+        };
+        let mut v = self.clone();
+        for c in &mut v.calls {
+            c.headers.values_mut().for_each(fill);
+            for headers in c.expect.headers_seen.values_mut() {
+                headers.values_mut().for_each(fill);
+            }
+        }
+        v
+    }
+
+    /// [`resolve`](Self::resolve)d for the simulator, where endpoint `ID` is `http://ID.test`.
+    pub fn for_sim(&self) -> Vector {
+        self.resolve(|id| Some(format!("{id}.test")))
+    }
+
     /// Whether the vector runs on `path`.
     pub fn runs_on(&self, path: &str) -> bool {
         self.paths
@@ -576,6 +609,7 @@ impl CallSpec {
 /// request exactly as the adapters do (`attempt_uri`, `apply_attempt_headers`). Returns one
 /// observation per call.
 pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
+    let v = &v.for_sim();
     let eligible_sets: Vec<Option<Vec<String>>> =
         v.calls.iter().map(|c| c.eligible.clone()).collect();
     let current = Arc::new(std::sync::atomic::AtomicUsize::new(0));

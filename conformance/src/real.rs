@@ -40,9 +40,9 @@ enum Backend {
 }
 
 /// A vector's providers, started on loopback.
-pub struct Scenario<'v> {
-    /// The vector.
-    pub vector: &'v Vector,
+pub struct Scenario {
+    /// The vector, with `{authority:ID}` resolved to the providers' addresses.
+    pub vector: Vector,
     backends: Vec<Backend>,
     current: Arc<AtomicUsize>,
 }
@@ -84,10 +84,10 @@ pub fn behaviour(step: &StepSpec) -> Result<Behaviour, String> {
     })
 }
 
-impl<'v> Scenario<'v> {
+impl Scenario {
     /// Starts one provider per endpoint. `Err` says why the vector cannot be expressed
     /// with real providers (a script that mixes `refuse` or `dns` with other steps).
-    pub fn start(vector: &'v Vector) -> Result<Scenario<'v>, String> {
+    pub fn start(vector: &Vector) -> Result<Scenario, String> {
         let mut backends = Vec::new();
         for e in &vector.endpoints {
             let whole =
@@ -111,11 +111,17 @@ impl<'v> Scenario<'v> {
             };
             backends.push(backend);
         }
-        Ok(Scenario {
-            vector,
+        let mut sc = Scenario {
+            vector: vector.clone(),
             backends,
             current: Arc::new(AtomicUsize::new(0)),
-        })
+        };
+        sc.vector = vector.resolve(|id| {
+            let i = vector.endpoints.iter().position(|e| e.id == id)?;
+            let url = sc.url(i);
+            Some(url.strip_prefix("http://").unwrap_or(&url).to_string())
+        });
+        Ok(sc)
     }
 
     /// The base URL of endpoint `i` (before the endpoint's `base`).
@@ -226,7 +232,7 @@ impl Tally {
     pub fn run_all(
         &mut self,
         vectors: &[Vector],
-        mut run: impl FnMut(&Scenario<'_>) -> Result<Vec<Observed>, String>,
+        mut run: impl FnMut(&Scenario) -> Result<Vec<Observed>, String>,
     ) {
         for v in vectors {
             if !v.runs_on(self.path) {
@@ -254,7 +260,7 @@ impl Tally {
                 Err(e) => self
                     .failures
                     .push(format!("{} ({}): {e}", v.name, file_name(v))),
-                Ok(observed) => self.compare(v, &observed),
+                Ok(observed) => self.compare(&sc.vector, &observed),
             }
         }
     }

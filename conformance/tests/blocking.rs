@@ -7,7 +7,7 @@ use baton_blocking::ResponseExt;
 use conformance::real::{Scenario, Tally, BODY_TIMEOUT};
 use conformance::{vectors, Observed};
 
-fn run(sc: &Scenario<'_>) -> Result<Vec<Observed>, String> {
+fn run(sc: &Scenario) -> Result<Vec<Observed>, String> {
     // A stalled body must not stall the runner: ureq's body timeout is kept by the adapter.
     let config = ureq::Agent::config_builder()
         .timeout_recv_body(Some(BODY_TIMEOUT))

@@ -16,9 +16,28 @@ fn every_vector_passes_on_the_simulator() {
             continue;
         }
         ran += 1;
+        let v = &v.for_sim();
         match run_sim(v) {
             Err(e) => failures.push(format!("{}: {e}", v.name)),
             Ok(observed) => {
+                if std::env::var_os("CONFORMANCE_DUMP").is_some() {
+                    // For vector authors: what every call did, to write `expect` from.
+                    for (i, o) in observed.iter().enumerate() {
+                        println!(
+                            "{} call {}: attempts {:?} status {:?} endpoint {:?} error {:?} stop {} executed {} elapsed {:?} body_error {:?}",
+                            v.name,
+                            i + 1,
+                            o.attempts,
+                            o.status,
+                            o.endpoint,
+                            o.error,
+                            o.stop_reason,
+                            o.may_have_executed,
+                            o.elapsed,
+                            o.body_error
+                        );
+                    }
+                }
                 for (i, (c, o)) in v.calls.iter().zip(&observed).enumerate() {
                     for bad in check(&c.expect, o, Duration::ZERO) {
                         failures.push(format!(

@@ -21,7 +21,7 @@ impl http_body::Body for OneShot {
     }
 }
 
-async fn run(sc: &Scenario<'_>) -> Result<Vec<Observed>, String> {
+async fn run(sc: &Scenario) -> Result<Vec<Observed>, String> {
     let client = baton_tokio::Client::builder(sc.policy()?)
         .build()
         .map_err(|e| format!("build: {e}"))?;

@@ -9,7 +9,7 @@ use conformance::real::{Scenario, BODY_TIMEOUT};
 use conformance::Observed;
 
 /// Runs a vector's calls in order through one client; `sleep` is the runtime's timer.
-pub async fn run<S, F>(sc: &Scenario<'_>, sleep: S) -> Result<Vec<Observed>, String>
+pub async fn run<S, F>(sc: &Scenario, sleep: S) -> Result<Vec<Observed>, String>
 where
     S: Fn(Duration) -> F,
     F: Future<Output = ()>,
