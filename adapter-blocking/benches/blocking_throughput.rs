@@ -8,7 +8,7 @@
 //! resolver), `plain` a stock ureq agent with the same configuration.
 //!
 //! `cargo bench -p baton-blocking --bench blocking_throughput` (env `BATON_BENCH_ROUNDS`,
-//! `BATON_BENCH_CALLS` to change the size; defaults 15 rounds of 2000 calls each).
+//! `BATON_BENCH_CALLS` to change the size; defaults 40 rounds of 500 calls each).
 
 use std::time::{Duration, Instant};
 
@@ -48,12 +48,12 @@ fn main() {
     let rounds = if quick {
         1
     } else {
-        env("BATON_BENCH_ROUNDS", 15)
+        env("BATON_BENCH_ROUNDS", 40)
     };
     let calls = if quick {
         20
     } else {
-        env("BATON_BENCH_CALLS", 2000)
+        env("BATON_BENCH_CALLS", 500)
     };
 
     let provider = Provider::start(Behaviour::ok());

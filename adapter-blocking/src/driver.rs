@@ -15,7 +15,7 @@ use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
     CallOptions, ErrorKind, FailureClass, Outcome, Report, RequestInfo, ResponseInfo,
 };
-use ureq::http::{HeaderMap, Method, Request, Response, Uri};
+use ureq::http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use ureq::{AsSendBody, Body, SendBody};
 
 use crate::classify::{self, classify};
@@ -84,39 +84,50 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
     // Responses of attempts that ended with a head, until Done or Discard.
     let mut kept: Vec<(u32, Response<Body>)> = Vec::new();
     let mut last_error: Option<ureq::Error> = None;
+    // The time of the latest input: an outcome is reported and the next action asked for
+    // at the same instant.
+    let mut now = Instant::now();
     loop {
-        match call.poll_action(Instant::now()) {
-            Action::Send(attempt) => match send(inner, &call, &attempt, &mut p) {
-                Sent::Response(resp) => {
-                    last_error = None;
-                    let wall = SystemTime::now();
-                    let info = ResponseInfo::new(resp.status(), resp.headers()).wall(wall);
-                    call.handle_outcome(
-                        attempt.number,
-                        AttemptOutcome::Response(info),
-                        Instant::now(),
-                    );
-                    kept.push((attempt.number, resp));
+        match call.poll_action(now) {
+            Action::Send(attempt) => {
+                let sent = send(inner, &call, &attempt, &mut p);
+                now = Instant::now();
+                match sent {
+                    Sent::Response(resp) => {
+                        last_error = None;
+                        let status = resp.status();
+                        let mut info = ResponseInfo::new(status, resp.headers());
+                        if status == StatusCode::TOO_MANY_REQUESTS
+                            || status == StatusCode::SERVICE_UNAVAILABLE
+                        {
+                            // For an HTTP-date Retry-After without a Date header.
+                            info = info.wall(SystemTime::now());
+                        }
+                        call.handle_outcome(attempt.number, AttemptOutcome::Response(info), now);
+                        kept.push((attempt.number, resp));
+                    }
+                    Sent::Failed(outcome, err) => {
+                        last_error = err;
+                        call.handle_outcome(attempt.number, outcome, now);
+                    }
+                    Sent::ReplayFailed => {
+                        call.replay_failed(attempt.number, now);
+                    }
                 }
-                Sent::Failed(outcome, err) => {
-                    last_error = err;
-                    call.handle_outcome(attempt.number, outcome, Instant::now());
-                }
-                Sent::ReplayFailed => {
-                    call.replay_failed(attempt.number, Instant::now());
-                }
-            },
+            }
             Action::Discard(number) => kept.retain(|(n, _)| *n != number),
             Action::Wait(Some(until)) => {
-                let now = Instant::now();
+                now = Instant::now();
                 if until > now {
                     thread::sleep(until - now);
                 }
+                now = Instant::now();
             }
             Action::Wait(None) => {
                 // Nothing is ever in flight between two polls here; waiting for an attempt
                 // would never end. Not expected from the engine: end the call instead.
-                call.cancel(Instant::now());
+                now = Instant::now();
+                call.cancel(now);
             }
             Action::Done(report) => return finish(report, kept, last_error),
         }
