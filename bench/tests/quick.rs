@@ -1,0 +1,54 @@
+//! Keeps the benchmark binary from rotting: `bench --quick` must finish and print a row
+//! for every scenario and contender. No timing is asserted (CI machines are shared).
+
+use std::process::Command;
+
+#[test]
+fn quick_run_prints_every_scenario_row() {
+    let out = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .arg("--quick")
+        .output()
+        .expect("run bench --quick");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench --quick failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = [
+        ("1 healthy", "plain reqwest"),
+        ("1 healthy", "baton-tokio"),
+        ("2 black-holed primary", "plain reqwest to the backup"),
+        ("2 black-holed primary", "baton-tokio"),
+        ("2 black-holed primary", "baton-tokio, 8 tasks"),
+        ("2 black-holed primary", "hand-written try A then B"),
+        ("2 black-holed primary", "reqwest-retry (at the primary)"),
+        ("3 total outage (503)", "baton-tokio, budget on"),
+        ("3 total outage (503)", "baton-tokio, budget off"),
+        ("3 total outage (503)", "reqwest-retry, 2 retries"),
+        ("3 total outage (503)", "tower retry, 2 retries + TpsBudget"),
+        ("4 slow primary (10 %)", "plain reqwest to the backup"),
+        ("4 slow primary (10 %)", "baton-tokio, hedging off"),
+        ("4 slow primary (10 %)", "baton-tokio, hedging on"),
+        (
+            "5 shared engine",
+            "baton-core, consecutive rule, budget off",
+        ),
+        ("5 shared engine", "baton-core, consecutive rule, budget on"),
+        (
+            "5 shared engine",
+            "baton-core, failure-rate rule, budget off",
+        ),
+    ];
+    for (scenario, contender) in rows {
+        let prefix = format!("| {scenario} | {contender}");
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&prefix)),
+            "no row {prefix:?} in:\n{stdout}"
+        );
+    }
+    let table_rows = stdout.lines().filter(|l| l.starts_with("| ")).count();
+    // Header plus 19 rows (scenario 1 has two shapes).
+    assert_eq!(table_rows, 20, "{stdout}");
+}
