@@ -9,6 +9,7 @@
 //! ```text
 //! cargo run --release -p bench            # the full run (a few minutes)
 //! cargo run --release -p bench -- --quick # a reduced run (seconds), as CI does
+//! cargo run --release -p bench -- --only 1,5 # some scenarios only
 //! ```
 //!
 //! | # | scenario | contenders |
@@ -916,12 +917,27 @@ fn print_table(rows: &[Row]) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    if let Some(bad) = args.iter().find(|a| *a != "--quick") {
-        eprintln!("usage: bench [--quick]  (unknown argument {bad:?})");
-        std::process::exit(2);
+    let mut quick = false;
+    let mut only: Option<Vec<u32>> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--only" => {
+                let list = args.next().unwrap_or_default();
+                only = Some(
+                    list.split(',')
+                        .filter_map(|n| n.trim().parse().ok())
+                        .collect(),
+                );
+            }
+            _ => {
+                eprintln!("usage: bench [--quick] [--only 1,2,...]  (unknown argument {a:?})");
+                std::process::exit(2);
+            }
+        }
     }
+    let run = |n: u32| only.as_ref().is_none_or(|o| o.contains(&n));
     let scale = if quick { QUICK } else { FULL };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -929,16 +945,26 @@ fn main() {
         .expect("tokio runtime");
     let mut rows = Vec::new();
     let t0 = Instant::now();
-    eprintln!("scenario 1: healthy");
-    rt.block_on(healthy(scale, &mut rows));
-    eprintln!("scenario 2: black-holed primary");
-    rt.block_on(blackhole(scale, &mut rows));
-    eprintln!("scenario 3: total outage");
-    rt.block_on(outage(scale, &mut rows));
-    eprintln!("scenario 4: slow primary");
-    rt.block_on(slow(scale, &mut rows));
-    eprintln!("scenario 5: shared engine");
-    engine_only(scale, &mut rows);
+    if run(1) {
+        eprintln!("scenario 1: healthy");
+        rt.block_on(healthy(scale, &mut rows));
+    }
+    if run(2) {
+        eprintln!("scenario 2: black-holed primary");
+        rt.block_on(blackhole(scale, &mut rows));
+    }
+    if run(3) {
+        eprintln!("scenario 3: total outage");
+        rt.block_on(outage(scale, &mut rows));
+    }
+    if run(4) {
+        eprintln!("scenario 4: slow primary");
+        rt.block_on(slow(scale, &mut rows));
+    }
+    if run(5) {
+        eprintln!("scenario 5: shared engine");
+        engine_only(scale, &mut rows);
+    }
     println!(
         "{} run: {} repetitions per scenario, contenders interleaved (order rotates each \
          repetition); medians over repetitions; took {:.0} s.\n",
