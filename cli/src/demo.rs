@@ -185,7 +185,7 @@ pub fn run(args: DemoArgs) -> u8 {
     );
     let _ = writeln!(
         out,
-        "{:>2}  {:<10}  {:<28}  {:<34}  {:<35}  {:>7}  notes",
+        "{:>2}  {:<10}  {:<28}  {:<34}  {:<36}  {:>7}  notes",
         "#", "phase", "call", "attempts", "result", "time"
     );
     let _ = writeln!(out, "{}", "-".repeat(130));
@@ -244,7 +244,7 @@ pub fn run(args: DemoArgs) -> u8 {
                 }
                 let _ = writeln!(
                     out,
-                    "{:>2}  {:<10}  {:<28}  {:<34}  {:<35}  {:>4} ms  {}",
+                    "{:>2}  {:<10}  {:<28}  {:<34}  {:<36}  {:>4} ms  {}",
                     n,
                     phase,
                     call,
