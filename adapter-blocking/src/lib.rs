@@ -91,6 +91,16 @@
 //!   sink), synchronously on the calling thread; with the `tracing` feature,
 //!   [`ClientBuilder::trace_events`] forwards them to `tracing` at debug level.
 //!
+//! ## Cost on the healthy path
+//! `benches/blocking_throughput.rs` compares calls per second through a `Client` with the
+//! same `ureq::Agent` used directly (one keep-alive loopback provider, one thread, default
+//! policy: consecutive breaker rule, budget on, no events). Per call, baton adds the
+//! engine's call (about 4k instructions: `Call::new`, two polls, one outcome), building
+//! the attempt's headers, the per-request ureq configuration and the body wrapper, about
+//! 10k instructions in all; loopback round trips of ~60 µs make that 5-15 %. Two
+//! measures keep ureq's own work flat: IP-literal hosts skip the resolver, and attempt
+//! budgets are whole milliseconds so ureq does not reset socket timeouts on every call.
+//!
 //! ## Dependencies
 //! - `baton-core`: the engine (every decision).
 //! - `ureq` 3: the blocking HTTP/1.1 client, with its pluggable resolver and connector
