@@ -1,6 +1,121 @@
 //! # baton-tokio: baton's failover engine, driven with reqwest on tokio
 //!
-//! WIP docs.
+//! A [`Client`] sends each call to a small, ordered set of endpoints (providers) and lets
+//! [`baton_core`] decide everything: which endpoint to try, whether another attempt is
+//! allowed and safe, how long to wait, when to stop. This crate only translates: it sends
+//! the attempts with reqwest, sleeps with tokio timers, classifies failures by phase
+//! (module `classify`: undelivered before the connection was ready, ambiguous after) and
+//! builds each attempt's request by the destination rules of SPEC 3.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use baton_core::{Endpoint, Policy};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = baton_tokio::Client::new(
+//!     Policy::builder()
+//!         .endpoint(Endpoint::new("stripe-eu", "https://eu.pay.example/v1").group("pay"))
+//!         .endpoint(Endpoint::new("stripe-us", "https://us.pay.example/v1").group("pay"))
+//!         .url_mode(baton_core::UrlMode::Base),
+//! )?;
+//! let resp = client
+//!     .post("/charges")
+//!     .idempotency_key("order-1234")
+//!     .deadline(Duration::from_secs(5))
+//!     .body(r#"{"amount":100}"#)
+//!     .send()
+//!     .await?;
+//! println!("{} from {} ({} attempts)", resp.status(), resp.endpoint(), resp.report().attempts.len());
+//! # Ok(()) }
+//! ```
+//!
+//! ## How a call runs
+//!
+//! One future per call drives a [`baton_core::Call`]: `Send` starts an attempt (a reqwest
+//! send under a tokio timer for the attempt timeout, which the engine has already clipped to
+//! the deadline), `Wait` sleeps until the engine's time or until an in-flight attempt ends,
+//! `Discard` drops an attempt or a kept response, `Done` returns the kept response or an
+//! [`Error`]. Several attempts may be in flight at once (hedging); they are futures owned
+//! by the call's future, never spawned tasks. Dropping the call's future therefore cancels
+//! every attempt (closing its connection), and the call is cancelled in the engine at once:
+//! its attempts are reported cancelled (events `AttemptCancelled` and `Result`), count for
+//! nothing in health, and a half-open probe slot is freed (SPEC 2.5). Nothing is leaked.
+//!
+//! The response head is the commit point: the call returns when it arrives, and the body is
+//! read afterwards from the [`Response`]; a failure then is an [`Error::Body`] naming the
+//! endpoint.
+//!
+//! ## Decisions (where the spec leaves room)
+//!
+//! - **Connect timeouts.** reqwest's connect timeout is per client, baton's per endpoint:
+//!   by default baton builds one reqwest client per distinct connect timeout (all other
+//!   reqwest settings are reqwest's defaults, adjustable with
+//!   [`ClientBuilder::configure_reqwest`]). A connect error that is a timeout is reported
+//!   as a connect-phase timeout (undelivered). baton's own attempt timer reports the
+//!   response phase when it fires after the endpoint's connect timeout, and an unknown phase
+//!   (ambiguous) otherwise: with a client given through [`ClientBuilder::reqwest_client`] or
+//!   inside a middleware stack, baton does not know the connect timeout, so its timer always
+//!   reports an unknown phase. reqwest's read and total timeouts also run during connect, so
+//!   [`ClientBuilder::read_timeout`] must be longer than every connect timeout (checked), and
+//!   a total timeout should not be set at all (use the deadline).
+//! - **TLS early data and TCP Fast Open** stay off: reqwest never enables TLS 0-RTT for
+//!   TCP connections, and neither reqwest nor hyper-util implement TCP Fast Open.
+//! - **Bodies.** Bytes, strings, `Vec<u8>` and JSON bodies are replayable (each attempt
+//!   sends a cheap copy). A stream (`reqwest::Body::wrap`, `wrap_stream`) is sent once; an
+//!   attempt that would need it again is not made. [`RequestBuilder::buffer_body`] (or
+//!   [`ClientBuilder::buffer_bodies`]) opts in to buffering a stream up to a limit, before
+//!   the call starts (the deadline starts after buffering); over the limit, what was read
+//!   is sent ahead of the rest of the stream, once, and a `NotReplayable` event says so.
+//! - **Request URLs.** A call takes a path (or an absolute URL, whose path and query are
+//!   used and whose host only matters for the Host rule). In complete mode (the default)
+//!   each endpoint's URL is parsed once, when the client is built.
+//! - **Invalid input** given to the request builder (a bad URL or header) is not an error
+//!   of the builder: the call runs, its first attempt is reported rejected locally, and the
+//!   call ends as "invalid call" with a report (request id included); nothing is sent.
+//! - **Seed.** With a [`PolicyBuilder`], the engine's random seed (jitter, generated
+//!   request ids) is drawn from the OS (std's `RandomState`, mixed with the time and the
+//!   process id) unless the policy sets a seed other than the default. A prebuilt
+//!   [`Policy`] ([`ClientBuilder::from_policy`]) keeps its seed.
+//! - **Events.** [`ClientBuilder::on_event`] (and, with the `tracing` feature, the
+//!   forwarder to `tracing`) is installed as the policy's event sink, replacing a sink set
+//!   on the [`PolicyBuilder`] itself; [`RequestBuilder::on_event`] adds a per-call callback
+//!   that runs after the client's. Events are synchronous, in causal order per call, and a
+//!   panic in a callback is not caught.
+//! - **Response wall time** (for an HTTP-date `Retry-After` without a `Date` header) is
+//!   read only for 429 and 503 responses, the only ones whose `Retry-After` counts.
+//! - **Redirects** are reqwest's business (its default policy); a followed redirect is not a
+//!   new attempt.
+//! - **Errors.** [`Error::Call`] carries the engine's error (kind and [`Report`]) and the
+//!   last attempt's underlying error (a `reqwest::Error`, baton's attempt timeout, or why
+//!   the request could not be built) as its `source()`, plus a [`FailureCause`] label
+//!   (refused, DNS, TLS, reset...).
+//!
+//! ## Middleware
+//!
+//! With the `middleware` feature, [`BatonMiddleware`] applies baton inside a
+//! `reqwest-middleware` stack; see its module docs for how it composes.
+//!
+//! ## Features
+//!
+//! - `rustls` (default): HTTPS through reqwest's rustls backend, no OpenSSL.
+//! - `json` (default): [`RequestBuilder::json`] and [`Response::json`].
+//! - `middleware` (default): [`BatonMiddleware`].
+//! - `tracing`: forwards every event to `tracing` (target `baton`).
+//!
+//! ## Dependencies
+//!
+//! - `baton-core`: the engine; every decision lives there.
+//! - `reqwest`: the HTTP client that sends each attempt (connection pool, TLS, redirects).
+//! - `tokio` (`time` only): attempt timers and backoff sleeps; the caller's runtime runs
+//!   the rest.
+//! - `http`: request and response vocabulary shared with reqwest and baton-core.
+//! - `hyper`: only to read hyper's error kinds (incomplete message, parse error) when
+//!   classifying failures; reqwest already depends on it.
+//! - `bytes`, `http-body`, `http-body-util`: cheap body copies for replay and the opt-in
+//!   buffering of streaming bodies.
+//! - `smallvec`: the in-flight attempts and kept responses of a call, inline.
+//! - optional `serde`, `serde_json` (`json`), `reqwest-middleware` and `async-trait`
+//!   (`middleware`: the trait is declared with `async-trait`), `tracing` (`tracing`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -23,6 +138,8 @@ pub use error::{AttemptError, AttemptTimeout, BoxError, BuildError, Error, Inval
 pub use middleware::BatonMiddleware;
 pub use response::Response;
 
+/// The engine crate, re-exported.
 pub use baton_core;
 pub use baton_core::{CallOptions, Endpoint, Permission, Policy, PolicyBuilder, Report};
+/// The HTTP client crate, re-exported.
 pub use reqwest;

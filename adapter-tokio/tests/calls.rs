@@ -327,6 +327,7 @@ async fn streaming_body_over_the_buffer_limit_is_sent_once_whole() {
     assert!(log.names().contains(&"NotReplayable".to_string()));
 }
 
+#[cfg(feature = "json")]
 #[tokio::test]
 async fn json_body_is_replayed_to_the_backup() {
     #[derive(serde::Serialize)]
