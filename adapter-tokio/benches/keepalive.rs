@@ -17,6 +17,8 @@ use testkit::{Behaviour, Provider};
 #[derive(Clone, Copy)]
 enum Via {
     Direct,
+    /// Direct, under a tokio timeout (as baton's attempt timeout), for reference.
+    DirectTimeout,
     Baton,
 }
 
@@ -24,6 +26,14 @@ async fn one(via: Via, http: &reqwest::Client, baton: &baton_tokio::Client, url:
     match via {
         Via::Direct => {
             let r = http.get(url).send().await.expect("direct request");
+            assert!(r.status().is_success());
+            r.bytes().await.expect("direct body");
+        }
+        Via::DirectTimeout => {
+            let r = tokio::time::timeout(Duration::from_secs(30), http.get(url).send())
+                .await
+                .expect("no timeout")
+                .expect("direct request");
             assert!(r.status().is_success());
             r.bytes().await.expect("direct body");
         }
@@ -116,16 +126,16 @@ fn main() {
             // Warm up both paths (connections, allocator).
             batch(Via::Direct, &http, &baton, &url, n / 4, tasks).await;
             batch(Via::Baton, &http, &baton, &url, n / 4, tasks).await;
-            let (mut direct, mut via_baton) = (Vec::new(), Vec::new());
+            let (mut direct, mut via_baton, mut timed) = (Vec::new(), Vec::new(), Vec::new());
             for round in 0..rounds {
                 let order = if round % 2 == 0 {
-                    [Via::Direct, Via::Baton]
+                    [Via::Direct, Via::Baton, Via::DirectTimeout]
                 } else {
-                    [Via::Baton, Via::Direct]
+                    [Via::DirectTimeout, Via::Baton, Via::Direct]
                 };
                 for via in order {
                     let skip = match (&only, via) {
-                        (Some(o), Via::Direct) => o != "direct",
+                        (Some(o), Via::Direct | Via::DirectTimeout) => o != "direct",
                         (Some(o), Via::Baton) => o != "baton",
                         _ => false,
                     };
@@ -135,6 +145,7 @@ fn main() {
                     let rate = batch(via, &http, &baton, &url, n, tasks).await;
                     match via {
                         Via::Direct => direct.push(rate),
+                        Via::DirectTimeout => timed.push(rate),
                         Via::Baton => via_baton.push(rate),
                     }
                 }
@@ -143,11 +154,17 @@ fn main() {
                 println!("direct {direct:?}\nbaton {via_baton:?}");
                 continue;
             }
-            let (d, b) = (median(&mut direct), median(&mut via_baton));
+            let (d, b, t) = (
+                median(&mut direct),
+                median(&mut via_baton),
+                median(&mut timed),
+            );
             println!(
                 "tasks={tasks:<2} rounds={rounds} requests/batch={n}: reqwest direct median \
-                 {d:>8.0} req/s, through baton median {b:>8.0} req/s, ratio {:.3}",
-                b / d
+                 {d:>8.0} req/s, through baton median {b:>8.0} req/s, ratio {:.3} \
+                 (reqwest under a tokio timeout: {t:>8.0} req/s, ratio {:.3})",
+                b / d,
+                b / t
             );
         }
     });
