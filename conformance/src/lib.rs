@@ -51,7 +51,68 @@
 //! resolve), `reset` (reads the request, then resets), `close` (reads the request, then
 //! closes), `black_hole` (reads the request, never answers), `stall` (sends headers, never the
 //! body), `half_body` (sends headers and half the body, then closes). Without `fault`, a step
-//! answers `status` (default 200) with `headers` and `body` after `delay`.
+//! answers `status` (default 200) with `headers` and `body` after `delay`. `refuse` and `dns`
+//! are states of a whole endpoint on real sockets: a script that mixes them with other steps
+//! cannot run there (the runner fails such a vector unless its `paths` leave those out).
+//!
+//! Besides the fields above, `expect` may hold `error`, `endpoint`, `elapsed_ms = [min, max]`
+//! (real paths widen it by [`real::TOLERANCE`]), `headers_seen` (`"*same*"`: equal on every
+//! request), `headers_absent`, `target_seen`, `key_executions` (requests carrying each
+//! idempotency key, over all providers) and `body_error` (reading the returned body fails:
+//! `stall`, `half_body`).
+//!
+//! ## Runners
+//!
+//! | path | test | how |
+//! |---|---|---|
+//! | `sim` | `tests/sim.rs` | [`run_sim`]: the engine on a virtual clock, requests built as adapters build them |
+//! | `tokio` | `tests/tokio.rs` | baton-tokio (reqwest) on a multi-thread runtime |
+//! | `blocking` | `tests/blocking.rs` | baton-blocking (ureq) on the test thread |
+//! | `async-std` | `tests/async_std.rs` | baton-async-std under `async_std::task::block_on` |
+//! | `smol` | `tests/smol.rs` | baton-async-std under `smol::block_on` |
+//!
+//! The real runners share [`real`]: one `testkit` provider per endpoint on 127.0.0.1, the
+//! policy pointed at them, one client per vector, calls in order (really sleeping
+//! `wait_before`), the body of a returned response read in full (with a
+//! [`real::BODY_TIMEOUT`]), and the requests each provider recorded during each call. Each
+//! runner prints `N vectors ran, M not expressible on this path` with every reason, and
+//! fails listing every mismatch. Set `CONFORMANCE_DUMP=1` to have `tests/sim.rs` print what
+//! each call did (handy when writing a vector).
+//!
+//! `tests/fault_matrix.rs` is the randomized counterpart: every testkit fault x {GET, POST
+//! without key, keyed POST} x {first, second endpoint}, 20 rounds each, on every adapter,
+//! asserting that nothing is executed more often or in more places than its permission
+//! allows and that every call returns by its deadline plus 100 ms.
+//!
+//! ## What the vectors cover (SPEC sections 2 and 3)
+//!
+//! | rule | vectors |
+//! |---|---|
+//! | 2.1 order, eligible, preferred, unknown, no usable endpoint | 12, 13, 14, 52, 53 |
+//! | 2.1 unavailable tried last / skipped | 17, 18, 35, 53, 57 |
+//! | 2.2 permissions: GET, POST, keyed POST, deny, explicit | 01-07, 15, 33, 39, 43, 54 |
+//! | 2.2 idempotency groups | 40 |
+//! | 2.2 `not_processed` (429) | 09, 32, 33 |
+//! | 2.3 triggers: sets per call kind, extended set, 200 with an error body | 08, 27, 28, 29, 30, 55 |
+//! | 2.4 replay | 16 |
+//! | 2.5 breaker: consecutive, failure rate, half-open, re-open, deadline not counted | 17, 18, 19, 35, 56, 64 |
+//! | 2.5 `not_before` | 57 |
+//! | 2.6 schedule: rounds, attempts per endpoint, pinned, single-endpoint default | 36, 37, 38, 39 |
+//! | 2.6 backoff | 07, 08, 36, 37, 38, 60 |
+//! | 2.6 Retry-After: seconds, HTTP-date, past date, unparseable, too long (same / other endpoint) | 09, 10, 32, 34, 60, 61 |
+//! | 2.6 timeouts and deadline | 04, 20, 54, 56, 58 |
+//! | 2.7 budget (refused; free after undelivered) | 45, 46 |
+//! | 2.8 hedging (GET, never POST, triggering answer starts the next) | 47, 48, 62 |
+//! | 2.9 rate limiting (wait, fail fast, per endpoint) | 49, 50, 63 |
+//! | 2.10 result: retained returned / withheld, error kinds, commit at headers | 10, 11, 13, 20, 21, 41, 42, 44, 45, 50, 51, 52 |
+//! | 3 request id (caller, generated, invalid), key, attempt header | 21, 22, 51, 59 |
+//! | 3 Host, credentials, URL modes | 23, 24, 25, 26, 31 |
+//!
+//! Not expressible as data, and covered by `baton-core`'s and the adapters' own tests
+//! instead: the permission and response-classifier functions, a body copy failing at run
+//! time, cancellation (dropping a call), concurrent probes and stale outcomes, a TCP connect
+//! timeout (loopback answers or refuses at once), redirects (each HTTP client's business,
+//! and they differ: reqwest and ureq follow, baton-async-std returns the 3xx).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
