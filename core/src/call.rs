@@ -29,10 +29,10 @@ use smallvec::SmallVec;
 
 use crate::engine::Engine;
 use crate::event::{AttemptKind, Event, EventKind, WaitReason};
-use crate::health::{Record, Ticket, Transition};
+use crate::health::{Record, Ticket, Transitions};
 use crate::id::RequestId;
 use crate::limit::{Admit, LimitScope, OnLimit};
-use crate::permission::{self, Permission, PermissionOverride, Resolved};
+use crate::permission::{self, Permission, PermissionOverride, PermissionSource, Resolved};
 use crate::policy::{EventSink, RequestInfo, ResponseView, Unavailable, Verdict, MAX_ENDPOINTS};
 use crate::report::{
     AttemptRecord, AttemptResult, ErrorKind, FailureClass, Outcome, Report, StopReason,
@@ -393,6 +393,9 @@ pub struct Call {
     records: SmallVec<[AttemptRecord; 2]>,
     done: Option<Report>,
     first_deposited: bool,
+    /// The budget token for the planned attempt is already paid (the limiter then asked it
+    /// to wait).
+    prepaid: bool,
 }
 
 impl std::fmt::Debug for Call {
@@ -449,10 +452,20 @@ impl Call {
         };
         let key = match &options.idempotency_key {
             Some(k) => Some(k.clone()),
-            None => request
-                .headers
-                .get(&policy.idempotency_key_header)
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
+            None => match request.headers.get(&policy.idempotency_key_header) {
+                None => None,
+                Some(v) => match v.to_str() {
+                    Ok(k) => Some(k.to_owned()),
+                    Err(_) => {
+                        // Sent unchanged means kept byte for byte: a key that is not
+                        // visible ASCII is rejected rather than altered.
+                        invalid.get_or_insert_with(|| {
+                            "idempotency key header is not visible ASCII text".to_string()
+                        });
+                        None
+                    }
+                },
+            },
         };
         if let Some(k) = &key {
             if k.is_empty() || http::HeaderValue::from_str(k).is_err() {
@@ -571,6 +584,7 @@ impl Call {
             records: SmallVec::new(),
             done: None,
             first_deposited: false,
+            prepaid: false,
         };
 
         if let Some(why) = invalid {
@@ -667,6 +681,11 @@ impl Call {
         (self.perms.retry, self.perms.failover)
     }
 
+    /// Where each resolved permission came from: (retry, failover).
+    pub fn permission_sources(&self) -> (PermissionSource, PermissionSource) {
+        (self.perms.retry_source, self.perms.failover_source)
+    }
+
     /// Whether the call is hedged (SPEC 2.8).
     pub fn is_hedged(&self) -> bool {
         self.hedging.is_some()
@@ -695,8 +714,10 @@ impl Call {
         }
     }
 
-    fn transitions(&self, endpoint: usize, at: Instant) -> impl FnMut(Transition) + '_ {
-        move |t: Transition| {
+    /// Reports breaker transitions (collected under the health lock, reported after it was
+    /// released).
+    fn report_transitions(&self, endpoint: usize, at: Instant, transitions: Transitions) {
+        for t in transitions {
             self.emit(
                 at,
                 EventKind::BreakerTransition {
@@ -704,13 +725,14 @@ impl Call {
                     from: t.from,
                     to: t.to,
                 },
-            )
+            );
         }
     }
 
     fn available(&self, i: usize, now: Instant) -> bool {
-        let mut out = self.transitions(i, now);
-        self.engine.health.available(i, now, &mut out)
+        let (available, transitions) = self.engine.health.available(i, now);
+        self.report_transitions(i, now, transitions);
+        available
     }
 
     /// Builds a round: available endpoints of `base` first, then (tried-last mode) the
@@ -785,8 +807,17 @@ impl Call {
         if let Some(id) = self.discards.pop() {
             return Action::Discard(id);
         }
-        if let Some(report) = &self.done {
-            return Action::Done(report.clone());
+        if let Some(report) = self.done.take() {
+            // The full report is handed out once (moved, not cloned: the healthy path stays
+            // cheap). Polling a finished call again returns the same outcome without the
+            // attempt list.
+            self.done = Some(Report {
+                attempts: SmallVec::new(),
+                idempotency_key: report.idempotency_key.clone(),
+                outcome: report.outcome.clone(),
+                ..report
+            });
+            return Action::Done(report);
         }
         if self.deadline.is_some_and(|d| now >= d) {
             self.cancel_in_flight(now, AttemptResult::Deadline);
@@ -948,36 +979,45 @@ impl Call {
                     }
                 }
             }
-            if let Some(l) = self.engine.limiter(endpoint) {
-                if let Admit::NotBefore(until) = l.admit(now) {
-                    // Another call took the token between the check and now: wait for it.
-                    self.plan = Plan::Send {
-                        endpoint: endpoint as u8,
-                        at: until,
-                        kind,
-                    };
-                    return Ok(None);
-                }
-            }
         }
         // Budget: first attempts deposit; extra attempts withdraw unless they follow an
-        // undelivered failure (they put no load on any provider).
+        // undelivered failure (they put no load on any provider). Asked after the limiter's
+        // check and before its token is taken, so a refused attempt spends no token.
         if let Some(b) = &self.engine.budget {
             if kind == AttemptKind::First {
                 if !self.first_deposited {
                     b.deposit(now);
                     self.first_deposited = true;
                 }
-            } else if !self.free_step(kind) && !b.try_withdraw(now) {
-                self.emit(
-                    now,
-                    EventKind::BudgetRefused {
-                        endpoint: &self.engine.ids[endpoint],
-                    },
-                );
-                return Err(Stop::Reason(StopReason::Budget));
+            } else if !self.prepaid && !self.free_step(kind) {
+                if !b.try_withdraw(now) {
+                    self.emit(
+                        now,
+                        EventKind::BudgetRefused {
+                            endpoint: &self.engine.ids[endpoint],
+                        },
+                    );
+                    return Err(Stop::Reason(StopReason::Budget));
+                }
+                self.prepaid = true;
             }
         }
+        if let Some(l) = self.engine.limiter(endpoint) {
+            if let Admit::NotBefore(until) = l.admit(now) {
+                // Another call took the token between the check and now: wait for it (the
+                // budget token already paid stays with this attempt).
+                if self.deadline.is_some_and(|d| until >= d) {
+                    return Err(Stop::Reason(StopReason::Deadline));
+                }
+                self.plan = Plan::Send {
+                    endpoint: endpoint as u8,
+                    at: until,
+                    kind,
+                };
+                return Ok(None);
+            }
+        }
+        self.prepaid = false;
         if kind == AttemptKind::Failover
             || (kind == AttemptKind::Retry && endpoint != self.last_endpoint)
         {
@@ -1018,10 +1058,8 @@ impl Call {
     }
 
     fn launch(&mut self, endpoint: usize, kind: AttemptKind, now: Instant) -> Attempt {
-        let ticket = {
-            let mut out = self.transitions(endpoint, now);
-            self.engine.health.begin(endpoint, now, &mut out)
-        };
+        let (ticket, transitions) = self.engine.health.begin(endpoint, now);
+        self.report_transitions(endpoint, now, transitions);
         let number = self.next_number;
         self.next_number += 1;
         let policy = &self.engine.policy;
@@ -1111,18 +1149,16 @@ impl Call {
                     && self.allowed(e)
                     && self.available(e, now)
             })?;
-        if let Some(l) = self.engine.limiter(next) {
-            if let Admit::NotBefore(until) = l.admit(now) {
-                self.emit(
-                    now,
-                    EventKind::RateLimited {
-                        endpoint: &self.engine.ids[next],
-                        until,
-                        waiting: false,
-                    },
-                );
-                return None;
-            }
+        if let Admit::NotBefore(until) = self.limit_check(next, now) {
+            self.emit(
+                now,
+                EventKind::RateLimited {
+                    endpoint: &self.engine.ids[next],
+                    until,
+                    waiting: false,
+                },
+            );
+            return None;
         }
         if let Some(b) = &self.engine.budget {
             if !b.try_withdraw(now) {
@@ -1132,6 +1168,13 @@ impl Call {
                         endpoint: &self.engine.ids[next],
                     },
                 );
+                return None;
+            }
+        }
+        if let Some(l) = self.engine.limiter(next) {
+            // Checked just above on this thread; only a concurrent call can take the
+            // token in between, and then this hedge simply does not start.
+            if l.admit(now) != Admit::Go {
                 return None;
             }
         }
@@ -1174,6 +1217,16 @@ impl Call {
                 AttemptResult::Failed(FailureClass::RejectedLocally),
                 Record::Nothing,
             ),
+            // Cut short by the caller's deadline: counts for nothing in health. A failure
+            // before the connection was ready keeps its class (nothing was sent).
+            AttemptOutcome::Failure(FailureClass::Undelivered) if deadline_hit => (
+                AttemptResult::Failed(FailureClass::Undelivered),
+                Record::Nothing,
+            ),
+            AttemptOutcome::Timeout(TimeoutPhase::Connect) if deadline_hit => (
+                AttemptResult::TimedOut(TimeoutPhase::Connect),
+                Record::Nothing,
+            ),
             AttemptOutcome::Failure(_) | AttemptOutcome::Timeout(_) if deadline_hit => {
                 (AttemptResult::Deadline, Record::Nothing)
             }
@@ -1208,12 +1261,11 @@ impl Call {
         self.last_result = Some(result);
 
         // Shared health.
-        let probe = {
-            let mut out = self.transitions(endpoint, now);
-            self.engine
-                .health
-                .finish(endpoint, flight.ticket, record, now, &mut out)
-        };
+        let (probe, transitions) = self
+            .engine
+            .health
+            .finish(endpoint, flight.ticket, record, now);
+        // Causal order: the attempt ended, the probe result, then what it did to the breaker.
         self.emit(
             now,
             EventKind::AttemptFinished {
@@ -1232,21 +1284,25 @@ impl Call {
                 },
             );
         }
+        self.report_transitions(endpoint, now, transitions);
         if self.done.is_some() {
             return true;
         }
 
+        // A Retry-After only ever applies to the wait that follows its own response.
+        self.last_retry_after = None;
         match outcome {
             AttemptOutcome::Response(r) => {
                 let code = r.status;
-                self.last_retry_after = None;
                 if code == StatusCode::TOO_MANY_REQUESTS || code == StatusCode::SERVICE_UNAVAILABLE
                 {
                     if let Some(d) = retry_after_from_headers(r.headers, r.wall) {
                         let capped = d.min(settings.max_retry_after);
-                        self.engine
-                            .health
-                            .set_not_before(endpoint, add(now, capped));
+                        self.engine.health.set_not_before(
+                            endpoint,
+                            add(now, capped),
+                            flight.ticket.epoch,
+                        );
                         self.last_retry_after = Some((endpoint, d));
                     }
                 }
@@ -1263,9 +1319,15 @@ impl Call {
                     Some(Verdict::Trigger) => true,
                     Some(Verdict::Success) | Some(Verdict::Answer) => false,
                     None => {
-                        let set = if self.perms.retry == Permission::Always
-                            && self.perms.failover == Permission::Always
-                        {
+                        // The wide set for calls that may repeat; the narrow one for calls
+                        // relying on an idempotency key (a 500/502/504 may come after the
+                        // provider passed the work on) and for calls that may repeat nowhere.
+                        let key_reliant = self.perms.retry_source
+                            == PermissionSource::IdempotencyKey
+                            || self.perms.failover_source == PermissionSource::IdempotencyKey;
+                        let repeatable = self.perms.retry == Permission::Always
+                            || self.perms.failover == Permission::Always;
+                        let set = if repeatable && !key_reliant {
                             &settings.trigger_statuses
                         } else {
                             &settings.key_trigger_statuses
@@ -1327,17 +1389,14 @@ impl Call {
         if let Some(rec) = self.records.get_mut(flight.record) {
             rec.result = AttemptResult::ReplayFailed;
         }
-        {
-            let mut out = self.transitions(flight.endpoint as usize, now);
-            self.engine.health.finish(
-                flight.endpoint as usize,
-                flight.ticket,
-                Record::Nothing,
-                now,
-                &mut out,
-            );
-        }
+        let (_, transitions) = self.engine.health.finish(
+            flight.endpoint as usize,
+            flight.ticket,
+            Record::Nothing,
+            now,
+        );
         self.emit(now, EventKind::ReplayFailed { attempt: number });
+        self.report_transitions(flight.endpoint as usize, now, transitions);
         if self.done.is_none() {
             self.body = BodyKind::OneShot;
             if self.in_flight.is_empty() {
@@ -1348,6 +1407,13 @@ impl Call {
             }
         }
         true
+    }
+
+    /// Reports that the adapter could not buffer a streaming body within its opt-in limit
+    /// (SPEC 2.4): the body is sent once, unreplayable. Emits an event; call it before the
+    /// first poll, with a [`BodyKind::OneShot`] call.
+    pub fn body_not_buffered(&self, limit: usize, now: Instant) {
+        self.emit(now, EventKind::BodyNotBuffered { limit });
     }
 
     /// Cancels the call: in-flight attempts are discarded (and count for nothing), and the
@@ -1377,12 +1443,10 @@ impl Call {
             if self.retained.is_some() {
                 self.executed_after_retained = true;
             }
-            {
-                let mut out = self.transitions(endpoint, now);
+            let (_, transitions) =
                 self.engine
                     .health
-                    .finish(endpoint, f.ticket, Record::Nothing, now, &mut out);
-            }
+                    .finish(endpoint, f.ticket, Record::Nothing, now);
             self.discards.push(f.number);
             self.emit(
                 now,
@@ -1391,6 +1455,7 @@ impl Call {
                     attempt: f.number,
                 },
             );
+            self.report_transitions(endpoint, now, transitions);
         }
     }
 
@@ -1399,14 +1464,16 @@ impl Call {
         self.hedge_at = None;
         let stop = match self.next_target(current, now) {
             Ok(Some((endpoint, kind, wait, reason))) => {
-                if wait.is_zero() {
+                // A failover goes at once; a retry or a new round always reports its wait,
+                // even a zero one (`Retry-After: 0`).
+                let Some(reason) = reason else {
                     self.plan = Plan::Send {
                         endpoint: endpoint as u8,
                         at: now,
                         kind,
                     };
                     return;
-                }
+                };
                 let at = add(now, wait);
                 if self.deadline.is_some_and(|d| at > d) {
                     Stop::Reason(StopReason::Deadline)
@@ -1441,12 +1508,18 @@ impl Call {
         }
     }
 
+    /// Pinned (SPEC 2.6): permission forbids every other endpoint but allows a retry of the
+    /// current one. A call with no other usable endpoint at all is not pinned: it follows
+    /// the ordinary schedule.
     fn is_pinned(&self, current: usize) -> bool {
-        self.allowed(current)
-            && !self.base.as_slice().iter().any(|&e| {
-                let e = e as usize;
-                e != current && !self.skipped.has(e) && self.allowed(e)
-            })
+        let mut others = self
+            .base
+            .as_slice()
+            .iter()
+            .map(|&e| e as usize)
+            .filter(|&e| e != current && !self.skipped.has(e))
+            .peekable();
+        others.peek().is_some() && self.allowed(current) && !others.any(|e| self.allowed(e))
     }
 
     /// The next target: `Ok(Some((endpoint, kind, wait, reason)))`, `Ok(None)` to wait for
@@ -1456,7 +1529,7 @@ impl Call {
         &mut self,
         current: usize,
         now: Instant,
-    ) -> Result<Option<(usize, AttemptKind, Duration, WaitReason)>, Stop> {
+    ) -> Result<Option<(usize, AttemptKind, Duration, Option<WaitReason>)>, Stop> {
         if !self.body.replayable() {
             if self.in_flight.is_empty() {
                 self.emit(now, EventKind::NotReplayable);
@@ -1496,7 +1569,7 @@ impl Call {
         if limit_ok && !hedged_in_flight {
             if self.allowed(current) {
                 let wait = self.wait_for(current, WaitReason::Retry, now)?;
-                return Ok(Some((current, AttemptKind::Retry, wait.0, wait.1)));
+                return Ok(Some((current, AttemptKind::Retry, wait.0, Some(wait.1))));
             }
             refused = true;
         }
@@ -1513,7 +1586,7 @@ impl Call {
                 } else {
                     AttemptKind::Failover
                 };
-                return Ok(Some((e, kind, Duration::ZERO, WaitReason::Retry)));
+                return Ok(Some((e, kind, Duration::ZERO, None)));
             }
             refused = true;
         }
@@ -1544,7 +1617,7 @@ impl Call {
                 } else {
                     AttemptKind::Failover
                 };
-                return Ok(Some((e, kind, wait.0, wait.1)));
+                return Ok(Some((e, kind, wait.0, Some(wait.1))));
             }
             if self.round.len == 0 {
                 return Err(Stop::Reason(StopReason::NoUsableEndpoint));
@@ -1709,12 +1782,11 @@ impl Drop for Call {
         // for nothing. No time is known here, so the last start time stands in; it is only
         // used for lazy transitions that the next real call redoes with its own time.
         for f in self.in_flight.drain(..) {
-            self.engine.health.finish(
+            let _ = self.engine.health.finish(
                 f.endpoint as usize,
                 f.ticket,
                 Record::Nothing,
                 f.started,
-                &mut |_| {},
             );
         }
     }

@@ -87,22 +87,22 @@ impl Engine {
         let Some(i) = self.policy.endpoint_index(id) else {
             return false;
         };
-        let sink = self.policy.events.clone();
-        let endpoint = &*self.ids[i];
-        self.health.reset(i, &mut |t| {
-            if let Some(sink) = &sink {
+        let (found, transitions) = self.health.reset(i);
+        if let Some(sink) = &self.policy.events {
+            for t in transitions {
                 sink(&Event {
                     request_id: "",
                     idempotency_key: None,
                     at: now,
                     kind: EventKind::BreakerTransition {
-                        endpoint,
+                        endpoint: &self.ids[i],
                         from: t.from,
                         to: t.to,
                     },
                 });
             }
-        })
+        }
+        found
     }
 
     /// Retry-budget tokens available at `now` (`None` when the budget is off).

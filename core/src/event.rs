@@ -133,6 +133,12 @@ pub enum EventKind<'a> {
     },
     /// No later attempt is possible because the body cannot be replayed.
     NotReplayable,
+    /// A streaming body was over the adapter's buffering limit: it is sent once, without
+    /// replay (SPEC 2.4).
+    BodyNotBuffered {
+        /// The buffering limit in bytes.
+        limit: usize,
+    },
     /// The call moves to another endpoint.
     Failover {
         /// From endpoint id.

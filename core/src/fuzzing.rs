@@ -445,8 +445,13 @@ fn drive(settings: &FuzzSettings, eligible: [bool; 4], first: Vec<FuzzCall>, ops
                         break;
                     }
                     Action::Done(report) => {
-                        t.finished = true;
                         t.in_flight.clear();
+                        if t.finished {
+                            // Polled again after the end: the same outcome, no attempt list.
+                            assert!(report.attempts.is_empty());
+                            break;
+                        }
+                        t.finished = true;
                         assert_eq!(report.attempts.len(), t.sent.len());
                         let executed = report.attempts.iter().any(|a| {
                             a.result

@@ -81,6 +81,10 @@ pub(crate) struct Transition {
     pub to: BreakerState,
 }
 
+/// Transitions collected while a lock is held and reported once it is released, so an
+/// event sink may read endpoint health (or reset an endpoint) without deadlocking.
+pub(crate) type Transitions = smallvec::SmallVec<[Transition; 2]>;
+
 /// What one attempt's outcome means for the breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Record {
@@ -195,13 +199,7 @@ impl Health {
         slot.quiet.store(quiet, Ordering::Release);
     }
 
-    fn transition(
-        &self,
-        slot: &Slot,
-        inner: &mut Inner,
-        to: State,
-        out: &mut dyn FnMut(Transition),
-    ) {
+    fn transition(&self, slot: &Slot, inner: &mut Inner, to: State, out: &mut Transitions) {
         let from = inner.state.public();
         inner.state = to;
         slot.epoch.fetch_add(1, Ordering::AcqRel);
@@ -214,7 +212,7 @@ impl Health {
             inner.streak = 0;
             clear_ring(inner);
         }
-        out(Transition {
+        out.push(Transition {
             from,
             to: to.public(),
         });
@@ -222,13 +220,7 @@ impl Health {
 
     /// Moves time forward for one slot: open -> half-open when its time has passed, lost
     /// probes expire, a passed `not_before` is forgotten.
-    fn advance(
-        &self,
-        slot: &Slot,
-        inner: &mut Inner,
-        now: Instant,
-        out: &mut dyn FnMut(Transition),
-    ) {
+    fn advance(&self, slot: &Slot, inner: &mut Inner, now: Instant, out: &mut Transitions) {
         if let State::Open { until } = inner.state {
             if now >= until {
                 inner.probes.clear();
@@ -258,48 +250,49 @@ impl Health {
     }
 
     /// Whether endpoint `i` is available at `now`.
-    pub(crate) fn available(
-        &self,
-        i: usize,
-        now: Instant,
-        out: &mut dyn FnMut(Transition),
-    ) -> bool {
+    pub(crate) fn available(&self, i: usize, now: Instant) -> (bool, Transitions) {
+        let mut out = Transitions::new();
         let Some(slot) = self.slots.get(i) else {
-            return false;
+            return (false, out);
         };
         if slot.quiet.load(Ordering::Acquire) {
-            return true;
+            return (true, out);
         }
         let mut inner = lock(&slot.inner);
-        self.advance(slot, &mut inner, now, out);
-        self.available_locked(&inner, now)
+        self.advance(slot, &mut inner, now, &mut out);
+        (self.available_locked(&inner, now), out)
     }
 
     /// Admits an attempt at endpoint `i`; a half-open endpoint hands out a probe slot.
-    pub(crate) fn begin(&self, i: usize, now: Instant, out: &mut dyn FnMut(Transition)) -> Ticket {
+    pub(crate) fn begin(&self, i: usize, now: Instant) -> (Ticket, Transitions) {
+        let mut out = Transitions::new();
         let Some(slot) = self.slots.get(i) else {
-            return Ticket {
+            let ticket = Ticket {
                 epoch: 0,
                 probe: None,
                 tracked: false,
             };
+            return (ticket, out);
         };
         if slot.quiet.load(Ordering::Acquire) {
-            return Ticket {
+            let ticket = Ticket {
                 epoch: slot.epoch.load(Ordering::Acquire),
                 probe: None,
                 tracked: true,
             };
+            return (ticket, out);
         }
         let mut inner = lock(&slot.inner);
-        self.advance(slot, &mut inner, now, out);
+        self.advance(slot, &mut inner, now, &mut out);
         let epoch = slot.epoch.load(Ordering::Acquire);
         let cooled = inner.not_before.is_none_or(|nb| now >= nb);
-        match inner.state {
+        let ticket = match inner.state {
+            // A closed endpoint is always tracked: a `Retry-After` cooldown is separate
+            // from the breaker, so failures there still count.
             State::Closed => Ticket {
                 epoch,
                 probe: None,
-                tracked: cooled,
+                tracked: true,
             },
             State::HalfOpen if cooled && inner.probes.len() < self.breaker.probe_quota as usize => {
                 let id = inner.next_probe;
@@ -316,7 +309,8 @@ impl Health {
                 probe: None,
                 tracked: false,
             },
-        }
+        };
+        (ticket, out)
     }
 
     /// Records how an admitted attempt ended. Returns whether the record was a probe result
@@ -327,24 +321,27 @@ impl Health {
         ticket: Ticket,
         record: Record,
         now: Instant,
-        out: &mut dyn FnMut(Transition),
-    ) -> Option<bool> {
-        let slot = self.slots.get(i)?;
+    ) -> (Option<bool>, Transitions) {
+        let mut out = Transitions::new();
+        let Some(slot) = self.slots.get(i) else {
+            return (None, out);
+        };
         if ticket.probe.is_none() && (!ticket.tracked || self.breaker.rule == BreakerRule::Disabled)
         {
-            return None;
+            return (None, out);
         }
         if ticket.probe.is_none() {
             if let Record::Success(_) = record {
                 if slot.quiet.load(Ordering::Acquire) {
                     // The healthy path: nothing to write.
-                    return None;
+                    return (None, out);
                 }
             }
             if record == Record::Nothing {
-                return None;
+                return (None, out);
             }
         }
+        let out = &mut out;
         let mut inner = lock(&slot.inner);
         if let Some(id) = ticket.probe {
             inner.probes.retain(|(p, _)| *p != id);
@@ -375,7 +372,8 @@ impl Health {
             }
         }
         self.update_quiet(slot, &inner);
-        probe_result
+        drop(inner);
+        (probe_result, std::mem::take(out))
     }
 
     fn is_failure(&self, record: Record) -> bool {
@@ -395,7 +393,7 @@ impl Health {
         inner: &mut Inner,
         record: Record,
         now: Instant,
-        out: &mut dyn FnMut(Transition),
+        out: &mut Transitions,
     ) {
         match self.breaker.rule {
             BreakerRule::Disabled => {}
@@ -430,9 +428,14 @@ impl Health {
     }
 
     /// Sets endpoint `i`'s `not_before` (Retry-After), separately from the breaker.
-    pub(crate) fn set_not_before(&self, i: usize, until: Instant) {
+    /// Ignored when the endpoint changed state since the attempt started (`epoch`): a stale
+    /// outcome changes no state.
+    pub(crate) fn set_not_before(&self, i: usize, until: Instant, epoch: u64) {
         if let Some(slot) = self.slots.get(i) {
             let mut inner = lock(&slot.inner);
+            if slot.epoch.load(Ordering::Acquire) != epoch {
+                return;
+            }
             inner.not_before = Some(until);
             self.update_quiet(slot, &inner);
         }
@@ -440,15 +443,16 @@ impl Health {
 
     /// Resets endpoint `i` by hand: closed, no streak, no cooldown. A reset is a state
     /// change: outcomes of attempts started before it are stale.
-    pub(crate) fn reset(&self, i: usize, out: &mut dyn FnMut(Transition)) -> bool {
+    pub(crate) fn reset(&self, i: usize) -> (bool, Transitions) {
+        let mut out = Transitions::new();
         let Some(slot) = self.slots.get(i) else {
-            return false;
+            return (false, out);
         };
         let mut inner = lock(&slot.inner);
         inner.probes.clear();
         inner.not_before = None;
         if inner.state != State::Closed {
-            self.transition(slot, &mut inner, State::Closed, out);
+            self.transition(slot, &mut inner, State::Closed, &mut out);
         } else {
             inner.streak = 0;
             inner.open_time = self.breaker.open;
@@ -456,7 +460,8 @@ impl Health {
             slot.epoch.fetch_add(1, Ordering::AcqRel);
         }
         self.update_quiet(slot, &inner);
-        true
+        drop(inner);
+        (true, out)
     }
 
     /// A snapshot of endpoint `i` as it stands at `now`. Read-only: a lazy transition that

@@ -72,7 +72,7 @@ impl PermissionOverride {
     }
 }
 
-/// Where a resolved permission came from (reported in the call's result).
+/// Where a resolved permission came from (see [`Call::permission_sources`](crate::Call::permission_sources)).
 ///
 /// ```
 /// use baton_core::PermissionSource;

@@ -502,7 +502,8 @@ pub struct Settings {
     pub not_processed: StatusSet,
     /// Circuit breaker.
     pub breaker: Breaker,
-    /// Retry budget (default on; `None` turns it off).
+    /// Retry budget (default on; `None` turns it off; in files: `budget = false`).
+    #[cfg_attr(feature = "serde", serde(with = "serde_budget"))]
     pub budget: Option<Budget>,
     /// Hedging (default off).
     pub hedge: Option<Hedge>,
@@ -1341,6 +1342,37 @@ mod serde_opt_duration {
         #[derive(Deserialize)]
         struct Wrap(#[serde(deserialize_with = "super::serde_duration::from_raw")] Duration);
         Ok(Option::<Wrap>::deserialize(de)?.map(|w| w.0))
+    }
+}
+
+#[cfg(feature = "serde")]
+mod serde_budget {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Budget;
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Switch(bool),
+        Settings(Budget),
+    }
+
+    /// `false` when off, else the budget's table.
+    pub fn serialize<S: Serializer>(b: &Option<Budget>, s: S) -> Result<S::Ok, S::Error> {
+        match b {
+            None => s.serialize_bool(false),
+            Some(b) => b.serialize(s),
+        }
+    }
+
+    /// `false` (off), `true` (the defaults) or a table of budget settings.
+    pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Budget>, D::Error> {
+        Ok(match Raw::deserialize(de)? {
+            Raw::Switch(false) => None,
+            Raw::Switch(true) => Some(Budget::default()),
+            Raw::Settings(b) => Some(b),
+        })
     }
 }
 

@@ -139,7 +139,9 @@ proptest! {
             Some(max) => prop_assert!(attempts <= max, "{attempts} > {max}"),
             None => prop_assert!(attempts <= usable(&s) * per + pinned),
         }
-        let rounds = 1 + o.seen.iter().filter(|e| matches!(e, Seen::Wait { reason: WaitReason::Round | WaitReason::Cooldown, .. })).count() as u32;
+        // Every new round starts after a reported wait (Round, Cooldown, or RetryAfter when
+        // the provider asked); counting all waits bounds the rounds from above.
+        let rounds = 1 + o.seen.iter().filter(|e| matches!(e, Seen::Wait { .. })).count() as u32;
         for (i, _) in s.endpoints.iter().enumerate() {
             let n = o.run.report.attempts.iter().filter(|a| a.endpoint == i).count() as u32;
             prop_assert!(n <= (per * rounds).max(pinned), "endpoint {i}: {n} attempts, per {per} x {rounds} rounds, pinned {pinned}");

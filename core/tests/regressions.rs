@@ -1,0 +1,358 @@
+//! Regression tests from the second reading of the engine against the spec: each pins a
+//! behaviour that was once wrong (deadlock in event sinks, event order, pinned single
+//! endpoints, stale Retry-After, deadline-cut undelivered attempts, limiter tokens spent on
+//! budget-refused attempts, trigger sets, cooling endpoints and the breaker, key bytes).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_core::sim::{Script, Sim};
+use baton_core::*;
+use http::Method;
+
+fn endpoints(ids: &[&str]) -> PolicyBuilder {
+    let mut b = Policy::builder().jitter(Jitter::None).seed(7);
+    for id in ids {
+        b = b.endpoint(Endpoint::new(*id, format!("https://{id}.example/")));
+    }
+    b
+}
+
+fn sim(b: PolicyBuilder) -> Sim {
+    Sim::new(b.build().unwrap(), Instant::now())
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn names(run: &sim::SimRun) -> Vec<String> {
+    run.events
+        .iter()
+        .map(|e| e.text.split([' ', '{']).next().unwrap().to_string())
+        .collect()
+}
+
+/// SPEC 2.10 / 1: a connect-phase failure sends nothing, even when the deadline cut it.
+#[test]
+fn connect_timeout_cut_by_deadline_is_not_may_have_executed() {
+    let mut s = sim(endpoints(&["a"]));
+    s.script("a", Script::connect_timeout());
+    let run = s.run(
+        Method::POST,
+        CallOptions {
+            deadline: Some(ms(500)),
+            ..CallOptions::default()
+        },
+    );
+    assert_eq!(run.executions("a"), 0);
+    assert_eq!(run.report.stop_reason, StopReason::Deadline);
+    assert!(
+        !run.report.may_have_executed,
+        "nothing reached a provider, yet the report says 'unknown': {:?}",
+        run.report.attempts
+    );
+}
+
+/// SPEC 2.6: Retry-After replaces the backoff only for the wait that follows the 429/503
+/// carrying it; a later failure without a response gets the ordinary backoff.
+#[test]
+fn retry_after_is_not_reused_for_a_later_failure_without_a_response() {
+    let mut s = sim(endpoints(&["a"]).budget(None));
+    s.script(
+        "a",
+        Script::status(503)
+            .header("retry-after", "10")
+            .then(Script::refuse())
+            .then(Script::status(200)),
+    );
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.report.attempts.len(), 3);
+    let waits = run.events_named("BackoffWait");
+    assert_eq!(waits.len(), 2);
+    assert!(waits[0].text.contains("RetryAfter"), "{}", waits[0].text);
+    // waits so far = 1: 200 ms x 2 = 400 ms, no jitter.
+    assert!(
+        waits[1].text.contains("delay: 400ms"),
+        "second wait reuses the old Retry-After: {}",
+        waits[1].text
+    );
+}
+
+/// SPEC 4: events in causal order: the attempt finishes, then the breaker transition it
+/// caused.
+#[test]
+fn breaker_transition_is_reported_after_the_attempt_that_caused_it() {
+    let mut s = sim(endpoints(&["a"]).budget(None));
+    s.script("a", Script::status(503));
+    let run = s.run(Method::GET, CallOptions::default());
+    let n = names(&run);
+    let t = n
+        .iter()
+        .position(|e| e == "BreakerTransition")
+        .expect("3 failures trip");
+    let last_finished = n.iter().rposition(|e| e == "AttemptFinished").unwrap();
+    assert!(
+        last_finished < t,
+        "transition reported before the attempt that caused it finished: {n:?}"
+    );
+}
+
+/// SPEC 4 + 2.5: a probe's result is reported after the attempt finished and before (or
+/// with) the transition it causes, never after it.
+#[test]
+fn probe_result_precedes_the_transition_it_causes() {
+    let mut s = sim(endpoints(&["a"]).budget(None).attempts_per_endpoint(1));
+    s.script("a", Script::status(503));
+    for _ in 0..3 {
+        s.run(Method::GET, CallOptions::default());
+    }
+    s.advance(Duration::from_secs(30));
+    let run = s.run(Method::GET, CallOptions::default());
+    let n = names(&run);
+    let p = n.iter().position(|e| e == "ProbeResult").expect("probe");
+    let t = n
+        .iter()
+        .rposition(|e| e == "BreakerTransition")
+        .expect("half_open -> open");
+    assert!(p < t, "{n:?}");
+}
+
+/// SPEC 2.5 ("no lock held for more than a few instructions") and 4: the event sink is
+/// called while the endpoint's health lock is held, so a sink that reads endpoint state
+/// (SPEC 2.5: "Read any endpoint's state") on a breaker transition deadlocks the call.
+#[test]
+fn event_sink_may_read_endpoint_health_without_deadlocking() {
+    let cell: Arc<std::sync::OnceLock<Arc<Engine>>> = Arc::new(std::sync::OnceLock::new());
+    let c2 = cell.clone();
+    let policy = endpoints(&["a"])
+        .budget(None)
+        .on_event(move |e| {
+            if let EventKind::BreakerTransition { endpoint, .. } = e.kind {
+                if let Some(engine) = c2.get() {
+                    let _ = engine.health_of(endpoint, e.at);
+                }
+            }
+        })
+        .build()
+        .unwrap();
+    let mut s = Sim::new(policy, Instant::now());
+    cell.set(s.engine().clone()).unwrap();
+    s.script("a", Script::status(503));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let run = s.run(Method::GET, CallOptions::default());
+        let _ = tx.send(run.report.attempts.len());
+    });
+    let got = rx.recv_timeout(Duration::from_secs(5));
+    assert_eq!(
+        got.ok(),
+        Some(3),
+        "the call hung: the sink was called under the health lock"
+    );
+}
+
+/// SPEC 2.9: a limiter token is spent only when the attempt is actually sent; an attempt
+/// the budget refuses (SPEC 2.3: all of trigger, permission, replay, budget must allow)
+/// must not consume a token.
+#[test]
+fn budget_refused_attempt_spends_no_rate_limit_token() {
+    let policy = endpoints(&["a", "b"])
+        .budget(Some(Budget {
+            ratio: 0.0,
+            window: Duration::from_secs(10),
+            min_per_sec: 0.0,
+        }))
+        .rate_limit(Some(RateLimit {
+            limiter: Limiter::TokenBucket {
+                capacity: 2,
+                per_second: 0.001,
+            },
+            scope: LimitScope::Client,
+            on_limit: OnLimit::FailFast,
+        }))
+        .build()
+        .unwrap();
+    let mut s = Sim::new(policy, Instant::now());
+    s.script("a", Script::status(503));
+    let first = s.run(Method::GET, CallOptions::default());
+    assert_eq!(first.report.attempts.len(), 1);
+    assert_eq!(first.report.stop_reason, StopReason::Budget);
+    // One attempt was sent, so one token must remain for the next call's first attempt.
+    let second = s.run(Method::GET, CallOptions::default());
+    assert_eq!(
+        second.report.attempts.len(),
+        1,
+        "the refused failover burned a limiter token: {:?}",
+        second.report.stop_reason
+    );
+}
+
+/// SPEC 3: the idempotency key is sent unchanged on every attempt. A key header holding
+/// bytes that are not UTF-8 (valid obs-text in HTTP) comes back altered.
+#[test]
+fn idempotency_key_from_header_is_sent_unchanged() {
+    let policy = endpoints(&["a"]).build().unwrap();
+    let engine = Arc::new(Engine::new(policy));
+    let mut headers = http::HeaderMap::new();
+    let original = http::HeaderValue::from_bytes(b"key-\xe9-1").unwrap();
+    headers.insert("idempotency-key", original.clone());
+    let uri: http::Uri = "/".parse().unwrap();
+    let info = RequestInfo {
+        method: &Method::POST,
+        uri: &uri,
+        headers: &headers,
+    };
+    let now = Instant::now();
+    let mut call = Call::new(
+        engine.clone(),
+        &info,
+        BodyKind::Replayable,
+        CallOptions::default(),
+        now,
+    );
+    // Decision: a key that is not visible ASCII cannot be kept byte for byte through every
+    // HTTP client, so the call is rejected before anything is sent instead of altering it.
+    let Action::Done(report) = call.poll_action(now) else {
+        panic!("a non-ASCII idempotency key must be rejected before any attempt")
+    };
+    assert!(report.attempts.is_empty());
+    assert!(matches!(
+        report.outcome,
+        Outcome::Error {
+            kind: ErrorKind::InvalidCall(_),
+            ..
+        }
+    ));
+    let _ = (original, apply_attempt_headers);
+}
+
+/// SPEC 2.6: `max_attempts` set above one round starts further rounds. A GET to a single
+/// endpoint is not a pinned call (no endpoint is forbidden by permission), yet it stops
+/// after one round of 3.
+#[test]
+fn single_endpoint_get_with_larger_max_attempts_gets_further_rounds() {
+    let mut s = sim(endpoints(&["a"]).budget(None).max_attempts(5));
+    s.script("a", Script::status(503));
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(
+        run.report.attempts.len(),
+        5,
+        "stop reason {:?}",
+        run.report.stop_reason
+    );
+}
+
+/// SPEC 2.6 / 8: `pinned_attempts` only governs pinned calls (permission forbids every
+/// other endpoint). A GET to the only endpoint gets `attempts_per_endpoint` (3 with one
+/// usable endpoint), whatever `pinned_attempts` says.
+#[test]
+fn pinned_attempts_does_not_limit_a_get_to_a_single_endpoint() {
+    let mut s = sim(endpoints(&["a"]).budget(None).pinned_attempts(1));
+    s.script("a", Script::status(503));
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.report.attempts.len(), 3);
+}
+
+/// SPEC 2.5: outcomes of attempts that started before the endpoint's last reset are stale
+/// and change no state. A stale 503 still sets the endpoint's `not_before` (Retry-After)
+/// after an operator reset it by hand.
+#[test]
+fn stale_retry_after_does_not_set_not_before_after_a_manual_reset() {
+    let policy = endpoints(&["a", "b"]).build().unwrap();
+    let engine = Arc::new(Engine::new(policy));
+    let uri: http::Uri = "/".parse().unwrap();
+    let headers = http::HeaderMap::new();
+    let info = RequestInfo {
+        method: &Method::GET,
+        uri: &uri,
+        headers: &headers,
+    };
+    let t0 = Instant::now();
+    let mut call = Call::new(
+        engine.clone(),
+        &info,
+        BodyKind::Empty,
+        CallOptions::default(),
+        t0,
+    );
+    let Action::Send(a) = call.poll_action(t0) else {
+        panic!("first attempt expected")
+    };
+    assert!(engine.reset("a", t0 + ms(10)));
+    let mut resp = http::HeaderMap::new();
+    resp.insert("retry-after", "20".parse().unwrap());
+    let t1 = t0 + ms(20);
+    call.handle_outcome(
+        a.number,
+        AttemptOutcome::Response(ResponseInfo::new(
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            &resp,
+        )),
+        t1,
+    );
+    let h = engine.health_of("a", t1).unwrap();
+    assert_eq!(
+        h.not_before, None,
+        "a stale outcome changed the endpoint's state"
+    );
+    assert!(h.available);
+}
+
+/// SPEC 2.5: `not_before` is kept separately from the breaker, and a 502/503/504 counts as
+/// a breaker failure. Attempts at a closed endpoint that is only cooling down (tried last)
+/// are silently not counted, so its breaker never trips.
+#[test]
+fn failures_at_a_cooling_but_closed_endpoint_still_count_for_the_breaker() {
+    let mut s = sim(endpoints(&["a", "b"]).budget(None));
+    s.script(
+        "a",
+        Script::status(429)
+            .header("retry-after", "20")
+            .then(Script::status(503)),
+    );
+    s.script("b", Script::refuse());
+    let first = s.run(Method::GET, CallOptions::default());
+    assert_eq!(first.endpoints_attempted(), ["a", "b"]);
+    for _ in 0..3 {
+        let run = s.run(Method::GET, CallOptions::default());
+        assert!(run.endpoints_attempted().contains(&"a"));
+        assert_eq!(
+            run.report
+                .attempts
+                .iter()
+                .find(|r| &*r.endpoint_id == "a")
+                .unwrap()
+                .result,
+            AttemptResult::Response(http::StatusCode::SERVICE_UNAVAILABLE)
+        );
+    }
+    let h = s.engine().health_of("a", s.now()).unwrap();
+    assert_eq!(
+        h.state,
+        BreakerState::Open,
+        "three 503s in a row did not trip: {h:?}"
+    );
+}
+
+/// SPEC 2.3: the narrow `{503}` trigger set is for calls that *rely on an idempotency
+/// key*. A GET whose caller forbade failover still has retry `Always` from its safe method
+/// and relies on no key, yet a 502 from its only endpoint is returned instead of retried.
+#[test]
+fn get_with_failover_forbidden_still_retries_502_on_the_same_endpoint() {
+    let mut s = sim(endpoints(&["a"]).budget(None));
+    s.script("a", Script::status(502).then(Script::status(200)));
+    let run = s.run(
+        Method::GET,
+        CallOptions {
+            failover: Some(Permission::Never),
+            ..CallOptions::default()
+        },
+    );
+    assert_eq!(
+        run.report.attempts.len(),
+        2,
+        "502 was returned as an answer"
+    );
+    assert_eq!(run.report.status(), Some(http::StatusCode::OK));
+}
