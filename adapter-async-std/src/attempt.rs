@@ -147,7 +147,7 @@ pub(crate) async fn run(ctx: AttemptCtx, mut req: http::Request<OutBody>) -> Att
     loop {
         let (mut conn, fresh) = match ctx.pool.take(ctx.endpoint, Instant::now()) {
             Some(c) => (c, false),
-            None => match timeout_at(connect_by, open(&ctx)).await {
+            None => match timeout_at(connect_by, Box::pin(open(&ctx))).await {
                 None => return timed_out(Phase::Connect),
                 Some(Err((phase, e))) => return fail(phase, e),
                 Some(Ok(c)) => (c, true),

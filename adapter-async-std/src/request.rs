@@ -232,7 +232,7 @@ impl RequestBuilder {
             mut invalid,
         } = self;
         if let (Some(limit), None) = (buffer, &invalid) {
-            match body.buffer(limit).await {
+            match Box::pin(body.buffer(limit)).await {
                 Ok(b) => body = b,
                 Err(e) => {
                     invalid = Some(format!("the body stream failed while buffering: {e}"));

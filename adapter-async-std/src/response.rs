@@ -121,10 +121,16 @@ impl Response {
             let Some(body) = self.body.as_mut() else {
                 return Poll::Ready(Ok(None));
             };
-            if let Some(l) = self.lease.as_mut() {
-                l.conn.drive(cx);
+            // What hyper already parsed is taken first; the connection is driven (a read
+            // system call) only when the body has nothing ready.
+            let mut polled = Pin::new(&mut *body).poll_frame(cx);
+            if polled.is_pending() {
+                if let Some(l) = self.lease.as_mut() {
+                    l.conn.drive(cx);
+                }
+                polled = Pin::new(body).poll_frame(cx);
             }
-            match Pin::new(body).poll_frame(cx) {
+            match polled {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => {
                     self.body = None;
