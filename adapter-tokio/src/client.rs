@@ -137,7 +137,7 @@ impl ClientBuilder {
 
     /// Buffers streaming request bodies up to `limit` bytes so that they can be replayed
     /// (default: off; a stream is sent once). A body over the limit is sent once, with a
-    /// `NotReplayable` event.
+    /// `BodyNotBuffered` event.
     pub fn buffer_bodies(mut self, limit: usize) -> Self {
         self.buffer_limit = Some(limit);
         self

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, Engine, ErrorKind, Event, EventKind, EventSink, Outcome, Report, RequestInfo,
-    ResponseInfo, TimeoutPhase,
+    CallOptions, Engine, ErrorKind, Event, EventSink, Outcome, Report, RequestInfo, ResponseInfo,
+    TimeoutPhase,
 };
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
@@ -196,7 +196,7 @@ pub(crate) async fn drive<T: Transport>(
     };
 
     // Opt-in buffering of a streaming body (SPEC 2.4), before the call starts.
-    let mut over_limit = false;
+    let mut over_limit = None;
     if let (Some(limit), Body::Stream(stream)) =
         (req.buffer_limit.or(shared.buffer_limit), &mut req.body)
     {
@@ -205,17 +205,12 @@ pub(crate) async fn drive<T: Transport>(
                 crate::body::Buffered::Complete(bytes) => req.body = Body::Bytes(bytes),
                 crate::body::Buffered::OverLimit(body) => {
                     *stream = Some(body);
-                    over_limit = true;
+                    over_limit = Some(limit);
                 }
             }
         }
     }
 
-    let sink_for_event = if over_limit {
-        options.events.clone()
-    } else {
-        None
-    };
     let engine = &shared.engine;
     let info = RequestInfo {
         method: &req.method,
@@ -229,15 +224,8 @@ pub(crate) async fn drive<T: Transport>(
         options,
         Instant::now(),
     ));
-    if over_limit {
-        if let Some(sink) = sink_for_event.as_ref().or(shared.client_sink.as_ref()) {
-            sink(&Event {
-                request_id: call.0.request_id().as_str(),
-                idempotency_key: call.0.idempotency_key(),
-                at: Instant::now(),
-                kind: EventKind::NotReplayable,
-            });
-        }
+    if let Some(limit) = over_limit {
+        call.0.body_not_buffered(limit, Instant::now());
     }
 
     let mut flights: SmallVec<[InFlight<_>; 2]> = SmallVec::new();

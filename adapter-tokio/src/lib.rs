@@ -65,7 +65,7 @@
 //!   attempt that would need it again is not made. [`RequestBuilder::buffer_body`] (or
 //!   [`ClientBuilder::buffer_bodies`]) opts in to buffering a stream up to a limit, before
 //!   the call starts (the deadline starts after buffering); over the limit, what was read
-//!   is sent ahead of the rest of the stream, once, and a `NotReplayable` event says so.
+//!   is sent ahead of the rest of the stream, once, and a `BodyNotBuffered` event says so.
 //! - **Request URLs.** A call takes a path (or an absolute URL, whose path and query are
 //!   used and whose host only matters for the Host rule). In complete mode (the default)
 //!   each endpoint's URL is parsed once, when the client is built.

@@ -324,7 +324,7 @@ async fn streaming_body_over_the_buffer_limit_is_sent_once_whole() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(primary.requests()[0].body, b"0123456789abcdef");
-    assert!(log.names().contains(&"NotReplayable".to_string()));
+    assert!(log.names().contains(&"BodyNotBuffered".to_string()));
 }
 
 #[cfg(feature = "json")]
