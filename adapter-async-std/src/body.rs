@@ -22,6 +22,7 @@ use baton_core::BodyKind;
 use bytes::{Bytes, BytesMut};
 use futures_core::Stream;
 use http_body::{Frame, SizeHint};
+use sync_wrapper::SyncWrapper;
 
 type ByteStream = Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send>>;
 type MakeBody = Arc<dyn Fn() -> io::Result<Bytes> + Send + Sync>;
@@ -195,20 +196,25 @@ impl Source {
             Source::Bytes(b) => Ok(OutBody::full(b.clone())),
             Source::Fn(f) => f().map(OutBody::full),
             Source::Stream(s) => match (fresh, s.take()) {
-                (false, Some((prefix, rest))) => Ok(OutBody::Stream { prefix, rest }),
+                (false, Some((prefix, rest))) => Ok(OutBody::Stream {
+                    prefix,
+                    rest: SyncWrapper::new(rest),
+                }),
                 _ => Err(io::Error::other("a streamed body cannot be sent twice")),
             },
         }
     }
 }
 
-/// The body type hyper sends.
+/// The body type hyper sends. The stream sits in a `SyncWrapper` (only ever used through
+/// `&mut`), so that a connection, and so a [`Response`](crate::Response) and an
+/// [`Error`](crate::Error) carrying one, are `Sync` even though user streams need not be.
 pub(crate) enum OutBody {
     Empty,
     Full(Option<Bytes>),
     Stream {
         prefix: Option<Bytes>,
-        rest: ByteStream,
+        rest: SyncWrapper<ByteStream>,
     },
 }
 
@@ -237,7 +243,8 @@ impl http_body::Body for OutBody {
                 if let Some(p) = prefix.take() {
                     return Poll::Ready(Some(Ok(Frame::data(p))));
                 }
-                rest.as_mut()
+                rest.get_mut()
+                    .as_mut()
                     .poll_next(cx)
                     .map(|c| c.map(|r| r.map(Frame::data)))
             }

@@ -571,6 +571,18 @@ fn client_settings_are_validated_at_build() {
 }
 
 #[test]
+fn errors_and_responses_can_cross_threads() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<Error>();
+    send_sync::<baton_async_std::Response>();
+    send_sync::<Client>();
+    fn boxed(e: Error) -> Box<dyn std::error::Error + Send + Sync> {
+        Box::new(e)
+    }
+    let _ = boxed;
+}
+
+#[test]
 fn send_futures_are_send() {
     fn assert_send<T: Send>(_: &T) {}
     let c = client(&["http://127.0.0.1:1".to_string()]);
