@@ -81,7 +81,7 @@ pub use policy::serde_duration;
 pub use policy::{
     Breaker, BreakerRule, Budget, ClassifyFn, ConfigError, EligibleFn, Endpoint, EventSink, Hedge,
     PermissionFn, Policy, PolicyBuilder, RequestInfo, ResponseView, Settings, Unavailable, UrlMode,
-    Verdict, MAX_DURATION, MAX_ENDPOINTS,
+    Verdict, DEFAULT_SEED, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION, MAX_ENDPOINTS,
 };
 pub use report::{
     AttemptFailure, AttemptRecord, AttemptResult, Error, ErrorKind, FailureClass, Outcome, Report,

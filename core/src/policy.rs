@@ -23,6 +23,11 @@ use crate::status::StatusSet;
 /// set of providers" baton is for.
 pub const MAX_ENDPOINTS: usize = 64;
 
+/// The seed a policy has until one is chosen: adapters replace it with OS randomness so
+/// that clients that failed together do not back off in lock-step; tests and simulations
+/// set their own.
+pub const DEFAULT_SEED: u64 = 0x5EED_BA70;
+
 /// Longest duration any setting accepts (10 years); anything longer is surely a unit
 /// mistake, and the cap keeps all time arithmetic far from overflow.
 pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -543,7 +548,7 @@ impl Default for Settings {
             request_id_header: "x-request-id".into(),
             idempotency_key_header: "idempotency-key".into(),
             attempt_header: None,
-            seed: 0x5EED_BA70_u64,
+            seed: DEFAULT_SEED,
         }
     }
 }
@@ -698,6 +703,24 @@ impl Policy {
     /// The attempt-number header name, when enabled.
     pub fn attempt_header(&self) -> Option<&HeaderName> {
         self.attempt_header.as_ref()
+    }
+
+    /// The event sink every call of the client reports to, if any.
+    pub fn event_sink(&self) -> Option<&EventSink> {
+        self.events.as_ref()
+    }
+
+    /// The same policy with another event sink (adapters combine theirs with the user's).
+    pub fn with_event_sink(mut self, sink: Option<EventSink>) -> Self {
+        self.events = sink;
+        self
+    }
+
+    /// The same policy with another random seed (adapters seed it from the OS when the
+    /// user left [`DEFAULT_SEED`]).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.settings.seed = seed;
+        self
     }
 
     /// The effective connect timeout for endpoint `index`.
@@ -931,6 +954,16 @@ impl PolicyBuilder {
     pub fn event_sink(mut self, sink: Option<EventSink>) -> Self {
         self.events = sink;
         self
+    }
+
+    /// The event sink set so far, if any (so an adapter can combine it with its own).
+    pub fn event_sink_ref(&self) -> Option<&EventSink> {
+        self.events.as_ref()
+    }
+
+    /// The plain settings so far.
+    pub fn settings_ref(&self) -> &Settings {
+        &self.settings
     }
 
     /// Validates everything and builds the policy.
