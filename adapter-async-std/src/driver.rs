@@ -38,6 +38,8 @@ pub(crate) struct Prepared {
     pub(crate) options: CallOptions,
     /// Why the request cannot be built at all (rejected locally at the first send).
     pub(crate) invalid: Option<String>,
+    /// The buffering limit a streamed body was over (it is sent once).
+    pub(crate) not_buffered: Option<usize>,
 }
 
 type AttemptFuture = Pin<Box<dyn Future<Output = AttemptEnd> + Send>>;
@@ -71,6 +73,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
         body_kind,
         options,
         invalid,
+        not_buffered,
     } = req;
     let info = RequestInfo {
         method: &method,
@@ -84,6 +87,9 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
         options,
         Instant::now(),
     );
+    if let Some(limit) = not_buffered {
+        call.body_not_buffered(limit, Instant::now());
+    }
     let mut flights: SmallVec<[Flight; 2]> = SmallVec::new();
     let mut kept: SmallVec<[Kept; 1]> = SmallVec::new();
     let mut last_error: Option<TransportError> = None;

@@ -65,6 +65,32 @@ impl Error {
         }
     }
 
+    /// The call's request id (every error has one, even a call that never got a response).
+    pub fn request_id(&self) -> &str {
+        match self {
+            Error::Call(e) => e.report().request_id.as_str(),
+            Error::Body(b) => b.request_id.as_str(),
+            #[cfg(feature = "json")]
+            Error::Decode(d) => d.request_id.as_str(),
+        }
+    }
+
+    /// The retained response a failed call carries (SPEC 2.10), if any.
+    pub fn retained_response(&self) -> Option<&Response> {
+        match self {
+            Error::Call(e) => e.response(),
+            _ => None,
+        }
+    }
+
+    /// Takes the retained response out of a failed call.
+    pub fn into_retained_response(self) -> Option<Response> {
+        match self {
+            Error::Call(e) => e.into_response(),
+            _ => None,
+        }
+    }
+
     /// Whether this is a body error.
     pub fn is_body(&self) -> bool {
         matches!(self, Error::Body(_))
@@ -277,7 +303,16 @@ impl StdError for BodyError {
 #[derive(Debug)]
 pub struct DecodeError {
     pub(crate) endpoint: Arc<str>,
+    pub(crate) request_id: RequestId,
     pub(crate) source: serde_json::Error,
+}
+
+#[cfg(feature = "json")]
+impl DecodeError {
+    /// The endpoint whose response body is not the expected JSON.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
 }
 
 #[cfg(feature = "json")]

@@ -76,16 +76,17 @@
 //!   was sent, so it is not an attempt.
 //! - **Events**: the client's callback ([`ClientBuilder::on_event`]) or a per-call one
 //!   ([`RequestBuilder::on_event`]), delivered synchronously by the engine. With the
-//!   `tracing` feature, `ClientBuilder::trace_events()` also forwards every event to
-//!   `tracing` (and `tracing_sink()` gives that sink for a policy built by hand).
+//!   `tracing` feature, every event is also forwarded to `tracing` unless
+//!   `ClientBuilder::tracing(false)` (and `tracing_sink()` gives that sink for a policy
+//!   built by hand).
 //! - **Keep-alive timer**: the attempt timeout of a keep-alive connection uses one
 //!   `async-io` timer kept armed across its requests and re-armed only when it fires early,
 //!   because registering a timer wakes the reactor (a system call) and doing so per request
 //!   cost measurable throughput.
 //! - **Streams**: a streamed request body is one-shot (no retry, no failover); buffering it
-//!   for replay is an explicit opt-in with a size limit ([`RequestBuilder::buffer_body`]).
-//!   Core has no "buffer limit exceeded" event, so an over-limit body shows up as the
-//!   engine's `NotReplayable` event when a later attempt would have been wanted.
+//!   for replay is an explicit opt-in with a size limit ([`RequestBuilder::buffer_body`],
+//!   [`ClientBuilder::buffer_bodies`]); an over-limit body is sent once, with the engine's
+//!   `BodyNotBuffered` event.
 //!
 //! ## Benchmark
 //!
@@ -168,6 +169,9 @@ pub(crate) struct Inner {
     pub(crate) targets: Vec<Arc<connect::Target>>,
     pub(crate) ids: Vec<Arc<str>>,
     pub(crate) body_timeout: Option<Duration>,
+    pub(crate) buffer_limit: Option<usize>,
+    /// The client's event sink, installed per call when the policy was built elsewhere.
+    pub(crate) events: Option<EventSink>,
 }
 
 /// A failover HTTP client; cheap to clone (clones share endpoint health, the retry budget
@@ -194,45 +198,51 @@ impl Client {
         ClientBuilder::default()
     }
 
+    /// A client with this policy and default transport settings (as `baton-tokio`'s
+    /// `Client::new`); the seed is drawn from the OS unless the policy sets one.
+    pub fn new(policy: PolicyBuilder) -> Result<Client, BuildError> {
+        ClientBuilder::new(policy).build()
+    }
+
     /// A client for a policy built elsewhere, with default transport settings. The
     /// policy's seed is used as given.
     pub fn with_policy(policy: Policy) -> Result<Client, BuildError> {
-        ClientBuilder::default().build_with(policy)
+        ClientBuilder::from_policy(policy).build()
     }
 
     /// A call with `method` to `url` (a path such as `/v1/charges`, or an absolute URL;
     /// resolved against each endpoint by the policy's URL mode).
-    pub fn request(&self, method: Method, url: &str) -> RequestBuilder {
-        RequestBuilder::new(self.clone(), method, url)
+    pub fn request(&self, method: Method, url: impl AsRef<str>) -> RequestBuilder {
+        RequestBuilder::new(self.clone(), method, url.as_ref(), self.inner.buffer_limit)
     }
 
     /// A GET call.
-    pub fn get(&self, url: &str) -> RequestBuilder {
+    pub fn get(&self, url: impl AsRef<str>) -> RequestBuilder {
         self.request(Method::GET, url)
     }
 
     /// A POST call.
-    pub fn post(&self, url: &str) -> RequestBuilder {
+    pub fn post(&self, url: impl AsRef<str>) -> RequestBuilder {
         self.request(Method::POST, url)
     }
 
     /// A PUT call.
-    pub fn put(&self, url: &str) -> RequestBuilder {
+    pub fn put(&self, url: impl AsRef<str>) -> RequestBuilder {
         self.request(Method::PUT, url)
     }
 
     /// A PATCH call.
-    pub fn patch(&self, url: &str) -> RequestBuilder {
+    pub fn patch(&self, url: impl AsRef<str>) -> RequestBuilder {
         self.request(Method::PATCH, url)
     }
 
     /// A DELETE call.
-    pub fn delete(&self, url: &str) -> RequestBuilder {
+    pub fn delete(&self, url: impl AsRef<str>) -> RequestBuilder {
         self.request(Method::DELETE, url)
     }
 
     /// A HEAD call.
-    pub fn head(&self, url: &str) -> RequestBuilder {
+    pub fn head(&self, url: impl AsRef<str>) -> RequestBuilder {
         self.request(Method::HEAD, url)
     }
 
@@ -305,6 +315,8 @@ pub struct ClientBuilder {
     events: Option<EventSink>,
     #[cfg(feature = "tracing")]
     tracing: bool,
+    built: Option<Policy>,
+    buffer_limit: Option<usize>,
 }
 
 impl Default for ClientBuilder {
@@ -317,12 +329,43 @@ impl Default for ClientBuilder {
             tls: None,
             events: None,
             #[cfg(feature = "tracing")]
-            tracing: false,
+            tracing: true,
+            built: None,
+            buffer_limit: None,
         }
     }
 }
 
 impl ClientBuilder {
+    /// A builder starting from this policy builder (as `baton-tokio`'s
+    /// `ClientBuilder::new`).
+    pub fn new(policy: PolicyBuilder) -> Self {
+        ClientBuilder {
+            policy,
+            ..ClientBuilder::default()
+        }
+    }
+
+    /// A builder for an already built policy: its seed is used as is (set it from OS
+    /// randomness yourself, or generated request ids repeat across processes), and an
+    /// event callback set here replaces the policy's own sink. [`endpoint`](Self::endpoint)
+    /// and [`policy`](Self::policy) have no effect then.
+    pub fn from_policy(policy: Policy) -> Self {
+        ClientBuilder {
+            built: Some(policy),
+            ..ClientBuilder::default()
+        }
+    }
+
+    /// Buffers streamed request bodies of every call up to `limit` bytes so that they can
+    /// be replayed (default: off; a stream is sent once). A body over the limit is sent
+    /// once, and the engine's `BodyNotBuffered` event says so. Same as
+    /// [`RequestBuilder::buffer_body`] on every call.
+    pub fn buffer_bodies(mut self, limit: usize) -> Self {
+        self.buffer_limit = Some(limit);
+        self
+    }
+
     /// Adds an endpoint (priority order is the order of these calls).
     pub fn endpoint(mut self, endpoint: Endpoint) -> Self {
         self.policy = self.policy.endpoint(endpoint);
@@ -343,12 +386,12 @@ impl ClientBuilder {
         self
     }
 
-    /// Also forwards every event to `tracing` (see [`tracing_sink`]), besides the
-    /// [`on_event`](Self::on_event) callback. Replaces a sink set through
-    /// [`policy`](Self::policy).
+    /// Whether every event is also forwarded to `tracing` (see [`tracing_sink`]), besides
+    /// the [`on_event`](Self::on_event) callback (default: on, with the `tracing`
+    /// feature). When on, it replaces a sink set through [`policy`](Self::policy).
     #[cfg(feature = "tracing")]
-    pub fn trace_events(mut self) -> Self {
-        self.tracing = true;
+    pub fn tracing(mut self, on: bool) -> Self {
+        self.tracing = on;
         self
     }
 
@@ -381,12 +424,6 @@ impl ClientBuilder {
     /// Validates everything and builds the client. The engine's random source is seeded
     /// from OS randomness unless the policy set a seed.
     pub fn build(mut self) -> Result<Client, BuildError> {
-        let default_seed = Settings::default().seed;
-        self.policy = std::mem::take(&mut self.policy).configure(|s| {
-            if s.seed == default_seed {
-                s.seed = os_seed();
-            }
-        });
         #[cfg(feature = "tracing")]
         if self.tracing {
             let user = self.events.take();
@@ -398,14 +435,26 @@ impl ClientBuilder {
                 }
             }));
         }
-        if let Some(sink) = self.events.take() {
-            self.policy = std::mem::take(&mut self.policy).event_sink(Some(sink));
-        }
-        let policy = std::mem::take(&mut self.policy).build()?;
-        self.build_with(policy)
+        let events = self.events.take();
+        let policy = match self.built.take() {
+            Some(p) => p,
+            None => {
+                let default_seed = Settings::default().seed;
+                let mut pb = std::mem::take(&mut self.policy).configure(|s| {
+                    if s.seed == default_seed {
+                        s.seed = os_seed();
+                    }
+                });
+                if let Some(sink) = &events {
+                    pb = pb.event_sink(Some(sink.clone()));
+                }
+                pb.build()?
+            }
+        };
+        self.build_with(policy, events)
     }
 
-    fn build_with(self, policy: Policy) -> Result<Client, BuildError> {
+    fn build_with(self, policy: Policy, events: Option<EventSink>) -> Result<Client, BuildError> {
         if self.idle_timeout.is_zero() {
             return Err(BuildError::Setting {
                 setting: "pool_idle_timeout",
@@ -445,6 +494,8 @@ impl ClientBuilder {
                 targets,
                 ids,
                 body_timeout: self.body_timeout,
+                buffer_limit: self.buffer_limit,
+                events,
             }),
         })
     }

@@ -45,7 +45,7 @@ pub struct RequestBuilder {
 }
 
 impl RequestBuilder {
-    pub(crate) fn new(client: Client, method: Method, url: &str) -> Self {
+    pub(crate) fn new(client: Client, method: Method, url: &str, buffer: Option<usize>) -> Self {
         let (uri, invalid) = match url.parse::<Uri>() {
             Ok(u) => (u, None),
             Err(e) => (
@@ -59,7 +59,7 @@ impl RequestBuilder {
             uri,
             headers: HeaderMap::new(),
             body: Body::empty(),
-            buffer: None,
+            buffer,
             options: CallOptions::default(),
             invalid,
         }
@@ -228,20 +228,30 @@ impl RequestBuilder {
             headers,
             mut body,
             buffer,
-            options,
+            mut options,
             mut invalid,
         } = self;
+        let mut not_buffered = None;
         if let (Some(limit), None) = (buffer, &invalid) {
             match Box::pin(body.buffer(limit)).await {
-                Ok(b) => body = b,
+                Ok(b) => {
+                    if b.kind() == BodyKind::OneShot {
+                        not_buffered = Some(limit);
+                    }
+                    body = b;
+                }
                 Err(e) => {
                     invalid = Some(format!("the body stream failed while buffering: {e}"));
                     body = Body::empty();
                 }
             }
         }
+        if options.events.is_none() {
+            options.events = client.inner.events.clone();
+        }
         let body_kind: BodyKind = body.kind();
         let prepared = Prepared {
+            not_buffered,
             method,
             uri,
             headers,

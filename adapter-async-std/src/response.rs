@@ -215,9 +215,14 @@ impl Response {
     #[cfg(feature = "json")]
     pub async fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, Error> {
         let endpoint = self.endpoint.clone();
+        let request_id = self.report.request_id;
         let b = self.bytes().await?;
         serde_json::from_slice(&b).map_err(|source| {
-            Error::Decode(Box::new(crate::error::DecodeError { endpoint, source }))
+            Error::Decode(Box::new(crate::error::DecodeError {
+                endpoint,
+                request_id,
+                source,
+            }))
         })
     }
 }

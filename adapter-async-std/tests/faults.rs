@@ -539,6 +539,47 @@ on_both_runtimes! {
         let policy = baton_core::Policy::builder().endpoint(Endpoint::new("only", a.url())).build().unwrap();
         let c = Client::with_policy(policy).unwrap();
         assert_eq!(c.get("/").send().await.unwrap().endpoint_id(), "only");
+        let c = Client::new(baton_core::Policy::builder().endpoint(Endpoint::new("x", a.url()))).unwrap();
+        assert_eq!(c.get(String::from("/")).send().await.unwrap().endpoint_id(), "x");
+    }
+
+    async fn an_over_limit_stream_is_sent_once_with_an_event() {
+        let a = Provider::start(Behaviour::ok());
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let s2 = seen.clone();
+        let c = builder(&[a.url()])
+            .buffer_bodies(4)
+            .on_event(move |e| s2.lock().unwrap().push(format!("{:?}", e.kind)))
+            .build()
+            .unwrap();
+        let chunks = futures_lite::stream::iter(vec![
+            Ok(Bytes::from_static(b"0123")),
+            Ok(Bytes::from_static(b"4567")),
+            Ok(Bytes::from_static(b"89")),
+        ]);
+        let resp = c.post("/").body(Body::stream(chunks)).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(a.requests()[0].body_text(), "0123456789");
+        let seen = seen.lock().unwrap();
+        assert!(seen.iter().any(|e| e.starts_with("BodyNotBuffered { limit: 4")), "{seen:?}");
+    }
+
+    async fn a_retained_response_travels_with_the_error() {
+        // A POST: a answers 429 (not processed), so it may fail over; b resets (ambiguous).
+        // Returning a's 429 is not allowed (b may have executed, failover is not Always),
+        // so the error carries it.
+        let a = Provider::start(Behaviour::status(429).body("slow down"));
+        let b = Provider::start(Behaviour::reset());
+        let c = client(&[a.url(), b.url()]);
+        let e = c.post("/").body("{}").send().await.unwrap_err();
+        assert_eq!(e.kind(), Some(&ErrorKind::Failover));
+        assert!(e.may_have_executed());
+        assert_eq!(e.request_id(), e.report().unwrap().request_id.as_str());
+        assert_eq!(e.retained_response().map(|r| r.status().as_u16()), Some(429));
+        let resp = e.into_retained_response().unwrap();
+        assert_eq!(resp.endpoint_id(), "a");
+        assert_eq!(resp.text().await.unwrap(), "slow down");
+        assert_eq!((a.request_count(), b.request_count()), (1, 1));
     }
 
     async fn the_send_future_runs_on_a_spawned_task() {
