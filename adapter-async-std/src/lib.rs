@@ -66,8 +66,8 @@
 //!
 //! - **Seed**: [`ClientBuilder::build`] seeds the engine's random source (jitter, request
 //!   ids) from OS randomness (std's `RandomState`, mixed with the time and process id)
-//!   unless the policy set a seed of its own. [`Client::with_policy`] keeps the policy's
-//!   seed as given (a built `Policy` cannot be re-seeded from outside `baton-core`).
+//!   unless the policy set a seed of its own (a prebuilt policy given to
+//!   [`Client::with_policy`] too: a seed left at `DEFAULT_SEED` is replaced).
 //! - **Host**: a request without a Host header gets the endpoint's host (with the port
 //!   when it is not the default), as every HTTP client does; a caller's Host follows the
 //!   engine's Host rule.
@@ -204,8 +204,8 @@ impl Client {
         ClientBuilder::new(policy).build()
     }
 
-    /// A client for a policy built elsewhere, with default transport settings. The
-    /// policy's seed is used as given.
+    /// A client for a policy built elsewhere, with default transport settings. A seed left
+    /// at `DEFAULT_SEED` is replaced with OS randomness; any other is used as given.
     pub fn with_policy(policy: Policy) -> Result<Client, BuildError> {
         ClientBuilder::from_policy(policy).build()
     }
@@ -346,9 +346,9 @@ impl ClientBuilder {
         }
     }
 
-    /// A builder for an already built policy: its seed is used as is (set it from OS
-    /// randomness yourself, or generated request ids repeat across processes), and an
-    /// event callback set here replaces the policy's own sink. [`endpoint`](Self::endpoint)
+    /// A builder for an already built policy: a seed left at `DEFAULT_SEED` is replaced
+    /// with OS randomness (any other is kept), and an event callback set here replaces the
+    /// policy's own sink. [`endpoint`](Self::endpoint)
     /// and [`policy`](Self::policy) have no effect then.
     pub fn from_policy(policy: Policy) -> Self {
         ClientBuilder {
@@ -437,6 +437,7 @@ impl ClientBuilder {
         }
         let events = self.events.take();
         let policy = match self.built.take() {
+            Some(p) if p.settings().seed == baton_core::DEFAULT_SEED => p.with_seed(os_seed()),
             Some(p) => p,
             None => {
                 let default_seed = Settings::default().seed;

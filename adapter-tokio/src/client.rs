@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
     CallOptions, EndpointHealth, Engine, Event, EventSink, Permission, Policy, PolicyBuilder,
-    Settings, UrlMode,
+    UrlMode, DEFAULT_SEED,
 };
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Method, Uri, Version};
@@ -73,9 +73,9 @@ impl ClientBuilder {
         Self::with_source(PolicySource::Builder(policy))
     }
 
-    /// A builder for a client with an already built policy. Its seed is used as is (set it
-    /// from OS randomness yourself, or generated request ids repeat across processes), and
-    /// an event callback set here replaces the policy's own event sink for every call.
+    /// A builder for a client with an already built policy. A seed left at
+    /// [`DEFAULT_SEED`](baton_core::DEFAULT_SEED) is replaced with OS randomness (any other
+    /// seed is kept), and an event callback set here runs after the policy's own sink.
     pub fn from_policy(policy: Policy) -> Self {
         Self::with_source(PolicySource::Built(policy))
     }
@@ -163,20 +163,34 @@ impl ClientBuilder {
         sink: Option<EventSink>,
         buffer_limit: Option<usize>,
     ) -> Result<Shared, BuildError> {
-        let (policy, call_sink) = match policy {
+        // The client's callback (and tracing) is combined with a sink the user set on the
+        // policy itself: both see every event, the policy's first.
+        let effective = |user: Option<&EventSink>| match (user.cloned(), sink.clone()) {
+            (Some(user), Some(client)) => Some(driver::combine(user, client)),
+            (user, client) => user.or(client),
+        };
+        let policy = match policy {
             PolicySource::Builder(b) => {
-                let mut b = b.configure(|s| {
-                    if s.seed == Settings::default().seed {
+                let b = b.configure(|s| {
+                    if s.seed == DEFAULT_SEED {
                         s.seed = os_seed();
                     }
                 });
-                if sink.is_some() {
-                    b = b.event_sink(sink.clone());
-                }
-                (b.build()?, None)
+                let events = effective(b.event_sink_ref());
+                b.event_sink(events).build()?
             }
-            PolicySource::Built(p) => (p, sink.clone()),
+            PolicySource::Built(p) => {
+                let p = if p.settings().seed == DEFAULT_SEED {
+                    p.with_seed(os_seed())
+                } else {
+                    p
+                };
+                let events = effective(p.event_sink());
+                p.with_event_sink(events)
+            }
         };
+        let sink = policy.event_sink().cloned();
+        let call_sink = None;
         let urls = (policy.settings().url_mode == UrlMode::Complete).then(|| {
             policy
                 .endpoints()

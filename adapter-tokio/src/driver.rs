@@ -174,7 +174,7 @@ enum BuildFail {
     Rejected(BoxError),
 }
 
-fn combine(a: EventSink, b: EventSink) -> EventSink {
+pub(crate) fn combine(a: EventSink, b: EventSink) -> EventSink {
     Arc::new(move |e: &Event<'_>| {
         a(e);
         b(e);

@@ -74,12 +74,11 @@
 //!   call ends as "invalid call" with a report (request id included); nothing is sent.
 //! - **Seed.** With a [`PolicyBuilder`], the engine's random seed (jitter, generated
 //!   request ids) is drawn from the OS (std's `RandomState`, mixed with the time and the
-//!   process id) unless the policy sets a seed other than the default. A prebuilt
-//!   [`Policy`] ([`ClientBuilder::from_policy`]) keeps its seed.
+//!   process id) unless the policy sets a seed other than the default; the same holds for a
+//!   prebuilt [`Policy`] ([`ClientBuilder::from_policy`]).
 //! - **Events.** [`ClientBuilder::on_event`] (and, with the `tracing` feature, the
-//!   forwarder to `tracing`) is installed as the policy's event sink, replacing a sink set
-//!   on the [`PolicyBuilder`] itself; [`RequestBuilder::on_event`] adds a per-call callback
-//!   that runs after the client's. Events are synchronous, in causal order per call, and a
+//!   forwarder to `tracing`) runs after a sink set on the policy itself (both see every
+//!   event); [`RequestBuilder::on_event`] adds a per-call callback that runs after those. Events are synchronous, in causal order per call, and a
 //!   panic in a callback is not caught.
 //! - **Response wall time** (for an HTTP-date `Retry-After` without a `Date` header) is
 //!   read only for 429 and 503 responses, the only ones whose `Retry-After` counts.

@@ -247,6 +247,26 @@ async fn events_arrive_in_causal_order() {
     assert_eq!(call_log.names(), expected, "the call's own callback too");
 }
 
+#[tokio::test]
+async fn policy_sink_and_client_callback_both_see_every_event() {
+    let backup = Provider::start(Behaviour::ok());
+    let policy_log = common::Log::default();
+    let pl = policy_log.clone();
+    let client_log = common::Log::default();
+    let cl = client_log.clone();
+    let policy = baton_core::Policy::builder()
+        .endpoint(baton_core::Endpoint::new("primary", testkit::refused_url()))
+        .endpoint(baton_core::Endpoint::new("backup", backup.url()))
+        .on_event(move |e| pl.0.lock().unwrap().push(format!("{:?}", e.kind)));
+    let client = baton_tokio::Client::builder(policy)
+        .on_event(move |e| cl.0.lock().unwrap().push(format!("{:?}", e.kind)))
+        .build()
+        .unwrap();
+    client.get("/").send().await.unwrap();
+    assert_eq!(policy_log.names().len(), 6);
+    assert_eq!(policy_log.names(), client_log.names());
+}
+
 // ----- bodies -----
 
 fn stream(parts: &'static [&'static str]) -> reqwest::Body {
