@@ -19,7 +19,9 @@ fn quick_run_prints_every_scenario_row() {
     let rows = [
         ("1 healthy", "plain reqwest"),
         ("1 healthy", "baton-tokio"),
+        ("1 healthy", "plain reqwest + 30 s tokio timeout"),
         ("2 black-holed primary", "plain reqwest to the backup"),
+        ("2 black-holed primary", "baton-tokio, healthy primary"),
         ("2 black-holed primary", "baton-tokio"),
         ("2 black-holed primary", "baton-tokio, 8 tasks"),
         ("2 black-holed primary", "hand-written try A then B"),
@@ -49,6 +51,6 @@ fn quick_run_prints_every_scenario_row() {
         );
     }
     let table_rows = stdout.lines().filter(|l| l.starts_with("| ")).count();
-    // Header plus 19 rows (scenario 1 has two shapes).
-    assert_eq!(table_rows, 20, "{stdout}");
+    // Header plus 23 rows (scenario 1 has two shapes).
+    assert_eq!(table_rows, 24, "{stdout}");
 }
