@@ -792,6 +792,16 @@ impl Call {
         )
     }
 
+    /// The kind of a later attempt at `e`: a retry when the call already attempted it, else
+    /// a failover (SPEC 1).
+    fn kind_at(&self, e: usize) -> AttemptKind {
+        if self.attempted.has(e) {
+            AttemptKind::Retry
+        } else {
+            AttemptKind::Failover
+        }
+    }
+
     /// Whether an extra attempt of `kind` is free of budget: it follows an undelivered
     /// failure, which put no load on any provider (hedges always pay).
     fn free_step(&self, kind: AttemptKind) -> bool {
@@ -918,11 +928,7 @@ impl Call {
                         endpoint = self.round.items[pos] as usize;
                     }
                     if kind != AttemptKind::First {
-                        kind = if self.attempted.has(endpoint) {
-                            AttemptKind::Retry
-                        } else {
-                            AttemptKind::Failover
-                        };
+                        kind = self.kind_at(endpoint);
                     }
                 }
                 (None, true) => {
@@ -955,11 +961,7 @@ impl Call {
                         Some(e) => {
                             endpoint = e;
                             if kind != AttemptKind::First {
-                                kind = if self.attempted.has(e) {
-                                    AttemptKind::Retry
-                                } else {
-                                    AttemptKind::Failover
-                                };
+                                kind = self.kind_at(e);
                             }
                         }
                         None if rl.on_limit == OnLimit::FailFast => {
@@ -1581,12 +1583,7 @@ impl Call {
                 continue;
             }
             if self.allowed(e) {
-                let kind = if self.attempted.has(e) {
-                    AttemptKind::Retry
-                } else {
-                    AttemptKind::Failover
-                };
-                return Ok(Some((e, kind, Duration::ZERO, None)));
+                return Ok(Some((e, self.kind_at(e), Duration::ZERO, None)));
             }
             refused = true;
         }
@@ -1612,12 +1609,7 @@ impl Call {
                 });
             if let Some(e) = first {
                 let wait = self.wait_for(e, WaitReason::Round, now)?;
-                let kind = if self.attempted.has(e) {
-                    AttemptKind::Retry
-                } else {
-                    AttemptKind::Failover
-                };
-                return Ok(Some((e, kind, wait.0, Some(wait.1))));
+                return Ok(Some((e, self.kind_at(e), wait.0, Some(wait.1))));
             }
             if self.round.len == 0 {
                 return Err(Stop::Reason(StopReason::NoUsableEndpoint));
