@@ -93,27 +93,40 @@ mod provider;
 pub use behaviour::Behaviour;
 pub use provider::{Provider, ProviderBuilder, Request};
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 
 /// A host name that never resolves (`.invalid` is reserved by RFC 6761).
 pub const UNRESOLVABLE_HOST: &str = "baton-test.invalid";
 
-/// A loopback address that refuses connections: an ephemeral port is bound, noted and
-/// released, so connecting to it fails with `ConnectionRefused` (*undelivered*).
-///
-/// The port is free when returned; in rare cases another socket could take it later.
+/// A loopback address that refuses connections (*undelivered*): a port held for the whole
+/// process by a socket that is bound but never listens, so connecting fails with
+/// `ConnectionRefused` and no other socket (another test's provider, say) can be given the
+/// port. Every call returns the same address.
 ///
 /// # Panics
-/// If binding `127.0.0.1:0` fails.
+/// If no port on 127.0.0.1 can be reserved.
 ///
 /// ```
 /// let addr = testkit::refused_addr();
 /// let err = std::net::TcpStream::connect(addr).unwrap_err();
 /// assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+/// assert_eq!(addr, testkit::refused_addr());
 /// ```
 pub fn refused_addr() -> SocketAddr {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("testkit: bind 127.0.0.1:0");
-    listener.local_addr().expect("testkit: local_addr")
+    static RESERVED: std::sync::OnceLock<(socket2::Socket, SocketAddr)> =
+        std::sync::OnceLock::new();
+    RESERVED
+        .get_or_init(|| {
+            let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+            let socket = provider::reserve(any).expect("testkit: reserve a port on 127.0.0.1");
+            let addr = socket
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_socket())
+                .expect("testkit: local_addr");
+            (socket, addr)
+        })
+        .1
 }
 
 /// `http://127.0.0.1:PORT` for a [`refused_addr`] (no trailing slash).

@@ -14,6 +14,26 @@ use crate::http::{self, ReadError};
 /// How long [`Provider::set_behaviour`] keeps trying to re-bind the provider's port.
 const REBIND_FOR: Duration = Duration::from_secs(2);
 
+/// Holds a loopback port without listening on it: connecting is refused, and no other
+/// socket can bind the port meanwhile (the reservation does not set `SO_REUSEADDR`, so the
+/// kernel never hands the port to another `bind`, not even an ephemeral one). Without it a
+/// refusing provider's port could be given to the next provider a test starts, and a
+/// "refused" endpoint would silently answer.
+pub(crate) fn reserve(addr: SocketAddr) -> std::io::Result<socket2::Socket> {
+    use socket2::{Domain, Socket, Type};
+    let deadline = Instant::now() + REBIND_FOR;
+    loop {
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+        match socket.bind(&addr.into()) {
+            Ok(()) => return Ok(socket),
+            // Connections the listener accepted may linger in TIME_WAIT on this port for a
+            // while; wait for them rather than share the port.
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -510,6 +530,8 @@ pub struct Provider {
     addr: SocketAddr,
     shared: Arc<Shared>,
     acceptor: Mutex<Option<Acceptor>>,
+    /// While refusing: the port, held without listening.
+    reserved: Mutex<Option<socket2::Socket>>,
 }
 
 impl std::fmt::Debug for Provider {
@@ -550,9 +572,21 @@ impl Provider {
 
     fn start_with(script: Vec<Behaviour>, default: Behaviour) -> Provider {
         let plan = Plan::new(script, &default);
-        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("testkit: bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("testkit: local_addr");
         let refusing = plan.refusing();
+        let (listener, reserved, addr) = if refusing {
+            let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+            let socket = reserve(any).expect("testkit: reserve a port on 127.0.0.1");
+            let addr = socket
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_socket())
+                .expect("testkit: local_addr");
+            (None, Some(socket), addr)
+        } else {
+            let listener = TcpListener::bind(("127.0.0.1", 0)).expect("testkit: bind 127.0.0.1:0");
+            let addr = listener.local_addr().expect("testkit: local_addr");
+            (Some(listener), None, addr)
+        };
         let shared = Arc::new(Shared {
             plan: Mutex::new(plan),
             log: Mutex::new(Log::default()),
@@ -563,16 +597,13 @@ impl Provider {
             closing: Mutex::new(false),
             closing_changed: Condvar::new(),
         });
-        let acceptor = if refusing {
-            drop(listener);
-            None
-        } else {
-            Some(Acceptor::spawn(listener, &shared).expect("testkit: spawn accept thread"))
-        };
+        let acceptor =
+            listener.map(|l| Acceptor::spawn(l, &shared).expect("testkit: spawn accept thread"));
         Provider {
             addr,
             shared,
             acceptor: Mutex::new(acceptor),
+            reserved: Mutex::new(reserved),
         }
     }
 
@@ -639,8 +670,13 @@ impl Provider {
                     a.stop(self.addr);
                 }
                 self.shared.shutdown_connections();
+                // Keep the port: refused, and not given to anyone else. If lingering
+                // connections keep it busy past the retry window, refusing still works;
+                // only the reservation is missing.
+                *lock(&self.reserved) = reserve(self.addr).ok();
             }
             (false, false) => {
+                drop(lock(&self.reserved).take());
                 let listener = rebind(self.addr).unwrap_or_else(|e| {
                     panic!(
                         "testkit: could not re-bind {} (another socket took the port?): {e}",

@@ -677,3 +677,24 @@ fn close_with_unread_pipelined_data_is_not_a_reset() {
     assert!(rest.is_empty());
     assert_eq!(p.request_count(), 1);
 }
+
+#[test]
+fn refusing_ports_are_never_handed_to_another_provider() {
+    let refusing = Provider::start(Behaviour::refuse());
+    let fixed = testkit::refused_addr();
+    let others: Vec<Provider> = (0..200).map(|_| Provider::start(Behaviour::ok())).collect();
+    for p in &others {
+        assert_ne!(p.addr(), refusing.addr());
+        assert_ne!(p.addr(), fixed);
+    }
+    for addr in [refusing.addr(), fixed] {
+        let err = std::net::TcpStream::connect(addr).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+    }
+    // Switching a live provider to refuse keeps its port too.
+    let switched = Provider::start(Behaviour::ok());
+    switched.set_behaviour(Behaviour::refuse());
+    let more: Vec<Provider> = (0..100).map(|_| Provider::start(Behaviour::ok())).collect();
+    assert!(more.iter().all(|p| p.addr() != switched.addr()));
+    switched.set_behaviour(Behaviour::ok());
+}
