@@ -7,18 +7,18 @@
 //! repository root.
 //!
 //! ```text
-//! cargo run --release -p bench            # the full run (a few minutes)
+//! cargo run --release -p bench            # the full run (about 2.5 minutes)
 //! cargo run --release -p bench -- --quick # a reduced run (seconds), as CI does
 //! cargo run --release -p bench -- --only 1,5 # some scenarios only
 //! ```
 //!
 //! | # | scenario | contenders |
 //! |---|---|---|
-//! | 1 | healthy provider: calls/s, p50, p99 | baton-tokio vs the same `reqwest::Client` used directly |
-//! | 2 | black-holed primary, healthy backup, 200 ms attempt timeout | baton (1 task and 8 tasks), a hand-written "try A then B" loop, reqwest-retry (at the primary) |
+//! | 1 | healthy provider: calls/s, p50, p99 | baton-tokio vs the same `reqwest::Client` used directly (and under a bare tokio timeout, as a reference) |
+//! | 2 | black-holed primary, healthy backup, 200 ms attempt timeout | baton (1 task and 8 tasks), a hand-written "try A then B" loop, reqwest-retry (at the primary); references: plain reqwest to the backup, baton with a healthy primary |
 //! | 3 | total outage (3 endpoints answer 503): attempts per call | baton with and without budget, reqwest-retry (2 retries), tower retry (2 retries, `TpsBudget`) |
 //! | 4 | primary slow (1 s) for 10 % of calls | baton with and without hedging |
-//! | 5 | the engine alone, 1 vs 2 threads sharing one `Engine` | breaker rules and budget on/off |
+//! | 5 | the engine alone, 1 vs 2 threads sharing one `Engine` | breaker rules and budget on/off; control: one `Engine` per thread |
 //!
 //! Everything runs on one current-thread tokio runtime (the providers have their own
 //! threads), so the client side uses one core and the providers the other on a 2-core
