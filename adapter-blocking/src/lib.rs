@@ -89,7 +89,7 @@
 //!   invalid call that carries a report, like every other call error.
 //! - **Events** go to [`ClientBuilder::on_event`] (or the policy's sink, or a per-call
 //!   sink), synchronously on the calling thread; with the `tracing` feature,
-//!   [`ClientBuilder::trace_events`] forwards them to `tracing` at debug level.
+//!   `ClientBuilder::trace_events` (feature `tracing`) forwards them to `tracing` at debug level.
 //!
 //! ## Cost on the healthy path
 //! `benches/blocking_throughput.rs` compares calls per second through a `Client` with the
