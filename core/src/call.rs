@@ -716,7 +716,7 @@ impl Call {
 
     /// Reports breaker transitions (collected under the health lock, reported after it was
     /// released).
-    fn report_transitions(&self, endpoint: usize, at: Instant, transitions: Transitions) {
+    fn report_transitions(&self, endpoint: usize, at: Instant, transitions: &Transitions) {
         for t in transitions {
             self.emit(
                 at,
@@ -730,8 +730,11 @@ impl Call {
     }
 
     fn available(&self, i: usize, now: Instant) -> bool {
-        let (available, transitions) = self.engine.health.available(i, now);
-        self.report_transitions(i, now, transitions);
+        let mut transitions = Transitions::new();
+        let available = self.engine.health.available(i, now, &mut transitions);
+        if !transitions.is_empty() {
+            self.report_transitions(i, now, &transitions);
+        }
         available
     }
 
@@ -1060,8 +1063,11 @@ impl Call {
     }
 
     fn launch(&mut self, endpoint: usize, kind: AttemptKind, now: Instant) -> Attempt {
-        let (ticket, transitions) = self.engine.health.begin(endpoint, now);
-        self.report_transitions(endpoint, now, transitions);
+        let mut transitions = Transitions::new();
+        let ticket = self.engine.health.begin(endpoint, now, &mut transitions);
+        if !transitions.is_empty() {
+            self.report_transitions(endpoint, now, &transitions);
+        }
         let number = self.next_number;
         self.next_number += 1;
         let policy = &self.engine.policy;
@@ -1263,10 +1269,11 @@ impl Call {
         self.last_result = Some(result);
 
         // Shared health.
-        let (probe, transitions) = self
-            .engine
-            .health
-            .finish(endpoint, flight.ticket, record, now);
+        let mut transitions = Transitions::new();
+        let probe =
+            self.engine
+                .health
+                .finish(endpoint, flight.ticket, record, now, &mut transitions);
         // Causal order: the attempt ended, the probe result, then what it did to the breaker.
         self.emit(
             now,
@@ -1286,7 +1293,9 @@ impl Call {
                 },
             );
         }
-        self.report_transitions(endpoint, now, transitions);
+        if !transitions.is_empty() {
+            self.report_transitions(endpoint, now, &transitions);
+        }
         if self.done.is_some() {
             return true;
         }
@@ -1391,14 +1400,16 @@ impl Call {
         if let Some(rec) = self.records.get_mut(flight.record) {
             rec.result = AttemptResult::ReplayFailed;
         }
-        let (_, transitions) = self.engine.health.finish(
+        let mut transitions = Transitions::new();
+        self.engine.health.finish(
             flight.endpoint as usize,
             flight.ticket,
             Record::Nothing,
             now,
+            &mut transitions,
         );
         self.emit(now, EventKind::ReplayFailed { attempt: number });
-        self.report_transitions(flight.endpoint as usize, now, transitions);
+        self.report_transitions(flight.endpoint as usize, now, &transitions);
         if self.done.is_none() {
             self.body = BodyKind::OneShot;
             if self.in_flight.is_empty() {
@@ -1445,10 +1456,10 @@ impl Call {
             if self.retained.is_some() {
                 self.executed_after_retained = true;
             }
-            let (_, transitions) =
-                self.engine
-                    .health
-                    .finish(endpoint, f.ticket, Record::Nothing, now);
+            let mut transitions = Transitions::new();
+            self.engine
+                .health
+                .finish(endpoint, f.ticket, Record::Nothing, now, &mut transitions);
             self.discards.push(f.number);
             self.emit(
                 now,
@@ -1457,7 +1468,7 @@ impl Call {
                     attempt: f.number,
                 },
             );
-            self.report_transitions(endpoint, now, transitions);
+            self.report_transitions(endpoint, now, &transitions);
         }
     }
 
@@ -1774,11 +1785,12 @@ impl Drop for Call {
         // for nothing. No time is known here, so the last start time stands in; it is only
         // used for lazy transitions that the next real call redoes with its own time.
         for f in self.in_flight.drain(..) {
-            let _ = self.engine.health.finish(
+            self.engine.health.finish(
                 f.endpoint as usize,
                 f.ticket,
                 Record::Nothing,
                 f.started,
+                &mut Transitions::new(),
             );
         }
     }

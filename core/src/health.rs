@@ -250,40 +250,37 @@ impl Health {
     }
 
     /// Whether endpoint `i` is available at `now`.
-    pub(crate) fn available(&self, i: usize, now: Instant) -> (bool, Transitions) {
-        let mut out = Transitions::new();
+    /// Transitions it makes are pushed to `out`, to be reported once the lock is released.
+    pub(crate) fn available(&self, i: usize, now: Instant, out: &mut Transitions) -> bool {
         let Some(slot) = self.slots.get(i) else {
-            return (false, out);
+            return false;
         };
         if slot.quiet.load(Ordering::Acquire) {
-            return (true, out);
+            return true;
         }
         let mut inner = lock(&slot.inner);
-        self.advance(slot, &mut inner, now, &mut out);
-        (self.available_locked(&inner, now), out)
+        self.advance(slot, &mut inner, now, out);
+        self.available_locked(&inner, now)
     }
 
     /// Admits an attempt at endpoint `i`; a half-open endpoint hands out a probe slot.
-    pub(crate) fn begin(&self, i: usize, now: Instant) -> (Ticket, Transitions) {
-        let mut out = Transitions::new();
+    pub(crate) fn begin(&self, i: usize, now: Instant, out: &mut Transitions) -> Ticket {
         let Some(slot) = self.slots.get(i) else {
-            let ticket = Ticket {
+            return Ticket {
                 epoch: 0,
                 probe: None,
                 tracked: false,
             };
-            return (ticket, out);
         };
         if slot.quiet.load(Ordering::Acquire) {
-            let ticket = Ticket {
+            return Ticket {
                 epoch: slot.epoch.load(Ordering::Acquire),
                 probe: None,
                 tracked: true,
             };
-            return (ticket, out);
         }
         let mut inner = lock(&slot.inner);
-        self.advance(slot, &mut inner, now, &mut out);
+        self.advance(slot, &mut inner, now, out);
         let epoch = slot.epoch.load(Ordering::Acquire);
         let cooled = inner.not_before.is_none_or(|nb| now >= nb);
         let ticket = match inner.state {
@@ -310,7 +307,7 @@ impl Health {
                 tracked: false,
             },
         };
-        (ticket, out)
+        ticket
     }
 
     /// Records how an admitted attempt ended. Returns whether the record was a probe result
@@ -321,27 +318,24 @@ impl Health {
         ticket: Ticket,
         record: Record,
         now: Instant,
-    ) -> (Option<bool>, Transitions) {
-        let mut out = Transitions::new();
-        let Some(slot) = self.slots.get(i) else {
-            return (None, out);
-        };
+        out: &mut Transitions,
+    ) -> Option<bool> {
+        let slot = self.slots.get(i)?;
         if ticket.probe.is_none() && (!ticket.tracked || self.breaker.rule == BreakerRule::Disabled)
         {
-            return (None, out);
+            return None;
         }
         if ticket.probe.is_none() {
             if let Record::Success(_) = record {
                 if slot.quiet.load(Ordering::Acquire) {
                     // The healthy path: nothing to write.
-                    return (None, out);
+                    return None;
                 }
             }
             if record == Record::Nothing {
-                return (None, out);
+                return None;
             }
         }
-        let out = &mut out;
         let mut inner = lock(&slot.inner);
         if let Some(id) = ticket.probe {
             inner.probes.retain(|(p, _)| *p != id);
@@ -372,8 +366,7 @@ impl Health {
             }
         }
         self.update_quiet(slot, &inner);
-        drop(inner);
-        (probe_result, std::mem::take(out))
+        probe_result
     }
 
     fn is_failure(&self, record: Record) -> bool {
