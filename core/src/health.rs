@@ -283,7 +283,7 @@ impl Health {
         self.advance(slot, &mut inner, now, out);
         let epoch = slot.epoch.load(Ordering::Acquire);
         let cooled = inner.not_before.is_none_or(|nb| now >= nb);
-        let ticket = match inner.state {
+        match inner.state {
             // A closed endpoint is always tracked: a `Retry-After` cooldown is separate
             // from the breaker, so failures there still count.
             State::Closed => Ticket {
@@ -306,8 +306,7 @@ impl Health {
                 probe: None,
                 tracked: false,
             },
-        };
-        ticket
+        }
     }
 
     /// Records how an admitted attempt ended. Returns whether the record was a probe result
