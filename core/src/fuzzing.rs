@@ -4,9 +4,12 @@
 //! Each body decodes its bytes with `arbitrary` into a configuration and a sequence of
 //! operations, drives the engine, and panics (the fuzzer's signal) when an invariant of
 //! SPEC section 6 breaks. Invalid configurations must come back as errors, never panics.
+//! Like the rest of the engine, the bodies read no clock: the caller supplies the instant
+//! the run starts at (only differences from it matter).
 //!
 //! ```
-//! baton_core::fuzzing::call_sequence(&[1, 2, 3, 4, 5, 6, 7, 8]);
+//! let start = std::time::Instant::now();
+//! baton_core::fuzzing::call_sequence(&[1, 2, 3, 4, 5, 6, 7, 8], start);
 //! baton_core::fuzzing::retry_after(b"Wed, 21 Oct 2015 07:28:00 GMT");
 //! ```
 
@@ -282,7 +285,7 @@ fn check_call(engine: &Engine, t: &Tracked, eligible: [bool; 4]) {
 
 /// One call, any outcomes: start, poll, outcomes of any class and status, time advances,
 /// cancellation, replay failures.
-pub fn call_sequence(data: &[u8]) {
+pub fn call_sequence(data: &[u8], start: Instant) {
     let mut u = Unstructured::new(data);
     let Ok(settings) = FuzzSettings::arbitrary(&mut u) else {
         return;
@@ -299,11 +302,11 @@ pub fn call_sequence(data: &[u8]) {
         .filter(|op| !matches!(op, Op::Start(_) | Op::Drop(_)))
         .take(200)
         .collect();
-    drive(&settings, eligible, vec![first], ops);
+    drive(&settings, eligible, vec![first], ops, start);
 }
 
 /// Many interleaved calls on one health table: probe quota, breaker transitions, budget.
-pub fn shared_health(data: &[u8]) {
+pub fn shared_health(data: &[u8], start: Instant) {
     let mut u = Unstructured::new(data);
     let Ok(settings) = FuzzSettings::arbitrary(&mut u) else {
         return;
@@ -320,10 +323,17 @@ pub fn shared_health(data: &[u8]) {
         eligible,
         vec![first],
         ops.into_iter().take(300).collect(),
+        start,
     );
 }
 
-fn drive(settings: &FuzzSettings, eligible: [bool; 4], first: Vec<FuzzCall>, ops: Vec<Op>) {
+fn drive(
+    settings: &FuzzSettings,
+    eligible: [bool; 4],
+    first: Vec<FuzzCall>,
+    ops: Vec<Op>,
+    origin: Instant,
+) {
     let policy = settings.policy(eligible);
     let quota = policy.settings().breaker.probe_quota;
     let n = policy.endpoints().len();
@@ -338,7 +348,7 @@ fn drive(settings: &FuzzSettings, eligible: [bool; 4], first: Vec<FuzzCall>, ops
         }
     });
     let engine = Arc::new(Engine::new(policy));
-    let mut now = Instant::now();
+    let mut now = origin;
     let uri: http::Uri = "/".parse().expect("static");
     let empty = HeaderMap::new();
     let mut calls: Vec<Tracked> = Vec::new();
@@ -534,7 +544,7 @@ struct RawConfig {
 
 /// Arbitrary configuration building: every invalid input is an error, never a panic; a
 /// valid one runs a call in the simulator without panicking.
-pub fn config(data: &[u8]) {
+pub fn config(data: &[u8], start: Instant) {
     let mut u = Unstructured::new(data);
     let Ok(raw) = RawConfig::arbitrary(&mut u) else {
         return;
@@ -614,7 +624,7 @@ pub fn config(data: &[u8]) {
             assert!(!e.to_string().is_empty());
         }
         Ok(policy) => {
-            let mut sim = crate::sim::Sim::new(policy, Instant::now());
+            let mut sim = crate::sim::Sim::new(policy, start);
             let ids: Vec<String> = sim
                 .engine()
                 .policy()

@@ -771,12 +771,29 @@ fn stale_outcomes_change_no_state() {
 #[test]
 fn manual_reset_closes_and_makes_older_outcomes_stale() {
     let (engine, t) = open_engine(&["a", "b"]);
-    let events = Arc::new(Mutex::new(0));
+    // An attempt at the open endpoint that started before the reset (tried last).
+    let mut before = raw_call(&engine, Method::GET, t);
+    let mut n = None;
+    for _ in 0..4 {
+        if let Action::Send(a) = before.poll_action(t) {
+            if a.endpoint == 0 {
+                n = Some(a.number);
+                break;
+            }
+            let h = http::HeaderMap::new();
+            let r = ResponseInfo::new(http::StatusCode::BAD_GATEWAY, &h);
+            before.handle_outcome(a.number, AttemptOutcome::Response(r), t);
+        }
+    }
+    let n = n.expect("the open endpoint is tried last");
     assert!(engine.reset("a", t));
     let h = engine.health(0, t).unwrap();
     assert_eq!(h.state, BreakerState::Closed);
     assert!(h.available);
-    let _ = events;
+    // Its failure arrives after the reset: stale, it changes nothing.
+    before.handle_outcome(n, AttemptOutcome::Failure(FailureClass::Ambiguous), t);
+    let h = engine.health(0, t).unwrap();
+    assert_eq!((h.state, h.consecutive_failures), (BreakerState::Closed, 0));
 }
 
 #[test]
@@ -1063,17 +1080,7 @@ fn deadline_shorter_than_attempt_timeout_ends_with_deadline_error() {
 #[test]
 fn answer_in_hand_is_never_replaced_by_a_deadline_error() {
     let mut s = sim(endpoints(&["a"]));
-    s.script("a", Script::status(404).after(ms(100)));
-    let run = s.run(
-        Method::GET,
-        CallOptions {
-            deadline: Some(ms(100)),
-            ..CallOptions::default()
-        },
-    );
-    // The response arrives exactly at the deadline: timeout fires first in the sim, so
-    // use a slightly earlier answer too.
-    let _ = run;
+    // The answer arrives 1 ms before the deadline; nothing else is in flight.
     s.script("a", Script::status(404).after(ms(99)));
     let run = s.run(
         Method::GET,

@@ -1,6 +1,8 @@
 //! The cargo-fuzz target bodies, run on stable over a few thousand random inputs each, so
 //! they keep compiling and keep passing where no nightly toolchain exists.
 
+use std::time::Instant;
+
 use baton_core::fuzzing;
 
 /// Deterministic pseudo-random byte strings of varied length.
@@ -22,14 +24,14 @@ fn inputs(seed: u64, count: usize, max_len: usize) -> impl Iterator<Item = Vec<u
 #[test]
 fn fuzz_call_sequence_bodies_hold_on_random_inputs() {
     for data in inputs(1, 3_000, 600) {
-        fuzzing::call_sequence(&data);
+        fuzzing::call_sequence(&data, Instant::now());
     }
 }
 
 #[test]
 fn fuzz_shared_health_bodies_hold_on_random_inputs() {
     for data in inputs(2, 2_000, 1_200) {
-        fuzzing::shared_health(&data);
+        fuzzing::shared_health(&data, Instant::now());
     }
 }
 
@@ -54,6 +56,6 @@ fn fuzz_retry_after_bodies_hold_on_random_inputs() {
 #[test]
 fn fuzz_config_bodies_hold_on_random_inputs() {
     for data in inputs(4, 3_000, 800) {
-        fuzzing::config(&data);
+        fuzzing::config(&data, Instant::now());
     }
 }
