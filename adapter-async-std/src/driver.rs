@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime};
 use async_io::Timer;
 use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, FailureClass, Outcome, RequestInfo, ResponseInfo,
+    CallOptions, FailureClass, Outcome, Redirects, RequestInfo, ResponseInfo,
 };
 use http::header::{HeaderMap, HOST};
 use http::{Method, Uri};
@@ -24,7 +24,9 @@ use smallvec::SmallVec;
 use crate::attempt::{self, AttemptCtx, AttemptEnd, Exchange};
 use crate::body::{OutBody, Source};
 use crate::classify::{Phase, TransportError};
+use crate::connect;
 use crate::error::{CallError, Error};
+use crate::pool::Pool;
 use crate::response::Response;
 use crate::Inner;
 
@@ -46,6 +48,12 @@ type AttemptFuture = Pin<Box<dyn Future<Output = AttemptEnd> + Send>>;
 
 struct Flight {
     number: u32,
+    endpoint: usize,
+    /// When the attempt's timer ends (every redirect hop shares it).
+    respond_by: Instant,
+    connect_timeout: std::time::Duration,
+    /// The attempt's redirects, once it met one (SPEC 3).
+    redirects: Option<Box<Redirects>>,
     fut: AttemptFuture,
 }
 
@@ -117,6 +125,10 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                         };
                         flights.push(Flight {
                             number: a.number,
+                            endpoint: a.endpoint,
+                            respond_by: ctx.start + a.timeout,
+                            connect_timeout: a.connect_timeout,
+                            redirects: None,
                             fut: Box::pin(attempt::run(ctx, request)),
                         });
                     }
@@ -165,8 +177,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                 let finished = poll_fn(|cx| {
                     for i in 0..flights.len() {
                         if let Poll::Ready(end) = flights[i].fut.as_mut().poll(cx) {
-                            let f = flights.swap_remove(i);
-                            return Poll::Ready(Some((f.number, end)));
+                            return Poll::Ready(Some((flights.swap_remove(i), end)));
                         }
                     }
                     if until.is_some() {
@@ -179,9 +190,34 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                     Poll::Pending
                 })
                 .await;
-                let Some((number, end)) = finished else {
+                let Some((mut flight, end)) = finished else {
                     continue;
                 };
+                let number = flight.number;
+                let end = match end {
+                    AttemptEnd::Response(ex) if ex.head.status.is_redirection() => {
+                        match follow(
+                            &inner,
+                            &call,
+                            &method,
+                            &uri,
+                            &headers,
+                            &mut body,
+                            &mut flight,
+                            ex,
+                        ) {
+                            Ok(()) => {
+                                flights.push(flight);
+                                continue;
+                            }
+                            Err(end) => end,
+                        }
+                    }
+                    end => end,
+                };
+                if let Some(r) = flight.redirects.take() {
+                    call.redirected(number, r.into_followed(), Instant::now());
+                }
                 match end {
                     AttemptEnd::Response(ex) => {
                         call.handle_outcome(
@@ -192,10 +228,9 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                             ),
                             Instant::now(),
                         );
-                        let endpoint = ex.lease.endpoint;
                         kept.push(Kept {
                             number,
-                            endpoint,
+                            endpoint: flight.endpoint,
                             exchange: ex,
                         });
                     }
@@ -233,6 +268,126 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                 };
             }
         }
+    }
+}
+
+/// Follows the redirect `ex` answers with, when the engine's rules allow it: the attempt's
+/// next request goes out as a new future of the same flight (same number, same timer).
+/// `Err` gives back how the attempt ended when the 3xx is the answer.
+#[allow(clippy::too_many_arguments)]
+fn follow(
+    inner: &Arc<Inner>,
+    call: &Call,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &mut Source,
+    flight: &mut Flight,
+    ex: Box<Exchange>,
+) -> Result<(), AttemptEnd> {
+    let policy = inner.engine.policy();
+    if policy.settings().max_redirects == 0 {
+        return Err(AttemptEnd::Response(ex));
+    }
+    let endpoint = flight.endpoint;
+    let state = match &mut flight.redirects {
+        Some(s) => s,
+        None => {
+            let Ok(target) = attempt_uri(policy, endpoint, uri) else {
+                return Err(AttemptEnd::Response(ex));
+            };
+            let kind = body_kind_of(body);
+            flight.redirects.insert(Box::new(Redirects::new(
+                policy,
+                endpoint,
+                flight.number,
+                kind,
+                &target,
+                method,
+            )))
+        }
+    };
+    let Some(hop) = state.next(ex.head.status, &ex.head.headers) else {
+        return Err(AttemptEnd::Response(ex));
+    };
+    let mut h = headers.clone();
+    if apply_attempt_headers(
+        policy,
+        endpoint,
+        uri,
+        call.request_id().as_str(),
+        call.idempotency_key(),
+        flight.number,
+        &mut h,
+    )
+    .is_err()
+    {
+        state.unfollow();
+        return Err(AttemptEnd::Response(ex));
+    }
+    state.prepare(policy, &hop, &mut h);
+    let out = if hop.body {
+        match body.body_for(true) {
+            Ok(b) => b,
+            Err(_) => {
+                state.unfollow();
+                return Err(AttemptEnd::Response(ex));
+            }
+        }
+    } else {
+        OutBody::Empty
+    };
+    let (target, pool) = if hop.cross_origin {
+        match connect::Target::of(&hop.uri) {
+            // Another origin: a connection of its own, never pooled with the endpoint's.
+            Ok(t) => (
+                Arc::new(t),
+                Arc::new(Pool::new(0, 0, std::time::Duration::ZERO)),
+            ),
+            Err(_) => {
+                state.unfollow();
+                return Err(AttemptEnd::Response(ex));
+            }
+        }
+    } else {
+        (inner.targets[endpoint].clone(), inner.pool.clone())
+    };
+    if !h.contains_key(HOST) {
+        h.insert(HOST, target.host_header.clone());
+    }
+    drop(ex);
+    let path = hop
+        .uri
+        .path_and_query()
+        .map_or_else(|| Uri::from_static("/"), |pq| Uri::from(pq.clone()));
+    let mut req = http::Request::new(out);
+    *req.method_mut() = hop.method.clone();
+    *req.uri_mut() = path;
+    *req.headers_mut() = h;
+    let now = Instant::now();
+    let left = flight.respond_by.saturating_duration_since(now);
+    let ctx = AttemptCtx {
+        pool,
+        tls: inner.tls.clone(),
+        http1: inner.http1.clone(),
+        target,
+        endpoint: if hop.cross_origin { 0 } else { endpoint },
+        endpoint_id: inner.ids[endpoint].clone(),
+        number: flight.number,
+        start: now,
+        connect_timeout: flight.connect_timeout.min(left),
+        timeout: left,
+    };
+    flight.fut = Box::pin(attempt::run(ctx, req));
+    Ok(())
+}
+
+fn body_kind_of(body: &Source) -> BodyKind {
+    match body {
+        Source::Empty => BodyKind::Empty,
+        Source::Bytes(b) if b.is_empty() => BodyKind::Empty,
+        Source::Bytes(_) | Source::Fn(_) => BodyKind::Replayable,
+        Source::Stream(_) => BodyKind::OneShot,
     }
 }
 

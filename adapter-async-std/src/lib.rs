@@ -45,8 +45,11 @@
 //! TLS early data off). Names are resolved with the OS resolver on the `blocking` pool.
 //! Keep-alive connections are reused per endpoint: at most
 //! [`ClientBuilder::pool_max_idle_per_endpoint`] idle ones (default 32), each closed when
-//! found idle for longer than [`ClientBuilder::pool_idle_timeout`] (default 90 s). There
-//! is no redirect following (a 3xx is an answer), no proxy support and no compression.
+//! found idle for longer than [`ClientBuilder::pool_idle_timeout`] (default 90 s).
+//! Redirects are followed by the engine's rules ([`baton_core::Redirects`], SPEC 3), the
+//! same on every adapter: a hop to the endpoint's origin reuses its pool; a hop to another
+//! origin gets a connection of its own (never pooled) and none of the endpoint's headers.
+//! There is no proxy support and no compression.
 //!
 //! ## Failure classes, by phase
 //!

@@ -13,7 +13,8 @@ use std::time::{Instant, SystemTime};
 
 use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, ErrorKind, FailureClass, Outcome, Report, RequestInfo, ResponseInfo,
+    CallOptions, ErrorKind, FailureClass, Outcome, Redirect, Redirects, Report, RequestInfo,
+    ResponseInfo,
 };
 use ureq::http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use ureq::{AsSendBody, Body, SendBody};
@@ -90,8 +91,11 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
     loop {
         match call.poll_action(now) {
             Action::Send(attempt) => {
-                let sent = send(inner, &call, &attempt, &mut p);
+                let (sent, redirects) = send(inner, &call, &attempt, &mut p);
                 now = Instant::now();
+                if !redirects.is_empty() {
+                    call.redirected(attempt.number, redirects, now);
+                }
                 match sent {
                     Sent::Response(resp) => {
                         last_error = None;
@@ -180,38 +184,114 @@ fn into_error(
     }
 }
 
-/// Sends one attempt and classifies how it ended.
-fn send(inner: &Inner, call: &Call, attempt: &Attempt, p: &mut Prepared) -> Sent {
+/// Sends one attempt and classifies how it ended, following the redirects the engine's
+/// rules allow ([`Redirects`], SPEC 3) within the attempt; ureq follows none itself.
+fn send(inner: &Inner, call: &Call, attempt: &Attempt, p: &mut Prepared) -> (Sent, Vec<Redirect>) {
     const REJECTED: AttemptOutcome<'static> =
         AttemptOutcome::Failure(FailureClass::RejectedLocally);
     if p.invalid.is_some() {
-        return Sent::Failed(REJECTED, None);
+        return (Sent::Failed(REJECTED, None), Vec::new());
     }
     let policy = inner.engine.policy();
     let Ok(target) = attempt_uri(policy, attempt.endpoint, &p.uri) else {
-        return Sent::Failed(REJECTED, None);
+        return (Sent::Failed(REJECTED, None), Vec::new());
     };
-    let mut headers = p.headers.clone();
-    if apply_attempt_headers(
-        policy,
-        attempt.endpoint,
-        &p.uri,
-        call.request_id().as_str(),
-        call.idempotency_key(),
-        attempt.number,
-        &mut headers,
-    )
-    .is_err()
-    {
-        return Sent::Failed(REJECTED, None);
+    let attempt_headers = |p: &Prepared| {
+        let mut headers = p.headers.clone();
+        apply_attempt_headers(
+            policy,
+            attempt.endpoint,
+            &p.uri,
+            call.request_id().as_str(),
+            call.idempotency_key(),
+            attempt.number,
+            &mut headers,
+        )
+        .map(|()| headers)
+    };
+    let Ok(headers) = attempt_headers(p) else {
+        return (Sent::Failed(REJECTED, None), Vec::new());
+    };
+    let first = attempt.number == 1 || !attempt.fresh_body;
+    let sent = send_one(
+        inner,
+        call,
+        attempt,
+        &mut p.body,
+        &p.method,
+        target.clone(),
+        headers,
+        first,
+    );
+    let follows = policy.settings().max_redirects > 0;
+    // The headers are built again only when there is a redirect to follow: the healthy
+    // path copies them once.
+    let (mut resp, mut headers) = match sent {
+        Sent::Response(resp) if follows && resp.status().is_redirection() => {
+            match attempt_headers(p) {
+                Ok(h) => (resp, h),
+                Err(_) => return (Sent::Response(resp), Vec::new()),
+            }
+        }
+        sent => return (sent, Vec::new()),
+    };
+    let mut redirects = Redirects::for_attempt(policy, attempt, p.body.kind(), &target, &p.method);
+    loop {
+        let Some(hop) = redirects.next(resp.status(), resp.headers()) else {
+            return (Sent::Response(resp), redirects.into_followed());
+        };
+        redirects.prepare(policy, &hop, &mut headers);
+        let mut body = if hop.body {
+            std::mem::replace(&mut p.body, SendData::Empty)
+        } else {
+            SendData::Empty
+        };
+        let next = send_one(
+            inner,
+            call,
+            attempt,
+            &mut body,
+            &hop.method,
+            hop.uri.clone(),
+            headers.clone(),
+            false,
+        );
+        if hop.body {
+            p.body = body;
+        }
+        match next {
+            Sent::Response(r) => {
+                drop(resp);
+                resp = r;
+            }
+            Sent::ReplayFailed => {
+                // No copy of the body for the hop: the redirect is the answer.
+                redirects.unfollow();
+                return (Sent::Response(resp), redirects.into_followed());
+            }
+            failed => return (failed, redirects.into_followed()),
+        }
     }
+}
+
+/// Sends one request of an attempt (its first, or a redirect hop when `first` is false).
+#[allow(clippy::too_many_arguments)]
+fn send_one(
+    inner: &Inner,
+    call: &Call,
+    attempt: &Attempt,
+    body: &mut SendData,
+    method: &Method,
+    target: Uri,
+    headers: HeaderMap,
+    first: bool,
+) -> Sent {
     let mut request = Request::new(());
-    *request.method_mut() = p.method.clone();
+    *request.method_mut() = method.clone();
     *request.uri_mut() = target;
     *request.headers_mut() = headers;
     let deadline = call.deadline();
-    let first = attempt.number == 1 || !attempt.fresh_body;
-    match &mut p.body {
+    match body {
         SendData::Empty => exec(inner, request, attempt, deadline),
         SendData::Bytes(b) => exec(inner, request.map(|()| &b[..]), attempt, deadline),
         SendData::OneShot(r) => match r.take() {
@@ -253,6 +333,8 @@ fn exec<B: AsSendBody>(
         .configure_request(request)
         // 4xx and 5xx are responses: the engine decides what they mean.
         .http_status_as_error(false)
+        // Redirects are the engine's decision (SPEC 3): ureq follows none.
+        .max_redirects(0)
         // Per-phase budgets only: a global budget would hide the phase it fired in.
         .timeout_global(None)
         .timeout_per_call(None)

@@ -67,7 +67,8 @@
 //!
 //! ## The agent
 //! [`ClientBuilder::agent`] takes an existing `ureq::Agent`'s configuration (proxy, TLS,
-//! redirects, user agent, middleware, ...) and builds the client's own agent from it with
+//! user agent, middleware, ...; its redirect setting is overridden: redirects are the
+//! engine's) and builds the client's own agent from it with
 //! ureq's default connector and resolver wrapped as above; ureq does not expose an agent's
 //! connector or connection pool, so a bespoke connector must be handed over with
 //! [`ClientBuilder::parts`]. The client's agent ([`Client::agent`]) keeps one keep-alive
@@ -304,7 +305,9 @@ impl std::fmt::Debug for ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// Uses `agent`'s configuration (proxy, TLS, redirects, user agent, middleware, ...).
+    /// Uses `agent`'s configuration (proxy, TLS, user agent, middleware, ...). Its redirect
+    /// setting is not used: every request is sent with ureq's redirect following off, and
+    /// redirects are followed by the engine's rules (SPEC 3).
     /// The client builds its own agent from it, with phase-observing wrappers around
     /// ureq's default connector and resolver (see the crate docs).
     pub fn agent(mut self, agent: &Agent) -> Self {

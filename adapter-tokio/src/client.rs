@@ -108,6 +108,10 @@ impl ClientBuilder {
     /// than every attempt timeout, and keep its read and total timeouts (if any) longer than
     /// its connect timeout: those timers also run during connect. When baton's own attempt
     /// timer fires, it cannot tell the phase, and reports it as unknown (ambiguous).
+    ///
+    /// Build it with `redirect(reqwest::redirect::Policy::none())`: redirects are the
+    /// engine's decision, and a client that follows them itself would carry the endpoint's
+    /// headers (credentials) to wherever it is redirected.
     pub fn reqwest_client(mut self, client: reqwest::Client) -> Self {
         self.http = HttpSource::Client(client);
         self
@@ -280,7 +284,10 @@ impl ClientBuilder {
                     if let HttpSource::Configure(f) = &source {
                         b = f(b);
                     }
-                    b = b.connect_timeout(*ct);
+                    // Redirects are the engine's decision (SPEC 3): reqwest follows none.
+                    b = b
+                        .connect_timeout(*ct)
+                        .redirect(reqwest::redirect::Policy::none());
                     if let Some(rt) = self.read_timeout {
                         b = b.read_timeout(rt);
                     }

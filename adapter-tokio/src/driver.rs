@@ -14,8 +14,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, Engine, ErrorKind, Event, EventSink, Outcome, Report, RequestInfo, ResponseInfo,
-    TimeoutPhase,
+    CallOptions, Engine, ErrorKind, Event, EventSink, Outcome, Redirect, Redirects, Report,
+    RequestInfo, ResponseInfo, TimeoutPhase,
 };
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
@@ -145,7 +145,7 @@ pub(crate) struct Finished {
     pub(crate) endpoint: Arc<str>,
 }
 
-type Flight<F> = Pin<Box<tokio::time::Timeout<F>>>;
+type Flight<F> = Pin<Box<F>>;
 
 struct InFlight<F> {
     number: u32,
@@ -245,13 +245,20 @@ pub(crate) async fn drive<T: Transport>(
                         _ => TimeoutPhase::Unknown,
                     };
                     let at = tokio::time::Instant::from_std(now + a.timeout);
-                    let fut = transport.send(a.endpoint, request);
+                    let replay = Replay {
+                        kind: req.body.kind(),
+                        bytes: match &req.body {
+                            Body::Bytes(b) => Some(b.clone()),
+                            _ => None,
+                        },
+                    };
+                    let fut = attempt(transport, shared, a.endpoint, a.number, request, replay, at);
                     flights.push(InFlight {
                         number: a.number,
                         endpoint: a.endpoint,
                         timeout: a.timeout,
                         phase,
-                        fut: Box::pin(tokio::time::timeout_at(at, fut)),
+                        fut: Box::pin(fut),
                     });
                 }
                 Err(BuildFail::Replay) => {
@@ -311,6 +318,13 @@ pub(crate) async fn drive<T: Transport>(
                 let Some((i, out)) = done else { continue };
                 let f = flights.swap_remove(i);
                 let id = || endpoint_id(engine, f.endpoint);
+                let AttemptEnd {
+                    result: out,
+                    redirects,
+                } = out;
+                if !redirects.is_empty() {
+                    call.0.redirected(f.number, redirects, now);
+                }
                 match out {
                     Ok(Ok(response)) => {
                         let status = response.status();
@@ -386,6 +400,81 @@ pub(crate) async fn drive<T: Transport>(
                 return Err(call_error(report, last, retained));
             }
         }
+    }
+}
+
+/// What a redirect hop needs of the call's body: a cheap copy of a buffered body.
+struct Replay {
+    kind: BodyKind,
+    bytes: Option<Bytes>,
+}
+
+/// How one attempt ended, with the redirects it followed (SPEC 3).
+struct AttemptEnd {
+    result: Result<Result<reqwest::Response, SendError>, tokio::time::error::Elapsed>,
+    redirects: Vec<Redirect>,
+}
+
+/// One attempt: sends `request`, and follows the redirects the engine's rules allow
+/// ([`Redirects`]), all within the attempt's timer (`at`). reqwest's own redirect
+/// following is off, so every hop is decided here.
+async fn attempt<T: Transport>(
+    transport: &T,
+    shared: &Shared,
+    endpoint: usize,
+    number: u32,
+    request: reqwest::Request,
+    replay: Replay,
+    at: tokio::time::Instant,
+) -> AttemptEnd {
+    let policy = shared.engine.policy();
+    let follows = policy.settings().max_redirects > 0;
+    let mut headers = follows.then(|| request.headers().clone());
+    let version = request.version();
+    let method = request.method().clone();
+    let mut sent = request;
+    let mut redirects: Option<Redirects> = None;
+    loop {
+        let result = tokio::time::timeout_at(at, transport.send(endpoint, sent)).await;
+        let response = match result {
+            Ok(Ok(r)) if follows && r.status().is_redirection() => r,
+            result => {
+                let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
+                return AttemptEnd { result, redirects };
+            }
+        };
+        let state = redirects.get_or_insert_with(|| {
+            let uri = response.url().as_str().parse().unwrap_or_default();
+            Redirects::new(policy, endpoint, number, replay.kind, &uri, &method)
+        });
+        let hop = match state.next(response.status(), response.headers()) {
+            Some(hop) => hop,
+            None => {
+                let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
+                return AttemptEnd {
+                    result: Ok(Ok(response)),
+                    redirects,
+                };
+            }
+        };
+        let Ok(url) = reqwest::Url::parse(&hop.uri.to_string()) else {
+            state.unfollow();
+            let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
+            return AttemptEnd {
+                result: Ok(Ok(response)),
+                redirects,
+            };
+        };
+        drop(response);
+        let headers = headers.get_or_insert_with(HeaderMap::new);
+        state.prepare(policy, &hop, headers);
+        let mut next = reqwest::Request::new(hop.method.clone(), url);
+        *next.headers_mut() = headers.clone();
+        *next.version_mut() = version;
+        if hop.body {
+            *next.body_mut() = replay.bytes.clone().map(reqwest::Body::from);
+        }
+        sent = next;
     }
 }
 

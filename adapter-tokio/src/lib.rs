@@ -82,8 +82,14 @@
 //!   panic in a callback is not caught.
 //! - **Response wall time** (for an HTTP-date `Retry-After` without a `Date` header) is
 //!   read only for 429 and 503 responses, the only ones whose `Retry-After` counts.
-//! - **Redirects** are reqwest's business (its default policy); a followed redirect is not a
-//!   new attempt.
+//! - **Redirects** are the engine's decision ([`baton_core::Redirects`], SPEC 3), the same on
+//!   every adapter: the reqwest clients baton builds follow none, and the driver follows
+//!   what the engine allows within the attempt (never with the endpoint's headers to
+//!   another origin, never from https to http). A client given with
+//!   [`ClientBuilder::reqwest_client`] and the middleware's inner stack must be built with
+//!   `redirect(reqwest::redirect::Policy::none())`: baton cannot switch a given client's
+//!   following off, and a client that follows on its own sends the endpoint's headers
+//!   wherever it is redirected.
 //! - **Errors.** [`Error::Call`] carries the engine's error (kind and [`Report`]) and the
 //!   last attempt's underlying error (a `reqwest::Error`, baton's attempt timeout, or why
 //!   the request could not be built) as its `source()`, plus a [`FailureCause`] label

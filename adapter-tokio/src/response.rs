@@ -60,7 +60,8 @@ impl Response {
         self.inner.content_length()
     }
 
-    /// The final URL (the endpoint's URL, after redirects).
+    /// The final URL (the endpoint's URL, or where its redirects led). Its path and query
+    /// may hold secrets: show it with [`baton_core::Origin`].
     pub fn url(&self) -> &reqwest::Url {
         self.inner.url()
     }

@@ -115,6 +115,10 @@ pub struct ClientArgs {
     /// Cap on a call's attempts (more than one round when larger than the endpoint count).
     #[arg(long, value_name = "N")]
     pub max_attempts: Option<u32>,
+    /// Redirects followed within one attempt (default 10; 0 returns every 3xx as the
+    /// answer). Redirects to another origin never carry the endpoint's headers.
+    #[arg(long, value_name = "N")]
+    pub max_redirects: Option<u32>,
     /// Adds a status to the trigger sets (repeatable; extends the defaults).
     #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(u16).range(100..=999))]
     pub trigger_status: Vec<u16>,

@@ -156,6 +156,9 @@ pub fn apply_flags(s: &mut Settings, args: &ClientArgs) {
     if let Some(n) = args.max_attempts {
         s.max_attempts = Some(n);
     }
+    if let Some(n) = args.max_redirects {
+        s.max_redirects = n;
+    }
     for &c in &args.trigger_status {
         // Both sets, like `PolicyBuilder::extend_trigger_statuses`; an invalid code is
         // reported by the core's validation (only 4xx and 5xx can trigger).

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use baton_core::{AttemptResult, Event, EventKind, EventSink};
+use baton_core::{AttemptResult, Event, EventKind, EventSink, Origin};
 use serde_json::{json, Map, Value};
 
 use crate::runner::ms_since;
@@ -119,6 +119,16 @@ pub fn to_json(e: &Event<'_>, t0: Instant) -> Value {
             put("event", "attempt_cancelled".into());
             put("endpoint", (*endpoint).into());
             put("attempt", (*attempt).into());
+        }
+        EventKind::Redirected { endpoint, redirect } => {
+            // Origins only: paths and queries of provider URLs may hold keys.
+            put("event", "redirected".into());
+            put("endpoint", (*endpoint).into());
+            put("attempt", redirect.attempt.into());
+            put("status", redirect.status.as_u16().into());
+            put("from", Origin(&redirect.from).to_string().into());
+            put("to", Origin(&redirect.to).to_string().into());
+            put("cross_origin", redirect.cross_origin.into());
         }
         EventKind::ProbeResult { endpoint, success } => {
             put("event", "probe_result".into());

@@ -2,11 +2,14 @@
 //!
 //! `{"id", "request_id", "status", "endpoint", "attempts": [{"endpoint", "outcome",
 //! "status", "elapsed_ms"}], "error": null | {"kind", "message"}, "stop_reason",
-//! "may_have_executed", "elapsed_ms", "body"}`. `status` and `endpoint` are those of the
+//! "may_have_executed", "elapsed_ms", "body"}`, plus `"redirects": [{"attempt", "status",
+//! "from", "to", "cross_origin"}]` when an attempt followed redirects (URLs as
+//! `scheme://host:port` only). `status` and `endpoint` are those of the
 //! returned response (null when the call returned none); `body` is the response body as
 //! text (invalid UTF-8 replaced by U+FFFD) or null. Times are milliseconds (fractions
 //! allowed).
 
+use baton_core::Origin;
 use serde_json::{json, Value};
 
 use crate::call::CallResult;
@@ -31,7 +34,7 @@ pub fn batch_line(id: &Value, r: &CallResult) -> Value {
         Value::Null,
         |f| json!({ "kind": f.kind, "message": f.message }),
     );
-    json!({
+    let mut line = json!({
         "id": id,
         "request_id": r.report.as_ref().map(|rep| rep.request_id.as_str().to_string()),
         "status": r.response.as_ref().map(|h| h.status),
@@ -42,5 +45,23 @@ pub fn batch_line(id: &Value, r: &CallResult) -> Value {
         "may_have_executed": r.report.as_ref().is_some_and(|rep| rep.may_have_executed),
         "elapsed_ms": r.report.as_ref().map_or(json!(0.0), |rep| millis(rep.elapsed)),
         "body": r.body.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()),
-    })
+    });
+    let redirects: Vec<Value> = r.report.as_ref().map_or_else(Vec::new, |rep| {
+        rep.redirects
+            .iter()
+            .map(|h| {
+                json!({
+                    "attempt": h.attempt,
+                    "status": h.status.as_u16(),
+                    "from": Origin(&h.from).to_string(),
+                    "to": Origin(&h.to).to_string(),
+                    "cross_origin": h.cross_origin,
+                })
+            })
+            .collect()
+    });
+    if !redirects.is_empty() {
+        line["redirects"] = Value::Array(redirects);
+    }
+    line
 }

@@ -667,3 +667,77 @@ fn demo_runs_the_outage_locally_and_prints_a_table() {
     }
     assert!(started.elapsed() < Duration::from_secs(30));
 }
+
+// ------------------------------------------------------------------------- redirects
+
+/// A provider on 127.0.0.1 that redirects to another host (127.0.0.2): on every runtime
+/// the redirect is followed by the engine's rules, and the endpoint's credential headers
+/// never reach the other host; `--max-redirects 0` returns the 302 itself.
+#[test]
+fn redirect_to_another_host_never_carries_endpoint_headers_on_any_runtime() {
+    let other = Provider::builder()
+        .ip([127, 0, 0, 2].into())
+        .otherwise(ok("landed"))
+        .start();
+    let a = Provider::start(
+        Behaviour::status(302)
+            .header("location", format!("{}/landing", other.url()))
+            .body("moved"),
+    );
+    let dir = std::env::temp_dir().join(format!("baton-redirect-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("policy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[endpoint]]\nid = \"a\"\nurl = \"{}/\"\n[endpoint.headers]\n\
+             x-api-key = \"SECRET-A\"\nauthorization = \"Bearer SECRET-A\"\n",
+            a.url()
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    for runtime in ["tokio", "blocking", "async-std"] {
+        other.clear();
+        let o = run(
+            &["request", "--runtime", runtime, "--config", config, "-i"],
+            "",
+        );
+        assert_eq!(code(&o), 0, "{runtime}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "landed", "{runtime}");
+        let seen = other.requests();
+        assert_eq!(seen.len(), 1, "{runtime}");
+        assert_eq!(seen[0].path, "/landing", "{runtime}");
+        assert!(
+            seen[0].header("x-api-key").is_none(),
+            "{runtime}: {:?}",
+            seen[0].headers
+        );
+        assert!(seen[0].header("authorization").is_none(), "{runtime}");
+        assert!(seen[0].header("x-request-id").is_some(), "{runtime}");
+
+        other.clear();
+        let o = run(
+            &[
+                "request",
+                "--runtime",
+                runtime,
+                "--config",
+                config,
+                "--max-redirects",
+                "0",
+            ],
+            "",
+        );
+        assert_eq!(code(&o), 0, "{runtime}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "moved", "{runtime}: the 302 is the answer");
+        assert_eq!(other.request_count(), 0, "{runtime}");
+    }
+    let o = run(
+        &["request", "--config", config, "--max-redirects", "99"],
+        "",
+    );
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("max_redirects"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -43,7 +43,11 @@
 //! expect.executions = { a = 0, b = 1 }
 //! ```
 //!
-//! Header values of a call and of `expect.headers_seen` may name an endpoint's authority
+//! `[[hosts]]` are providers that are not endpoints (redirect targets), written like
+//! endpoints (`id`, `script`); `ip = "127.0.0.2"` puts a provider on another loopback host
+//! on real sockets.
+//!
+//! Header values of a call, of a script step and of `expect.headers_seen` may name an endpoint's authority
 //! as `{authority:ID}` (`ID.test` on the simulator, `127.0.0.1:PORT` on real sockets), so
 //! Host rules are written once for every path.
 //!
@@ -107,12 +111,13 @@
 //! | 2.10 result: retained returned / withheld, error kinds, commit at headers | 10, 11, 13, 20, 21, 41, 42, 44, 45, 50, 51, 52 |
 //! | 3 request id (caller, generated, invalid), key, attempt header | 21, 22, 51, 59 |
 //! | 3 Host, credentials, URL modes | 23, 24, 25, 26, 31 |
+//! | 3 redirects: same origin, another host (credentials dropped), `return`, `max_redirects` 0, 307/303 methods, loop and limit, one-shot body, failing target | 65-72 |
 //!
 //! Not expressible as data, and covered by `baton-core`'s and the adapters' own tests
 //! instead: the permission and response-classifier functions, a body copy failing at run
 //! time, cancellation (dropping a call), concurrent probes and stale outcomes, a TCP connect
-//! timeout (loopback answers or refuses at once), redirects (each HTTP client's business,
-//! and they differ: reqwest and ureq follow, baton-async-std returns the 3xx).
+//! timeout (loopback answers or refuses at once), a redirect from https to http (the
+//! providers speak plain HTTP; `baton_core`'s redirect unit tests cover it).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -127,7 +132,8 @@ use std::time::{Duration, Instant, SystemTime};
 use baton_core::serde_duration;
 use baton_core::{
     Action, AttemptOutcome, AttemptResult, BodyKind, Call, CallOptions, Endpoint, Engine,
-    FailureClass, Outcome, Permission, Policy, RequestInfo, ResponseInfo, Settings, TimeoutPhase,
+    FailureClass, Outcome, Permission, Policy, Redirect, Redirects, RequestInfo, ResponseInfo,
+    Settings, TimeoutPhase,
 };
 use serde::Deserialize;
 
@@ -152,6 +158,10 @@ pub struct Vector {
     pub policy: Settings,
     /// Endpoints in priority order, with their provider scripts.
     pub endpoints: Vec<EndpointSpec>,
+    /// Providers that are not endpoints (redirect targets on another origin), with their
+    /// scripts; `headers`, `base` and `group` do not apply to them.
+    #[serde(default)]
+    pub hosts: Vec<EndpointSpec>,
     /// Calls, run in order through one client.
     pub calls: Vec<CallSpec>,
     /// Where this vector was loaded from.
@@ -177,6 +187,10 @@ pub struct EndpointSpec {
     /// Behaviour per request number; the last step repeats.
     #[serde(default)]
     pub script: Vec<StepSpec>,
+    /// Loopback address the real provider listens on (default `127.0.0.1`; `127.0.0.2`
+    /// makes it another host). The simulator ignores it.
+    #[serde(default)]
+    pub ip: Option<std::net::Ipv4Addr>,
 }
 
 /// One scripted provider step.
@@ -329,6 +343,9 @@ pub struct Expect {
     /// Path and query each request at a provider must have, relative to the provider's URL.
     #[serde(default)]
     pub target_seen: BTreeMap<String, String>,
+    /// Methods of the requests each provider received, in order (redirects change them).
+    #[serde(default)]
+    pub methods_seen: BTreeMap<String, Vec<String>>,
     /// Requests carrying each idempotency key, over all providers, during this call.
     #[serde(default)]
     pub key_executions: BTreeMap<String, usize>,
@@ -524,6 +541,21 @@ pub fn check(expect: &Expect, got: &Observed, tolerance: Duration) -> Vec<String
             }
         }
     }
+    for (id, methods) in &expect.methods_seen {
+        let got_methods: Vec<&str> = got
+            .seen
+            .get(id)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .map(|r| r.method.as_str())
+            .collect();
+        if got_methods != *methods {
+            bad.push(format!(
+                "methods at {id}: expected {methods:?}, got {got_methods:?}"
+            ));
+        }
+    }
     for (key, n) in &expect.key_executions {
         let seen = got
             .seen
@@ -590,7 +622,7 @@ impl Vector {
     /// ID on this path), so Host rules can be written once for every path.
     pub fn resolve(&self, authority_of: impl Fn(&str) -> Option<String>) -> Vector {
         let fill = |text: &mut String| {
-            for e in &self.endpoints {
+            for e in self.endpoints.iter().chain(&self.hosts) {
                 let token = format!("{{authority:{}}}", e.id);
                 if text.contains(&token) {
                     if let Some(a) = authority_of(&e.id) {
@@ -600,6 +632,11 @@ impl Vector {
             }
         };
         let mut v = self.clone();
+        for e in v.endpoints.iter_mut().chain(v.hosts.iter_mut()) {
+            for step in &mut e.script {
+                step.headers.values_mut().for_each(fill);
+            }
+        }
         for c in &mut v.calls {
             c.headers.values_mut().for_each(fill);
             for headers in c.expect.headers_seen.values_mut() {
@@ -689,7 +726,7 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
     let engine = Arc::new(Engine::new(policy));
     let origin = Instant::now();
     let mut now = origin;
-    let mut counters = vec![0usize; v.endpoints.len()];
+    let mut counters = vec![0usize; v.endpoints.len() + v.hosts.len()];
     let mut out = Vec::new();
     for (k, c) in v.calls.iter().enumerate() {
         current.store(k, std::sync::atomic::Ordering::Relaxed);
@@ -719,20 +756,11 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
         let start = now;
         let mut call = Call::new(engine.clone(), &info, c.body_kind(), c.options(), now);
         let mut seen: BTreeMap<String, Vec<SeenRequest>> = BTreeMap::new();
-        let mut pending: Vec<(u32, usize, Instant, SimReply)> = Vec::new();
+        let mut pending: Vec<(u32, usize, Instant, SimReply, Vec<Redirect>)> = Vec::new();
         let mut cut_body: Vec<u32> = Vec::new();
         let report = loop {
             match call.poll_action(now) {
                 Action::Send(a) => {
-                    let spec = &v.endpoints[a.endpoint];
-                    let n = counters[a.endpoint];
-                    counters[a.endpoint] += 1;
-                    let step = spec
-                        .script
-                        .get(n.min(spec.script.len().saturating_sub(1)))
-                        .cloned()
-                        .unwrap_or_default();
-                    let delay = step.delay.unwrap_or_default();
                     let policy = engine.policy();
                     let built =
                         baton_core::attempt_uri(policy, a.endpoint, &uri).and_then(|target| {
@@ -748,63 +776,31 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
                             )
                             .map(|()| (target, h))
                         });
-                    let (target, h) = match built {
-                        Ok(x) => x,
-                        Err(_) => {
-                            call.handle_outcome(
-                                a.number,
-                                AttemptOutcome::Failure(FailureClass::RejectedLocally),
-                                now,
-                            );
-                            continue;
-                        }
+                    let Ok((target, h)) = built else {
+                        call.handle_outcome(
+                            a.number,
+                            AttemptOutcome::Failure(FailureClass::RejectedLocally),
+                            now,
+                        );
+                        continue;
                     };
-                    if matches!(step.fault, Some(Fault::Stall | Fault::HalfBody)) {
+                    let request = SimRequest {
+                        method: method.clone(),
+                        target,
+                        headers: h,
+                        body: c.body_kind(),
+                    };
+                    let played = play_attempt(v, policy, &a, request, &mut counters, &mut seen)?;
+                    if played.cut_body {
                         cut_body.push(a.number);
                     }
-                    let delivered = step.fault.is_none_or(Fault::delivered);
-                    if delivered {
-                        let base = format!("http://{}.test", spec.id);
-                        let full = target.to_string();
-                        seen.entry(spec.id.clone()).or_default().push(SeenRequest {
-                            method: method.to_string(),
-                            target: full.strip_prefix(&base).unwrap_or(&full).to_string(),
-                            headers: h
-                                .iter()
-                                .map(|(n, v)| {
-                                    (
-                                        n.as_str().to_string(),
-                                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                                    )
-                                })
-                                .collect(),
-                        });
-                    }
-                    let (after, reply) = match step.fault {
-                        Some(Fault::Refuse) | Some(Fault::Dns) => {
-                            (Duration::ZERO, SimReply::Undelivered)
-                        }
-                        Some(Fault::Reset) | Some(Fault::Close) if delay < a.timeout => {
-                            (delay, SimReply::Ambiguous)
-                        }
-                        Some(Fault::BlackHole) | Some(Fault::Reset) | Some(Fault::Close) => {
-                            (a.timeout, SimReply::Timeout)
-                        }
-                        Some(Fault::Stall) | Some(Fault::HalfBody) | None => {
-                            if delay >= a.timeout {
-                                (a.timeout, SimReply::Timeout)
-                            } else {
-                                (
-                                    delay,
-                                    SimReply::Status(
-                                        step.status.unwrap_or(200),
-                                        step.headers.clone(),
-                                    ),
-                                )
-                            }
-                        }
-                    };
-                    pending.push((a.number, a.endpoint, now + after, reply));
+                    pending.push((
+                        a.number,
+                        a.endpoint,
+                        now + played.after,
+                        played.reply,
+                        played.redirects,
+                    ));
                 }
                 Action::Discard(n) => pending.retain(|p| p.0 != n),
                 Action::Wait(until) => {
@@ -815,22 +811,17 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
                         .map(|(i, p)| (i, p.2));
                     match (next, until) {
                         (Some((i, at)), u) if u.is_none_or(|u| at <= u) => {
-                            let (number, _, at, reply) = pending.remove(i);
+                            let (number, _, at, reply, redirects) = pending.remove(i);
                             now = now.max(at);
+                            if !redirects.is_empty() {
+                                call.redirected(number, redirects, now);
+                            }
                             let wall = SystemTime::UNIX_EPOCH
                                 + Duration::from_secs(1_700_000_000)
                                 + now.duration_since(origin);
                             match reply {
                                 SimReply::Status(code, hs) => {
-                                    let mut map = http::HeaderMap::new();
-                                    for (k, v) in hs {
-                                        if let (Ok(n), Ok(v)) = (
-                                            http::HeaderName::try_from(k),
-                                            http::HeaderValue::try_from(v),
-                                        ) {
-                                            map.append(n, v);
-                                        }
-                                    }
+                                    let map = header_map(&hs);
                                     let status = http::StatusCode::from_u16(code)
                                         .map_err(|e| e.to_string())?;
                                     call.handle_outcome(
@@ -881,6 +872,157 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
         out.push(o);
     }
     Ok(out)
+}
+
+/// One request of an attempt in the simulator.
+struct SimRequest {
+    method: http::Method,
+    target: http::Uri,
+    headers: http::HeaderMap,
+    body: BodyKind,
+}
+
+/// How one simulated attempt ends: after how long, with what, and the redirects it
+/// followed on the way (SPEC 3, decided by [`Redirects`] exactly as adapters do).
+struct Played {
+    after: Duration,
+    reply: SimReply,
+    redirects: Vec<Redirect>,
+    cut_body: bool,
+}
+
+/// The provider of a simulated URL: `http://ID.test` is endpoint or host `ID`.
+fn sim_provider<'v>(v: &'v Vector, uri: &http::Uri) -> Option<(usize, &'v EndpointSpec)> {
+    let id = uri.host()?.strip_suffix(".test")?;
+    v.endpoints
+        .iter()
+        .chain(&v.hosts)
+        .enumerate()
+        .find(|(_, e)| e.id == id)
+}
+
+/// Plays attempt `a` against the scripted providers, following redirects.
+fn play_attempt(
+    v: &Vector,
+    policy: &Policy,
+    a: &baton_core::Attempt,
+    mut request: SimRequest,
+    counters: &mut [usize],
+    seen: &mut BTreeMap<String, Vec<SeenRequest>>,
+) -> Result<Played, String> {
+    let mut redirects: Option<Redirects> = None;
+    let mut spent = Duration::ZERO;
+    let mut provider = sim_provider(v, &request.target);
+    loop {
+        let Some((index, spec)) = provider else {
+            // A host no provider plays: its name does not resolve.
+            let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
+            return Ok(Played {
+                after: spent,
+                reply: SimReply::Undelivered,
+                redirects,
+                cut_body: false,
+            });
+        };
+        let n = counters[index];
+        counters[index] += 1;
+        let step = spec
+            .script
+            .get(n.min(spec.script.len().saturating_sub(1)))
+            .cloned()
+            .unwrap_or_default();
+        if step.fault.is_none_or(Fault::delivered) {
+            let base = format!("http://{}.test", spec.id);
+            let full = request.target.to_string();
+            seen.entry(spec.id.clone()).or_default().push(SeenRequest {
+                method: request.method.to_string(),
+                target: full.strip_prefix(&base).unwrap_or(&full).to_string(),
+                headers: request
+                    .headers
+                    .iter()
+                    .map(|(n, v)| {
+                        (
+                            n.as_str().to_string(),
+                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                        )
+                    })
+                    .collect(),
+            });
+        }
+        let left = a.timeout.saturating_sub(spent);
+        let (after, reply) = play_step(&step, left);
+        spent += after;
+        let cut_body = matches!(step.fault, Some(Fault::Stall | Fault::HalfBody));
+        let SimReply::Status(code, hs) = &reply else {
+            let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
+            return Ok(Played {
+                after: spent,
+                reply,
+                redirects,
+                cut_body,
+            });
+        };
+        let status = http::StatusCode::from_u16(*code).map_err(|e| e.to_string())?;
+        let map = header_map(hs);
+        let state = redirects.get_or_insert_with(|| {
+            Redirects::for_attempt(policy, a, request.body, &request.target, &request.method)
+        });
+        let Some(hop) = state.next(status, &map) else {
+            let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
+            return Ok(Played {
+                after: spent,
+                reply,
+                redirects,
+                cut_body,
+            });
+        };
+        state.prepare(policy, &hop, &mut request.headers);
+        if hop.cross_origin {
+            if let Some(host) = hop.uri.authority() {
+                if let Ok(value) = http::HeaderValue::from_str(host.as_str()) {
+                    request.headers.insert(http::header::HOST, value);
+                }
+            }
+        }
+        provider = sim_provider(v, &hop.uri);
+        request.method = hop.method;
+        request.target = hop.uri;
+    }
+}
+
+/// What one scripted step does within `left` of the attempt's time.
+fn play_step(step: &StepSpec, left: Duration) -> (Duration, SimReply) {
+    let delay = step.delay.unwrap_or_default();
+    match step.fault {
+        Some(Fault::Refuse) | Some(Fault::Dns) => (Duration::ZERO, SimReply::Undelivered),
+        Some(Fault::Reset) | Some(Fault::Close) if delay < left => (delay, SimReply::Ambiguous),
+        Some(Fault::BlackHole) | Some(Fault::Reset) | Some(Fault::Close) => {
+            (left, SimReply::Timeout)
+        }
+        Some(Fault::Stall) | Some(Fault::HalfBody) | None => {
+            if delay >= left {
+                (left, SimReply::Timeout)
+            } else {
+                (
+                    delay,
+                    SimReply::Status(step.status.unwrap_or(200), step.headers.clone()),
+                )
+            }
+        }
+    }
+}
+
+fn header_map(headers: &BTreeMap<String, String>) -> http::HeaderMap {
+    let mut map = http::HeaderMap::new();
+    for (k, v) in headers {
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::try_from(k.as_str()),
+            http::HeaderValue::try_from(v.as_str()),
+        ) {
+            map.append(n, v);
+        }
+    }
+    map
 }
 
 enum SimReply {

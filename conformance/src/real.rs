@@ -84,52 +84,76 @@ pub fn behaviour(step: &StepSpec) -> Result<Behaviour, String> {
     })
 }
 
+fn backend_url(b: &Backend) -> String {
+    match b {
+        Backend::Provider(p) => p.url(),
+        Backend::Dns => testkit::unresolvable_url(),
+    }
+}
+
+/// The real counterpart of one endpoint's (or host's) script.
+fn start_backend(e: &crate::EndpointSpec) -> Result<Backend, String> {
+    let whole = |f: Fault| !e.script.is_empty() && e.script.iter().all(|s| s.fault == Some(f));
+    if whole(Fault::Refuse) {
+        return Ok(Backend::Provider(Provider::start(Behaviour::refuse())));
+    }
+    if whole(Fault::Dns) {
+        return Ok(Backend::Dns);
+    }
+    let mut b = Provider::builder();
+    if let Some(ip) = e.ip {
+        b = b.ip(ip);
+    }
+    let n = e.script.len();
+    for (i, step) in e.script.iter().enumerate() {
+        let beh = behaviour(step).map_err(|why| format!("endpoint {}: {why}", e.id))?;
+        b = if i + 1 == n {
+            b.otherwise(beh)
+        } else {
+            b.then(beh)
+        };
+    }
+    Ok(Backend::Provider(b.start()))
+}
+
 impl Scenario {
-    /// Starts one provider per endpoint. `Err` says why the vector cannot be expressed
+    /// Starts one provider per endpoint and per host. `Err` says why the vector cannot be expressed
     /// with real providers (a script that mixes `refuse` or `dns` with other steps).
     pub fn start(vector: &Vector) -> Result<Scenario, String> {
-        let mut backends = Vec::new();
-        for e in &vector.endpoints {
-            let whole =
-                |f: Fault| !e.script.is_empty() && e.script.iter().all(|s| s.fault == Some(f));
-            let backend = if whole(Fault::Refuse) {
-                Backend::Provider(Provider::start(Behaviour::refuse()))
-            } else if whole(Fault::Dns) {
-                Backend::Dns
-            } else {
-                let mut b = Provider::builder();
-                let n = e.script.len();
-                for (i, step) in e.script.iter().enumerate() {
-                    let beh = behaviour(step).map_err(|why| format!("endpoint {}: {why}", e.id))?;
-                    b = if i + 1 == n {
-                        b.otherwise(beh)
-                    } else {
-                        b.then(beh)
-                    };
-                }
-                Backend::Provider(b.start())
-            };
-            backends.push(backend);
-        }
-        let mut sc = Scenario {
-            vector: vector.clone(),
+        // Hosts first: endpoint scripts may redirect to them (`{authority:HOST}`).
+        let hosts = vector
+            .hosts
+            .iter()
+            .map(start_backend)
+            .collect::<Result<Vec<_>, _>>()?;
+        let authority = |b: &Backend| {
+            let url = backend_url(b);
+            url.strip_prefix("http://").unwrap_or(&url).to_string()
+        };
+        let pre = vector.resolve(|id| {
+            let i = vector.hosts.iter().position(|h| h.id == id)?;
+            Some(authority(&hosts[i]))
+        });
+        let mut backends = pre
+            .endpoints
+            .iter()
+            .map(start_backend)
+            .collect::<Result<Vec<_>, _>>()?;
+        backends.extend(hosts);
+        let vector = pre.resolve(|id| {
+            let i = pre.endpoints.iter().position(|e| e.id == id)?;
+            Some(authority(&backends[i]))
+        });
+        Ok(Scenario {
+            vector,
             backends,
             current: Arc::new(AtomicUsize::new(0)),
-        };
-        sc.vector = vector.resolve(|id| {
-            let i = vector.endpoints.iter().position(|e| e.id == id)?;
-            let url = sc.url(i);
-            Some(url.strip_prefix("http://").unwrap_or(&url).to_string())
-        });
-        Ok(sc)
+        })
     }
 
     /// The base URL of endpoint `i` (before the endpoint's `base`).
     pub fn url(&self, i: usize) -> String {
-        match &self.backends[i] {
-            Backend::Provider(p) => p.url(),
-            Backend::Dns => testkit::unresolvable_url(),
-        }
+        backend_url(&self.backends[i])
     }
 
     /// The vector's policy pointed at the providers, with an eligible predicate that reads
@@ -181,7 +205,8 @@ impl Scenario {
         std::thread::sleep(SETTLE);
         let mut o = Observed::from_report(report);
         o.body_error = body_error;
-        for (i, e) in self.vector.endpoints.iter().enumerate() {
+        let all = self.vector.endpoints.iter().chain(&self.vector.hosts);
+        for (i, e) in all.enumerate() {
             if let Backend::Provider(p) = &self.backends[i] {
                 let reqs: Vec<SeenRequest> = p
                     .requests()

@@ -34,6 +34,7 @@ use crate::id::RequestId;
 use crate::limit::{Admit, LimitScope, OnLimit};
 use crate::permission::{self, Permission, PermissionOverride, PermissionSource, Resolved};
 use crate::policy::{EventSink, RequestInfo, ResponseView, Unavailable, Verdict, MAX_ENDPOINTS};
+use crate::redirect::Redirect;
 use crate::report::{
     AttemptRecord, AttemptResult, ErrorKind, FailureClass, Outcome, Report, StopReason,
     TimeoutPhase,
@@ -391,6 +392,8 @@ pub struct Call {
     plan: Plan,
     discards: SmallVec<[u32; 2]>,
     records: SmallVec<[AttemptRecord; 2]>,
+    /// Redirects followed by attempts, in the order they were reported.
+    redirects: Vec<Redirect>,
     done: Option<Report>,
     first_deposited: bool,
     /// The budget token for the planned attempt is already paid (the limiter then asked it
@@ -582,6 +585,7 @@ impl Call {
             plan: Plan::Finished,
             discards: SmallVec::new(),
             records: SmallVec::new(),
+            redirects: Vec::new(),
             done: None,
             first_deposited: false,
             prepaid: false,
@@ -826,6 +830,7 @@ impl Call {
             // attempt list.
             self.done = Some(Report {
                 attempts: SmallVec::new(),
+                redirects: Vec::new(),
                 idempotency_key: report.idempotency_key.clone(),
                 outcome: report.outcome.clone(),
                 ..report
@@ -1189,6 +1194,44 @@ impl Call {
         Some(self.launch(next, AttemptKind::Hedge, now))
     }
 
+    /// Reports the redirects attempt `number` followed (SPEC 3), in order, before its
+    /// outcome: each is an event, and the report lists them. The attempt stays one attempt
+    /// of its endpoint; a failure after a followed redirect counts as ambiguous, since the
+    /// endpoint had answered. Redirects of an attempt that is not in flight are ignored.
+    pub fn redirected(&mut self, number: u32, redirects: Vec<Redirect>, now: Instant) {
+        let Some(flight) = self.in_flight.iter().find(|f| f.number == number) else {
+            return;
+        };
+        let endpoint = flight.endpoint as usize;
+        for r in redirects.into_iter().filter(|r| r.attempt == number) {
+            self.emit(
+                now,
+                EventKind::Redirected {
+                    endpoint: &self.engine.ids[endpoint],
+                    redirect: &r,
+                },
+            );
+            self.redirects.push(r);
+        }
+    }
+
+    /// An outcome of an attempt that followed a redirect: the endpoint answered, so a
+    /// later failure can never prove that nothing was done.
+    fn after_redirects<'o>(&self, number: u32, outcome: AttemptOutcome<'o>) -> AttemptOutcome<'o> {
+        if !self.redirects.iter().any(|r| r.attempt == number) {
+            return outcome;
+        }
+        match outcome {
+            AttemptOutcome::Failure(FailureClass::Undelivered) => {
+                AttemptOutcome::Failure(FailureClass::Ambiguous)
+            }
+            AttemptOutcome::Timeout(TimeoutPhase::Connect) => {
+                AttemptOutcome::Timeout(TimeoutPhase::Response)
+            }
+            other => other,
+        }
+    }
+
     /// Reports how attempt `number` ended. Returns false when the attempt is not in flight
     /// (already discarded, or unknown): such a report changes nothing.
     pub fn handle_outcome(
@@ -1202,6 +1245,7 @@ impl Call {
         };
         let flight = self.in_flight.remove(pos);
         let endpoint = flight.endpoint as usize;
+        let outcome = self.after_redirects(number, outcome);
         self.in_flight_bits = Bits(0);
         for f in &self.in_flight {
             self.in_flight_bits.set(f.endpoint as usize);
@@ -1771,6 +1815,7 @@ impl Call {
             request_id: self.request_id,
             idempotency_key: self.key.clone(),
             attempts: std::mem::take(&mut self.records),
+            redirects: std::mem::take(&mut self.redirects),
             elapsed: since(now, self.start),
             stop_reason: reason,
             may_have_executed,

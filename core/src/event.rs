@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use http::StatusCode;
 
 use crate::health::BreakerState;
+use crate::redirect::Redirect;
 use crate::report::{AttemptResult, StopReason};
 
 /// One event of one call. Every event carries the call's request id and idempotency key.
@@ -116,6 +117,13 @@ pub enum EventKind<'a> {
         result: AttemptResult,
         /// Time from start to end of the attempt.
         elapsed: Duration,
+    },
+    /// An attempt followed a redirect (SPEC 3); it is still the same attempt.
+    Redirected {
+        /// Endpoint id of the attempt.
+        endpoint: &'a str,
+        /// The hop (its `Debug` and `Display` show origins only).
+        redirect: &'a Redirect,
     },
     /// An unavailable endpoint was skipped (skip mode) or left for last.
     CooldownSkip {

@@ -58,6 +58,8 @@ mod id;
 mod limit;
 mod permission;
 mod policy;
+mod redact;
+mod redirect;
 mod report;
 mod retry_after;
 mod rng;
@@ -82,7 +84,10 @@ pub use policy::{
     Breaker, BreakerRule, Budget, ClassifyFn, ConfigError, EligibleFn, Endpoint, EventSink, Hedge,
     PermissionFn, Policy, PolicyBuilder, RequestInfo, ResponseView, Settings, Unavailable, UrlMode,
     Verdict, DEFAULT_SEED, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION, MAX_ENDPOINTS,
+    MAX_REDIRECTS,
 };
+pub use redact::{redact_url, scrub_url, Origin};
+pub use redirect::{CrossOrigin, Hop, Redirect, Redirects};
 pub use report::{
     AttemptFailure, AttemptRecord, AttemptResult, Error, ErrorKind, FailureClass, Outcome, Report,
     StopReason, TimeoutPhase,

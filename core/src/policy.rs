@@ -16,6 +16,7 @@ use crate::backoff::{Backoff, Jitter};
 use crate::event::Event;
 use crate::limit::{Limiter, RateLimit};
 use crate::permission::PermissionOverride;
+use crate::redirect::CrossOrigin;
 use crate::status::StatusSet;
 
 /// Most endpoints one policy may hold. Per-call state is kept in fixed-size bitsets so
@@ -27,6 +28,9 @@ pub const MAX_ENDPOINTS: usize = 64;
 /// that clients that failed together do not back off in lock-step; tests and simulations
 /// set their own.
 pub const DEFAULT_SEED: u64 = 0x5EED_BA70;
+
+/// Most redirects one attempt follows (`max_redirects`).
+pub const MAX_REDIRECTS: u32 = 32;
 
 /// Longest duration any setting accepts (10 years); anything longer is surely a unit
 /// mistake, and the cap keeps all time arithmetic far from overflow.
@@ -520,6 +524,12 @@ pub struct Settings {
     pub idempotency_key_header: String,
     /// Attempt-number header (default off).
     pub attempt_header: Option<String>,
+    /// Redirects followed within one attempt (SPEC 3; default 10, at most
+    /// [`MAX_REDIRECTS`]; 0 returns every 3xx as the answer).
+    pub max_redirects: u32,
+    /// Redirects to another origin than the endpoint's: followed without the endpoint's
+    /// headers (`follow`, the default) or returned as the answer (`return`).
+    pub cross_origin_redirects: CrossOrigin,
     /// Seed of the engine's random source (jitter, generated request ids). Adapters set it
     /// from the OS; tests and simulations fix it.
     pub seed: u64,
@@ -548,6 +558,8 @@ impl Default for Settings {
             request_id_header: "x-request-id".into(),
             idempotency_key_header: "idempotency-key".into(),
             attempt_header: None,
+            max_redirects: 10,
+            cross_origin_redirects: CrossOrigin::Follow,
             seed: DEFAULT_SEED,
         }
     }
@@ -1120,6 +1132,13 @@ pub(crate) fn validate_settings(s: &Settings) -> Result<(), ConfigError> {
         MAX_ATTEMPTS_PER_ENDPOINT,
     )?;
     check_count("max_attempts", s.max_attempts, MAX_ATTEMPTS)?;
+    if s.max_redirects > MAX_REDIRECTS {
+        return Err(invalid(
+            "max_redirects",
+            s.max_redirects,
+            "at most 32 redirects are followed in one attempt",
+        ));
+    }
     check_timeout("connect_timeout", s.connect_timeout)?;
     check_timeout("attempt_timeout", s.attempt_timeout)?;
     if let Some(d) = s.deadline {

@@ -4,10 +4,11 @@
 use std::fmt;
 use std::time::Duration;
 
-use http::StatusCode;
+use http::{StatusCode, Uri};
 use smallvec::SmallVec;
 
 use crate::id::RequestId;
+use crate::redirect::Redirect;
 
 /// The class of a transport failure, decided by the phase it happened in (SPEC 1).
 ///
@@ -361,6 +362,8 @@ pub struct Report {
     pub idempotency_key: Option<String>,
     /// Every attempt, in order.
     pub attempts: SmallVec<[AttemptRecord; 2]>,
+    /// Every redirect an attempt followed, in order (SPEC 3).
+    pub redirects: Vec<Redirect>,
     /// Time from the call's start to its end.
     pub elapsed: Duration,
     /// Why the call stopped.
@@ -388,6 +391,18 @@ impl Report {
             .iter()
             .find(|a| a.number == attempt)
             .map(|a| &*a.endpoint_id)
+    }
+
+    /// The URL the returned response came from, when its attempt followed redirects
+    /// (`None`: the endpoint's own URL). Show it with [`Origin`](crate::Origin): its path
+    /// and query may hold secrets.
+    pub fn final_url(&self) -> Option<&Uri> {
+        let attempt = self.outcome.response_attempt()?;
+        self.redirects
+            .iter()
+            .rev()
+            .find(|r| r.attempt == attempt)
+            .map(|r| &r.to)
     }
 
     /// Converts a failed call into an error; `None` when the call returned a response.

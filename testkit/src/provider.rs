@@ -126,6 +126,7 @@ impl Request {
 pub struct ProviderBuilder {
     script: Vec<Behaviour>,
     otherwise: Option<Behaviour>,
+    ip: Option<std::net::Ipv4Addr>,
 }
 
 impl ProviderBuilder {
@@ -155,13 +156,31 @@ impl ProviderBuilder {
         self
     }
 
-    /// Binds `127.0.0.1:0` and starts serving.
+    /// Listens on another loopback address than `127.0.0.1` (say `127.0.0.2`, another
+    /// host for tests of what crosses hosts). Only addresses in `127.0.0.0/8` are taken.
+    ///
+    /// # Panics
+    /// If `ip` is not a loopback address.
+    ///
+    /// ```
+    /// let p = testkit::Provider::builder().ip([127, 0, 0, 2].into()).start();
+    /// assert!(p.url().starts_with("http://127.0.0.2:"));
+    /// ```
+    pub fn ip(mut self, ip: std::net::Ipv4Addr) -> Self {
+        assert!(ip.is_loopback(), "testkit: {ip} is not a loopback address");
+        self.ip = Some(ip);
+        self
+    }
+
+    /// Binds `127.0.0.1:0` (or the address given with [`ip`](Self::ip)) and starts
+    /// serving.
     ///
     /// # Panics
     /// If binding fails, or if the default is [`Behaviour::refuse`] after a non-empty
     /// script.
     pub fn start(self) -> Provider {
-        Provider::start_with(self.script, self.otherwise.unwrap_or_default())
+        let ip = self.ip.unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+        Provider::start_with(self.script, self.otherwise.unwrap_or_default(), ip)
     }
 }
 
@@ -555,7 +574,7 @@ impl Provider {
     /// # drop(p);
     /// ```
     pub fn start(behaviour: Behaviour) -> Provider {
-        Provider::start_with(Vec::new(), behaviour)
+        Provider::start_with(Vec::new(), behaviour, std::net::Ipv4Addr::LOCALHOST)
     }
 
     /// A builder for a provider with a per-request script.
@@ -570,11 +589,11 @@ impl Provider {
         ProviderBuilder::default()
     }
 
-    fn start_with(script: Vec<Behaviour>, default: Behaviour) -> Provider {
+    fn start_with(script: Vec<Behaviour>, default: Behaviour, ip: std::net::Ipv4Addr) -> Provider {
         let plan = Plan::new(script, &default);
         let refusing = plan.refusing();
         let (listener, reserved, addr) = if refusing {
-            let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+            let any: SocketAddr = (ip, 0).into();
             let socket = reserve(any).expect("testkit: reserve a port on 127.0.0.1");
             let addr = socket
                 .local_addr()
@@ -583,7 +602,7 @@ impl Provider {
                 .expect("testkit: local_addr");
             (None, Some(socket), addr)
         } else {
-            let listener = TcpListener::bind(("127.0.0.1", 0)).expect("testkit: bind 127.0.0.1:0");
+            let listener = TcpListener::bind((ip, 0)).expect("testkit: bind a loopback port");
             let addr = listener.local_addr().expect("testkit: local_addr");
             (Some(listener), None, addr)
         };
