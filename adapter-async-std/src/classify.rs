@@ -170,7 +170,8 @@ impl fmt::Display for TransportError {
             }
         )?;
         if let Some(s) = &self.source {
-            write!(f, ": {s}")?;
+            // Shown with any URL reduced to its origin (SPEC 4).
+            write!(f, ": {}", baton_core::scrub_urls(&s.to_string()))?;
         }
         Ok(())
     }

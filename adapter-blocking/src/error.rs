@@ -133,7 +133,14 @@ impl fmt::Debug for Error {
         f.debug_struct("Error")
             .field("kind", &self.0.inner.kind)
             .field("report", &self.0.inner.report)
-            .field("client_error", &self.0.client_error)
+            .field(
+                "client_error",
+                &self
+                    .0
+                    .client_error
+                    .as_ref()
+                    .map(|e| baton_core::scrub_urls(&format!("{e:?}"))),
+            )
             .field("retained", &self.0.retained.as_ref().map(|r| r.status()))
             .finish()
     }
@@ -143,7 +150,12 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0.inner)?;
         if let Some(e) = &self.0.client_error {
-            write!(f, "; last client error: {e}")?;
+            // ureq quotes URLs in some errors (a bad URI): shown as origins only (SPEC 4).
+            write!(
+                f,
+                "; last client error: {}",
+                baton_core::scrub_urls(&e.to_string())
+            )?;
         }
         Ok(())
     }

@@ -117,7 +117,10 @@ impl Prepared {
             Ok(u) => (u, None),
             Err(e) => (
                 Uri::from_static("/"),
-                Some(format!("url {:?}: {e}", request.url().as_str())),
+                Some(format!(
+                    "url {}: {e}",
+                    baton_core::redact_url(request.url().as_str())
+                )),
             ),
         };
         let version = request.version();
@@ -345,8 +348,13 @@ pub(crate) async fn drive<T: Transport>(
                     }
                     Ok(Err(e)) => {
                         let (classified, source): (_, BoxError) = match e {
-                            SendError::Reqwest(e) => (classify(&e), Box::new(e)),
-                            SendError::Other(e) => (classify_dyn(&*e), e),
+                            // The text of a reqwest error quotes the URL (keys, ids): kept
+                            // without it (SPEC 4); classified first.
+                            SendError::Reqwest(e) => (classify(&e), Box::new(e.without_url())),
+                            SendError::Other(e) => {
+                                let classified = classify_dyn(&*e);
+                                (classified, crate::error::scrubbed(e))
+                            }
                         };
                         errors.clear();
                         errors.push(AttemptError::new(f.number, id(), classified.cause, source));

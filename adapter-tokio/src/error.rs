@@ -114,6 +114,41 @@ impl fmt::Display for InvalidRequest {
 
 impl StdError for InvalidRequest {}
 
+/// An error from an inner middleware whose text is shown with every URL in it reduced to
+/// `scheme://host:port` (SPEC 4: paths and queries of provider URLs hold keys). The
+/// original error is kept for programs ([`Scrubbed::inner`]); `source()` continues with its
+/// own source.
+#[derive(Debug)]
+pub struct Scrubbed {
+    text: String,
+    inner: BoxError,
+}
+
+impl Scrubbed {
+    /// The original error (its text may quote a URL in full).
+    pub fn inner(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        &*self.inner
+    }
+}
+
+impl fmt::Display for Scrubbed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl StdError for Scrubbed {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.inner.source()
+    }
+}
+
+/// `e` with the URLs in its text reduced to their origin.
+pub(crate) fn scrubbed(e: BoxError) -> BoxError {
+    let text = baton_core::scrub_urls(&e.to_string());
+    Box::new(Scrubbed { text, inner: e })
+}
+
 /// What a call through [`Client`](crate::Client) can fail with.
 ///
 /// - [`Error::Call`]: the call ended without a usable response (every attempt failed, the

@@ -138,7 +138,9 @@ mod response;
 
 pub use classify::FailureCause;
 pub use client::{Client, ClientBuilder, RequestBuilder};
-pub use error::{AttemptError, AttemptTimeout, BoxError, BuildError, Error, InvalidRequest};
+pub use error::{
+    AttemptError, AttemptTimeout, BoxError, BuildError, Error, InvalidRequest, Scrubbed,
+};
 #[cfg(feature = "middleware")]
 pub use middleware::BatonMiddleware;
 pub use response::Response;

@@ -24,11 +24,21 @@ use crate::error::Error;
 /// let text = resp.text().await?;
 /// # let _ = text; Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct Response {
     inner: reqwest::Response,
     report: Report,
     endpoint: Arc<str>,
+}
+
+impl std::fmt::Debug for Response {
+    // reqwest's `Debug` shows the URL (keys, ids): status, endpoint and report only.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.inner.status())
+            .field("endpoint", &self.endpoint)
+            .field("report", &self.report)
+            .finish()
+    }
 }
 
 impl Response {
@@ -91,7 +101,8 @@ impl Response {
         Error::Body {
             endpoint,
             report: Box::new(report),
-            source,
+            // Its text would quote the URL (SPEC 4).
+            source: source.without_url(),
         }
     }
 

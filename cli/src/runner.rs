@@ -247,7 +247,8 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         }
         source = s.source();
     }
-    text
+    // Clients quote URLs in their errors; paths and queries hold keys (SPEC 4).
+    baton_core::scrub_urls(&text)
 }
 
 /// Milliseconds since `t0`, for event lines.

@@ -741,3 +741,75 @@ fn redirect_to_another_host_never_carries_endpoint_headers_on_any_runtime() {
     assert!(stderr(&o).contains("max_redirects"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---------------------------------------------------------------- secrets in URLs
+
+/// Every failure class, on every runtime, against an endpoint URL holding a password and
+/// keys (and, in base mode, a request path holding an id): neither `request` (with `-i`
+/// and `--events`) nor `batch --events` prints any of them.
+#[test]
+fn url_secrets_never_appear_in_any_output_on_any_runtime() {
+    const SECRETS: [&str; 4] = ["SECRETPW", "SECRETKEY", "SECRETQ", "SECRETPATH"];
+    let secret_url =
+        |authority: &str| format!("a=http://user:SECRETPW@{authority}/v2/SECRETKEY?key=SECRETQ");
+    let black_hole = Provider::start(Behaviour::black_hole());
+    let reset = Provider::start(Behaviour::reset());
+    let busy = Provider::start(Behaviour::status(503).body("busy"));
+    let broken = Provider::start(
+        Behaviour::ok()
+            .body("0123456789abcdefghijklmnopqrstuv")
+            .close_after_half_body(),
+    );
+    let dns = testkit::unresolvable_url();
+    let refused = testkit::refused_url();
+    let targets = [
+        ("refused", refused.trim_start_matches("http://").to_string()),
+        ("dns", dns.trim_start_matches("http://").to_string()),
+        ("timeout", black_hole.addr().to_string()),
+        ("reset", reset.addr().to_string()),
+        ("503", busy.addr().to_string()),
+        ("body", broken.addr().to_string()),
+    ];
+    for runtime in ["tokio", "blocking", "async-std"] {
+        for (fault, authority) in &targets {
+            let e = secret_url(authority);
+            let common = [
+                "--runtime",
+                runtime,
+                "-e",
+                &e,
+                "--base",
+                "--timeout",
+                "200ms",
+                "--connect-timeout",
+                "200ms",
+                "--events",
+            ];
+            let mut args = vec!["request", "-i"];
+            args.extend(common);
+            args.push("/customers/SECRETPATH");
+            let o = run(&args, "");
+            let mut b = vec!["batch"];
+            b.extend(common);
+            let batch = run(&b, "{\"id\": 1, \"path\": \"/customers/SECRETPATH\"}\n");
+            for (what, text) in [
+                ("request stdout", stdout(&o)),
+                ("request stderr", stderr(&o)),
+                ("batch stdout", stdout(&batch)),
+                ("batch stderr", stderr(&batch)),
+            ] {
+                for secret in SECRETS {
+                    assert!(
+                        !text.contains(secret),
+                        "{runtime} {fault}: {secret} in {what}: {text}"
+                    );
+                }
+            }
+            assert!(
+                stderr(&o).contains("attempt_finished"),
+                "{runtime} {fault}: events were printed: {}",
+                stderr(&o)
+            );
+        }
+    }
+}

@@ -86,7 +86,7 @@ pub use policy::{
     Verdict, DEFAULT_SEED, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION, MAX_ENDPOINTS,
     MAX_REDIRECTS,
 };
-pub use redact::{redact_url, scrub_url, Origin};
+pub use redact::{redact_url, scrub_urls, Origin};
 pub use redirect::{CrossOrigin, Hop, Redirect, Redirects};
 pub use report::{
     AttemptFailure, AttemptRecord, AttemptResult, Error, ErrorKind, FailureClass, Outcome, Report,

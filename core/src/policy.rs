@@ -69,7 +69,8 @@ pub enum ConfigError {
     InvalidUrl {
         /// The endpoint's id.
         id: String,
-        /// The URL as given.
+        /// The URL as given, reduced to `scheme://host:port` (its userinfo, path and query
+        /// may hold secrets).
         url: String,
         /// What is wrong with it.
         reason: String,
@@ -130,6 +131,9 @@ pub struct Endpoint {
     connect_timeout: Option<Duration>,
     attempt_timeout: Option<Duration>,
     headers: HeaderMap,
+    /// The `authorization` header came from the URL's userinfo (an explicit one replaces
+    /// it).
+    basic_from_url: bool,
     header_error: Option<(String, String)>,
 }
 
@@ -138,7 +142,10 @@ impl fmt::Debug for Endpoint {
         // Header values are credentials more often than not: show names only.
         f.debug_struct("Endpoint")
             .field("id", &self.id)
-            .field("url", &self.url)
+            .field(
+                "url",
+                &format_args!("{}", crate::redact::redact_url(&self.url)),
+            )
             .field("group", &self.group)
             .field("connect_timeout", &self.connect_timeout)
             .field("attempt_timeout", &self.attempt_timeout)
@@ -151,6 +158,7 @@ fn check_url(url: &str) -> Result<Uri, String> {
     if url.contains('#') {
         return Err("it has a fragment (#...), which is never sent to a server".into());
     }
+    // The parser's message never quotes the URL (which may hold a key).
     let uri: Uri = url
         .parse()
         .map_err(|e: http::uri::InvalidUri| e.to_string())?;
@@ -163,15 +171,105 @@ fn check_url(url: &str) -> Result<Uri, String> {
         Some(h) if !h.is_empty() => {}
         _ => return Err("it has no host".into()),
     }
+    if let Some(authority) = uri.authority() {
+        let host_port = authority
+            .as_str()
+            .rsplit_once('@')
+            .map_or(authority.as_str(), |(_, hp)| hp);
+        let port = match host_port.rfind(']') {
+            Some(end) => host_port[end + 1..].strip_prefix(':'),
+            None => host_port.rsplit_once(':').map(|(_, p)| p),
+        };
+        if let Some(port) = port {
+            match port.parse::<u32>() {
+                Ok(1..=65535) => {}
+                _ => return Err(format!("port {port:?} is outside 1-65535")),
+            }
+        }
+    }
     Ok(uri)
+}
+
+/// Splits the userinfo off an endpoint URL (SPEC 3): `user:password@` becomes the
+/// endpoint's `Authorization: Basic` credential, and the URL the adapters see has none.
+fn split_userinfo(uri: Uri) -> (Uri, Option<HeaderValue>) {
+    let Some(authority) = uri.authority() else {
+        return (uri, None);
+    };
+    let Some((userinfo, host)) = authority.as_str().rsplit_once('@') else {
+        return (uri, None);
+    };
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let mut credential = percent_decode(user);
+    credential.push(b':');
+    credential.extend(percent_decode(password));
+    let value = HeaderValue::try_from(format!("Basic {}", base64(&credential))).ok();
+    let mut parts = uri.clone().into_parts();
+    parts.authority = http::uri::Authority::try_from(host).ok();
+    match Uri::from_parts(parts) {
+        Ok(bare) => (bare, value),
+        Err(_) => (uri, value),
+    }
+}
+
+fn percent_decode(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                out.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+fn base64(data: &[u8]) -> String {
+    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for k in 0..4 {
+            if k <= chunk.len() {
+                out.push(TABLE[(n >> (18 - 6 * k) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 impl Endpoint {
     /// An endpoint with `id` and `url`; both are checked when the policy is built.
     pub fn new(id: impl Into<String>, url: impl Into<String>) -> Self {
-        let url = url.into();
+        let mut url = url.into();
+        let mut headers = HeaderMap::new();
+        let mut basic_from_url = false;
         let (uri, url_error) = match check_url(&url) {
-            Ok(u) => (u, None),
+            Ok(u) => {
+                let (bare, basic) = split_userinfo(u);
+                if let Some(mut value) = basic {
+                    value.set_sensitive(true);
+                    headers.insert(http::header::AUTHORIZATION, value);
+                    basic_from_url = true;
+                    url = bare.to_string();
+                }
+                (bare, None)
+            }
             Err(e) => (Uri::default(), Some(e)),
         };
         Endpoint {
@@ -182,7 +280,8 @@ impl Endpoint {
             group: None,
             connect_timeout: None,
             attempt_timeout: None,
-            headers: HeaderMap::new(),
+            headers,
+            basic_from_url,
             header_error: None,
         }
     }
@@ -200,6 +299,10 @@ impl Endpoint {
         match (HeaderName::try_from(name), HeaderValue::try_from(value)) {
             (Ok(n), Ok(mut v)) => {
                 v.set_sensitive(true);
+                if self.basic_from_url && n == http::header::AUTHORIZATION {
+                    self.headers.remove(&n);
+                    self.basic_from_url = false;
+                }
                 self.headers.append(n, v);
             }
             (Err(e), _) => {
@@ -231,7 +334,9 @@ impl Endpoint {
         &self.id
     }
 
-    /// The URL as configured.
+    /// The URL as configured, without its userinfo (which became the endpoint's
+    /// `Authorization: Basic` header). Its path and query may hold a key: never log it,
+    /// show [`Origin`](crate::Origin) of [`uri`](Self::uri) instead.
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -1002,7 +1107,7 @@ impl PolicyBuilder {
             if let Some(reason) = &e.url_error {
                 return Err(ConfigError::InvalidUrl {
                     id: e.id.clone(),
-                    url: e.url.clone(),
+                    url: crate::redact::redact_url(&e.url),
                     reason: reason.clone(),
                 });
             }
@@ -1480,6 +1585,65 @@ mod tests {
             .build()
             .unwrap_err();
         assert_eq!(e, ConfigError::EmptyId { index: 0 });
+    }
+
+    #[test]
+    fn userinfo_becomes_the_endpoints_basic_credential_and_leaves_the_url() {
+        let e = Endpoint::new("a", "http://alice:s3cr%3At@127.0.0.1:8080/v2/KEY");
+        assert_eq!(e.uri(), "http://127.0.0.1:8080/v2/KEY");
+        assert!(!e.url().contains("s3cr"));
+        // base64("alice:s3cr:t")
+        assert_eq!(e.headers()["authorization"], "Basic YWxpY2U6czNjcjp0");
+        let e =
+            Endpoint::new("a", "http://alice:pw@host.example/").header("authorization", "Bearer T");
+        assert_eq!(e.headers().get_all("authorization").iter().count(), 1);
+        assert_eq!(e.headers()["authorization"], "Bearer T");
+    }
+
+    #[test]
+    fn ports_outside_the_range_are_rejected_naming_endpoint_and_port() {
+        for url in [
+            "http://127.0.0.1:65536/",
+            "https://h.example:99999/x",
+            "http://h:0/",
+        ] {
+            let e = Policy::builder()
+                .endpoint(Endpoint::new("p", url))
+                .build()
+                .unwrap_err();
+            let text = e.to_string();
+            assert!(matches!(e, ConfigError::InvalidUrl { .. }), "{url}: {text}");
+            assert!(
+                text.contains("\"p\"") && text.contains("outside 1-65535"),
+                "{text}"
+            );
+        }
+        assert!(Policy::builder()
+            .endpoint(Endpoint::new("p", "http://[::1]:65535/"))
+            .build()
+            .is_ok());
+    }
+
+    #[test]
+    fn secrets_in_endpoint_urls_never_reach_debug_or_errors() {
+        let url = "http://user:SECRETPW@127.0.0.1:65536/v2/SECRETKEY?k=SECRETQ";
+        let e = Endpoint::new("a", url);
+        let shown = format!("{e:?}");
+        let err = Policy::builder().endpoint(e).build().unwrap_err();
+        for text in [shown, err.to_string(), format!("{err:?}")] {
+            for secret in ["SECRETPW", "SECRETKEY", "SECRETQ"] {
+                assert!(!text.contains(secret), "{text}");
+            }
+        }
+        let p = Policy::builder()
+            .endpoint(Endpoint::new(
+                "a",
+                "https://u:SECRETPW@rpc.example/v2/SECRETKEY",
+            ))
+            .build()
+            .unwrap();
+        let text = format!("{p:?}");
+        assert!(!text.contains("SECRET"), "{text}");
     }
 
     #[test]

@@ -22,12 +22,18 @@ pub struct Origin<'a>(pub &'a Uri);
 impl fmt::Display for Origin<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let scheme = self.0.scheme_str().unwrap_or("http");
-        let host = self.0.host().unwrap_or("?");
-        let port = self
-            .0
-            .port_u16()
-            .unwrap_or(if scheme == "https" { 443 } else { 80 });
-        write!(f, "{scheme}://{host}:{port}")
+        let authority = self.0.authority().map_or("?", |a| a.as_str());
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+        let has_port = match host_port.rfind(']') {
+            Some(end) => host_port[end..].contains(':'),
+            None => host_port.contains(':'),
+        };
+        if has_port {
+            write!(f, "{scheme}://{host_port}")
+        } else {
+            let port = if scheme == "https" { 443 } else { 80 };
+            write!(f, "{scheme}://{host_port}:{port}")
+        }
     }
 }
 
@@ -44,39 +50,67 @@ impl fmt::Debug for Origin<'_> {
 /// use baton_core::redact_url;
 /// assert_eq!(redact_url("http://u:SECRET@127.0.0.1:1/v2/KEY"), "http://127.0.0.1:1");
 /// assert_eq!(redact_url("not a url SECRET"), "<url>");
+/// assert_eq!(redact_url("http://u:PW@127.0.0.1:99999/v2/KEY"), "http://127.0.0.1:99999");
 /// ```
 pub fn redact_url(url: &str) -> String {
     match url.parse::<Uri>() {
         Ok(u) if u.scheme().is_some() && u.host().is_some() => Origin(&u).to_string(),
-        _ => "<url>".to_string(),
+        _ => rough_origin(url).unwrap_or_else(|| "<url>".to_string()),
     }
 }
 
-/// `text` with every occurrence of `url` (and of its form without userinfo, which some
-/// clients print) replaced by its origin: for error messages of HTTP clients that quote the
-/// URL they were given.
+/// `scheme://host[:port]` cut out of text that is not a valid URL (a bad port, a space):
+/// everything after the authority and any userinfo are dropped.
+fn rough_origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme.is_empty()
+        || !scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    {
+        return None;
+    }
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return None;
+    }
+    Some(format!("{scheme}://{host}"))
+}
+
+/// `text` with every `http://` or `https://` URL in it reduced to `scheme://host:port`:
+/// for the messages of HTTP clients, which quote the URL they were given.
 ///
 /// ```
-/// use baton_core::scrub_url;
-/// let text = "error sending request for url (http://u:PW@127.0.0.1:1/v2/KEY)";
-/// assert_eq!(
-///     scrub_url(text, "http://u:PW@127.0.0.1:1/v2/KEY"),
-///     "error sending request for url (http://127.0.0.1:1)"
-/// );
+/// use baton_core::scrub_urls;
+/// let text = "error sending request for url (http://u:PW@127.0.0.1:1/v2/KEY?q=1)";
+/// assert_eq!(scrub_urls(text), "error sending request for url (http://127.0.0.1:1)");
 /// ```
-pub fn scrub_url(text: &str, url: &str) -> String {
-    let shown = redact_url(url);
-    let mut out = text.replace(url, &shown);
-    if let Ok(u) = url.parse::<Uri>() {
-        if let (Some(scheme), Some(authority)) = (u.scheme_str(), u.authority()) {
-            let bare = authority
-                .as_str()
-                .rsplit_once('@')
-                .map_or(authority.as_str(), |(_, h)| h);
-            let tail = u.path_and_query().map_or("", |pq| pq.as_str());
-            let without_userinfo = format!("{scheme}://{bare}{tail}");
-            out = out.replace(&without_userinfo, &shown);
-        }
+pub fn scrub_urls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        let next = ["http://", "https://"]
+            .iter()
+            .filter_map(|p| rest.to_ascii_lowercase().find(p))
+            .min();
+        let Some(start) = next else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..start]);
+        let tail = &rest[start..];
+        let end = tail
+            .find(|c: char| c.is_whitespace() || "\"'<>()[]{}`,;|\\".contains(c))
+            .unwrap_or(tail.len());
+        // An IPv6 literal keeps its brackets.
+        let end = match tail[..end].find("://[") {
+            Some(_) => tail
+                .find(|c: char| c.is_whitespace() || "\"'<>(){}`,;|".contains(c))
+                .unwrap_or(tail.len()),
+            None => end,
+        };
+        out.push_str(&rough_origin(&tail[..end]).unwrap_or_else(|| "<url>".to_string()));
+        rest = &tail[end..];
     }
-    out
 }
