@@ -177,6 +177,10 @@ pub(crate) async fn run(ctx: AttemptCtx, mut req: http::Request<OutBody>) -> Att
         match sent {
             None => return timed_out(Phase::Exchange),
             Some(Ok(res)) => {
+                // One table of response limits on every adapter (`baton_core::limits`).
+                if let Err(e) = baton_core::check_response_head(res.headers()) {
+                    return fail(Phase::Exchange, Box::new(e));
+                }
                 let (head, body) = res.into_parts();
                 return AttemptEnd::Response(Box::new(Exchange {
                     head,

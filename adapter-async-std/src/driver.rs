@@ -254,6 +254,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                         k.number,
                         report,
                         inner.body_timeout,
+                        call.deadline(),
                     )
                 };
                 return match report.outcome {

@@ -46,12 +46,9 @@ pub struct RequestBuilder {
 
 impl RequestBuilder {
     pub(crate) fn new(client: Client, method: Method, url: &str, buffer: Option<usize>) -> Self {
-        let (uri, invalid) = match url.parse::<Uri>() {
+        let (uri, invalid) = match baton_core::request_uri(url) {
             Ok(u) => (u, None),
-            Err(e) => (
-                Uri::from_static("/"),
-                Some(format!("invalid request URL {url:?}: {e}")),
-            ),
+            Err(e) => (Uri::from_static("/"), Some(e.to_string())),
         };
         RequestBuilder {
             client,
@@ -75,7 +72,9 @@ impl RequestBuilder {
     {
         match (name.try_into(), value.try_into()) {
             (Ok(n), Ok(v)) => {
-                self.headers.append(n, v);
+                if let Err(e) = baton_core::append_request_header(&mut self.headers, n, v) {
+                    self.invalid.get_or_insert_with(|| e.to_string());
+                }
             }
             (Err(e), _) => {
                 self.invalid
@@ -97,7 +96,11 @@ impl RequestBuilder {
                 last = Some(n);
             }
             if let Some(n) = &last {
-                self.headers.append(n.clone(), value);
+                if let Err(e) =
+                    baton_core::append_request_header(&mut self.headers, n.clone(), value)
+                {
+                    self.invalid.get_or_insert_with(|| e.to_string());
+                }
             }
         }
         self

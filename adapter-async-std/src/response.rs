@@ -42,6 +42,8 @@ pub struct Response {
     attempt: u32,
     report: Box<Report>,
     body_timeout: Option<Duration>,
+    /// The call's deadline: reading the body through this response is held to it.
+    deadline: Option<Instant>,
 }
 
 impl Response {
@@ -51,6 +53,7 @@ impl Response {
         attempt: u32,
         report: Box<Report>,
         body_timeout: Option<Duration>,
+        deadline: Option<Instant>,
     ) -> Self {
         let Exchange { head, body, lease } = ex;
         let mut r = Response {
@@ -61,6 +64,7 @@ impl Response {
             attempt,
             report,
             body_timeout,
+            deadline,
         };
         if r.body.as_ref().is_some_and(|b| b.is_end_stream()) {
             r.body = None;
@@ -155,19 +159,26 @@ impl Response {
     /// The next chunk of the body; `None` at its end. The body timeout, when set, applies
     /// to each chunk.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, Error> {
-        match self.body_timeout {
+        match self.read_by() {
             None => poll_fn(|cx| self.poll_chunk(cx)).await,
-            Some(d) => {
-                let at = Instant::now() + d;
-                match timeout_at(at, poll_fn(|cx| self.poll_chunk(cx))).await {
-                    Some(r) => r,
-                    None => {
-                        self.body = None;
-                        self.lease = None;
-                        Err(self.body_error(true, None))
-                    }
+            Some(at) => match timeout_at(at, poll_fn(|cx| self.poll_chunk(cx))).await {
+                Some(r) => r,
+                None => {
+                    self.body = None;
+                    self.lease = None;
+                    Err(self.body_error(true, None))
                 }
-            }
+            },
+        }
+    }
+
+    /// When a read that starts now must end: the body timeout from now, and never past the
+    /// call's deadline (SPEC 2.6).
+    fn read_by(&self) -> Option<Instant> {
+        let timeout = self.body_timeout.map(|d| Instant::now() + d);
+        match (timeout, self.deadline) {
+            (Some(t), Some(d)) => Some(t.min(d)),
+            (t, d) => t.or(d),
         }
     }
 
@@ -196,9 +207,9 @@ impl Response {
 
     /// The whole body. The body timeout, when set, bounds the whole read.
     pub async fn bytes(mut self) -> Result<Bytes, Error> {
-        match self.body_timeout {
+        match self.read_by() {
             None => self.read_all().await,
-            Some(d) => match timeout_at(Instant::now() + d, self.read_all()).await {
+            Some(at) => match timeout_at(at, self.read_all()).await {
                 Some(r) => r,
                 None => Err(self.body_error(true, None)),
             },

@@ -189,12 +189,18 @@ fn into_error(
 fn send(inner: &Inner, call: &Call, attempt: &Attempt, p: &mut Prepared) -> (Sent, Vec<Redirect>) {
     const REJECTED: AttemptOutcome<'static> =
         AttemptOutcome::Failure(FailureClass::RejectedLocally);
-    if p.invalid.is_some() {
-        return (Sent::Failed(REJECTED, None), Vec::new());
+    // Why the call is rejected travels as the error's source, like every adapter's.
+    let rejected = |why: String| {
+        let e = ureq::Error::Other(why.into());
+        (Sent::Failed(REJECTED, Some(e)), Vec::new())
+    };
+    if let Some(why) = &p.invalid {
+        return rejected(why.clone());
     }
     let policy = inner.engine.policy();
-    let Ok(target) = attempt_uri(policy, attempt.endpoint, &p.uri) else {
-        return (Sent::Failed(REJECTED, None), Vec::new());
+    let target = match attempt_uri(policy, attempt.endpoint, &p.uri) {
+        Ok(t) => t,
+        Err(e) => return rejected(e.to_string()),
     };
     let attempt_headers = |p: &Prepared| {
         let mut headers = p.headers.clone();
@@ -209,8 +215,9 @@ fn send(inner: &Inner, call: &Call, attempt: &Attempt, p: &mut Prepared) -> (Sen
         )
         .map(|()| headers)
     };
-    let Ok(headers) = attempt_headers(p) else {
-        return (Sent::Failed(REJECTED, None), Vec::new());
+    let headers = match attempt_headers(p) {
+        Ok(h) => h,
+        Err(e) => return rejected(e.to_string()),
     };
     let first = attempt.number == 1 || !attempt.fresh_body;
     let sent = send_one(
@@ -335,8 +342,10 @@ fn exec<B: AsSendBody>(
         .http_status_as_error(false)
         // Redirects are the engine's decision (SPEC 3): ureq follows none.
         .max_redirects(0)
-        // Per-phase budgets only: a global budget would hide the phase it fired in.
-        .timeout_global(None)
+        // Per-phase budgets for the attempt (the phase is learned by watching the
+        // connection); the call's deadline as the global budget, so reading the body is
+        // held to it too (SPEC 2.6). Every phase budget ends by the deadline already.
+        .timeout_global(deadline.map(|d| d.saturating_duration_since(Instant::now())))
         .timeout_per_call(None)
         .timeout_resolve(Some(attempt.connect_timeout))
         .timeout_connect(Some(attempt.connect_timeout))
@@ -353,7 +362,15 @@ fn exec<B: AsSendBody>(
     let result = inner.agent.run(request);
     let phase = classify::end();
     match result {
-        Ok(resp) => Sent::Response(resp),
+        // One table of response limits on every adapter (`baton_core::limits`): an
+        // over-limit head is a protocol failure after the request was sent.
+        Ok(resp) => match baton_core::check_response_head(resp.headers()) {
+            Ok(()) => Sent::Response(resp),
+            Err(e) => Sent::Failed(
+                AttemptOutcome::Failure(FailureClass::Ambiguous),
+                Some(ureq::Error::Other(Box::new(e))),
+            ),
+        },
         Err(e) => Sent::Failed(classify(&e, phase), Some(e)),
     }
 }

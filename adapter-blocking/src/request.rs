@@ -66,12 +66,9 @@ impl std::fmt::Debug for RequestBuilder<'_> {
 
 impl<'c> RequestBuilder<'c> {
     pub(crate) fn new(client: &'c Client, method: Method, path: &str) -> Self {
-        let (uri, invalid) = match path.parse::<Uri>() {
+        let (uri, invalid) = match baton_core::request_uri(path) {
             Ok(u) => (u, None),
-            Err(e) => (
-                Uri::from_static("/"),
-                Some(format!("invalid request URL {path:?}: {e}")),
-            ),
+            Err(e) => (Uri::from_static("/"), Some(e.to_string())),
         };
         RequestBuilder {
             client,
@@ -94,9 +91,11 @@ impl<'c> RequestBuilder<'c> {
         let (name, value) = (name.as_ref(), value.as_ref());
         match (HeaderName::try_from(name), HeaderValue::try_from(value)) {
             (Ok(n), Ok(v)) => {
-                self.headers.append(n, v);
+                if let Err(e) = baton_core::append_request_header(&mut self.headers, n, v) {
+                    self.invalid(e.to_string());
+                }
             }
-            _ => self.invalid(format!("invalid header {name:?}: {value:?}")),
+            _ => self.invalid(format!("invalid header {name:?}")),
         }
         self
     }

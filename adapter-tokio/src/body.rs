@@ -97,3 +97,59 @@ impl HttpBody for Prefixed {
         out
     }
 }
+
+/// A request body that records when hyper first looks at it to write the request (the
+/// connection was ready and the head is being encoded): until then no byte of the request
+/// can have been written, so an attempt timer firing before it fired in the connect phase
+/// (or while waiting for a pooled connection), and the attempt is *undelivered* (SPEC 2.6:
+/// the attempt timeout starts when the connection is ready).
+///
+/// hyper's HTTP/1 and HTTP/2 clients call `is_end_stream` on the body right before they
+/// write the request head; reqwest and hyper-util do not touch the body before that.
+pub(crate) struct Tracked {
+    inner: reqwest::Body,
+    written: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Tracked {
+    /// Wraps `inner` (no body: an empty one); the flag turns true once it is being sent.
+    pub(crate) fn wrap(
+        inner: Option<reqwest::Body>,
+    ) -> (reqwest::Body, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let body = Tracked {
+            inner: inner.unwrap_or_else(|| reqwest::Body::from(Bytes::new())),
+            written: written.clone(),
+        };
+        (reqwest::Body::wrap(body), written)
+    }
+
+    fn mark(&self) {
+        self.written
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.mark();
+        Pin::new(&mut self.inner)
+            .poll_frame(cx)
+            .map(|o| o.map(|r| r.map_err(Into::into)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.mark();
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -423,12 +423,9 @@ impl Client {
 
     /// A request with `method` to `url` (a path such as `/v1/charges`, or an absolute URL).
     pub fn request(&self, method: Method, url: impl AsRef<str>) -> RequestBuilder {
-        let (uri, error) = match url.as_ref().parse::<Uri>() {
+        let (uri, error) = match baton_core::request_uri(url.as_ref()) {
             Ok(u) => (u, None),
-            Err(e) => (
-                Uri::from_static("/"),
-                Some(format!("url {:?}: {e}", url.as_ref())),
-            ),
+            Err(e) => (Uri::from_static("/"), Some(e.to_string())),
         };
         RequestBuilder {
             client: self.clone(),
@@ -521,7 +518,7 @@ impl Client {
     async fn run(&self, prepared: Prepared, options: CallOptions) -> Result<Response, Error> {
         let inner = &*self.inner;
         let f = driver::drive(&inner.shared, &inner.http, prepared, options).await?;
-        Ok(Response::new(f.response, f.report, f.endpoint))
+        Ok(Response::new(f.response, f.report, f.endpoint, f.deadline))
     }
 }
 
@@ -589,10 +586,10 @@ impl RequestBuilder {
             Err(e) => return self.fail(format!("header name: {}", e.into())),
         };
         match HeaderValue::try_from(value) {
-            Ok(v) => {
-                self.headers.append(name, v);
-                self
-            }
+            Ok(v) => match baton_core::append_request_header(&mut self.headers, name, v) {
+                Ok(()) => self,
+                Err(e) => self.fail(e.to_string()),
+            },
             Err(e) => self.fail(format!("header {name}: {}", e.into())),
         }
     }
@@ -606,7 +603,11 @@ impl RequestBuilder {
                 last = Some(n);
             }
             if let Some(n) = &last {
-                self.headers.append(n.clone(), value);
+                if let Err(e) =
+                    baton_core::append_request_header(&mut self.headers, n.clone(), value)
+                {
+                    return self.fail(e.to_string());
+                }
             }
         }
         self

@@ -29,8 +29,7 @@ use crate::response::Response;
 pub(crate) enum SendError {
     /// reqwest's own error.
     Reqwest(reqwest::Error),
-    /// Any other error (e.g. from an inner middleware).
-    #[cfg_attr(not(feature = "middleware"), allow(dead_code))]
+    /// Any other error (from an inner middleware, or a response head over the limits).
     Other(BoxError),
 }
 
@@ -144,6 +143,8 @@ impl Prepared {
 /// A finished call that returned a response.
 pub(crate) struct Finished {
     pub(crate) response: reqwest::Response,
+    /// The call's deadline (body reads are held to it).
+    pub(crate) deadline: Option<Instant>,
     pub(crate) report: Report,
     pub(crate) endpoint: Arc<str>,
 }
@@ -156,6 +157,9 @@ struct InFlight<F> {
     timeout: Duration,
     /// The phase to report when baton's attempt timer fires.
     phase: TimeoutPhase,
+    /// Whether hyper began writing the request (tracked when the timer may fire during
+    /// connect): still false when the timer fires means nothing was sent.
+    written: Option<Arc<std::sync::atomic::AtomicBool>>,
     fut: Flight<F>,
 }
 
@@ -242,11 +246,18 @@ pub(crate) async fn drive<T: Transport>(
     loop {
         match call.0.poll_action(now) {
             Action::Send(a) => match build(shared, &mut req, &call.0, &a) {
-                Ok(request) => {
+                Ok(mut request) => {
                     let phase = match transport.connect_timeout(a.endpoint) {
                         Some(ct) if a.timeout > ct => TimeoutPhase::Response,
                         _ => TimeoutPhase::Unknown,
                     };
+                    // The attempt timer may fire before the connection is ready: learn
+                    // whether the request was handed to a connection (SPEC 2.6).
+                    let written = (phase == TimeoutPhase::Unknown).then(|| {
+                        let (body, written) = crate::body::Tracked::wrap(request.body_mut().take());
+                        *request.body_mut() = Some(body);
+                        written
+                    });
                     let at = tokio::time::Instant::from_std(now + a.timeout);
                     let replay = Replay {
                         kind: req.body.kind(),
@@ -261,6 +272,7 @@ pub(crate) async fn drive<T: Transport>(
                         endpoint: a.endpoint,
                         timeout: a.timeout,
                         phase,
+                        written,
                         fut: Box::pin(fut),
                     });
                 }
@@ -361,15 +373,28 @@ pub(crate) async fn drive<T: Transport>(
                         call.0.handle_outcome(f.number, classified.outcome(), now);
                     }
                     Err(_elapsed) => {
+                        let unsent = f
+                            .written
+                            .as_ref()
+                            .is_some_and(|w| !w.load(std::sync::atomic::Ordering::Acquire));
+                        let phase = if unsent {
+                            TimeoutPhase::Connect
+                        } else {
+                            f.phase
+                        };
                         errors.clear();
                         errors.push(AttemptError::new(
                             f.number,
                             id(),
-                            FailureCause::Timeout,
+                            if unsent {
+                                FailureCause::ConnectTimeout
+                            } else {
+                                FailureCause::Timeout
+                            },
                             Box::new(AttemptTimeout { after: f.timeout }),
                         ));
                         call.0
-                            .handle_outcome(f.number, AttemptOutcome::Timeout(f.phase), now);
+                            .handle_outcome(f.number, AttemptOutcome::Timeout(phase), now);
                     }
                 }
             }
@@ -390,6 +415,7 @@ pub(crate) async fn drive<T: Transport>(
                     if let (Some(response), Some(endpoint)) = (response, endpoint.clone()) {
                         return Ok(Finished {
                             response,
+                            deadline: call.0.deadline(),
                             report,
                             endpoint,
                         });
@@ -402,7 +428,12 @@ pub(crate) async fn drive<T: Transport>(
                     return Err(call_error(report, last, None));
                 }
                 let retained = match (response, endpoint) {
-                    (Some(r), Some(ep)) => Some(Box::new(Response::new(r, report.clone(), ep))),
+                    (Some(r), Some(ep)) => Some(Box::new(Response::new(
+                        r,
+                        report.clone(),
+                        ep,
+                        call.0.deadline(),
+                    ))),
                     _ => None,
                 };
                 return Err(call_error(report, last, retained));
@@ -443,7 +474,15 @@ async fn attempt<T: Transport>(
     let mut sent = request;
     let mut redirects: Option<Redirects> = None;
     loop {
-        let result = tokio::time::timeout_at(at, transport.send(endpoint, sent)).await;
+        let result = match tokio::time::timeout_at(at, transport.send(endpoint, sent)).await {
+            // One table of response limits on every adapter (`baton_core::limits`): an
+            // over-limit head is a protocol failure after the request was sent.
+            Ok(Ok(r)) => match baton_core::check_response_head(r.headers()) {
+                Ok(()) => Ok(Ok(r)),
+                Err(e) => Ok(Err(SendError::Other(Box::new(e)))),
+            },
+            other => other,
+        };
         let response = match result {
             Ok(Ok(r)) if follows && r.status().is_redirection() => r,
             result => {

@@ -192,8 +192,10 @@ pub enum Error {
         endpoint: Arc<str>,
         /// The call's report.
         report: Box<Report>,
-        /// reqwest's error (`is_decode()` tells a decoding error from a transport one).
-        source: reqwest::Error,
+        /// Why: a `reqwest::Error` (`is_decode()` tells a decoding error from a transport
+        /// one; see [`Error::reqwest`]), or [`BodyDeadline`](crate::BodyDeadline) when the
+        /// call's deadline passed during the read.
+        source: BoxError,
     },
 }
 
@@ -242,7 +244,7 @@ impl Error {
     pub fn reqwest(&self) -> Option<&reqwest::Error> {
         match self {
             Error::Call { last, .. } => last.as_ref().and_then(AttemptError::reqwest),
-            Error::Body { source, .. } => Some(source),
+            Error::Body { source, .. } => source.downcast_ref(),
         }
     }
 
@@ -291,7 +293,7 @@ impl StdError for Error {
                 Some(l) => Some(l.inner() as &(dyn StdError + 'static)),
                 None => error.source(),
             },
-            Error::Body { source, .. } => Some(source),
+            Error::Body { source, .. } => Some(&**source as &(dyn StdError + 'static)),
         }
     }
 }

@@ -143,7 +143,7 @@ pub use error::{
 };
 #[cfg(feature = "middleware")]
 pub use middleware::BatonMiddleware;
-pub use response::Response;
+pub use response::{BodyDeadline, Response};
 
 /// The engine crate, re-exported.
 pub use baton_core;

@@ -2,12 +2,13 @@
 //! by the caller, after the call: a failure then is a body error naming the endpoint.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use baton_core::Report;
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode, Version};
 
-use crate::error::Error;
+use crate::error::{BoxError, Error};
 
 /// The response of a call: status, headers and body as reqwest gives them, plus the call's
 /// [`Report`] (attempts, request id, stop reason, `may_have_executed`) and the endpoint that
@@ -28,7 +29,21 @@ pub struct Response {
     inner: reqwest::Response,
     report: Report,
     endpoint: Arc<str>,
+    /// The call's deadline: reading the body through this response is held to it.
+    deadline: Option<Instant>,
 }
+
+/// The call's deadline passed while the body was being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyDeadline;
+
+impl std::fmt::Display for BodyDeadline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the call's deadline passed while the body was being read")
+    }
+}
+
+impl std::error::Error for BodyDeadline {}
 
 impl std::fmt::Debug for Response {
     // reqwest's `Debug` shows the URL (keys, ids): status, endpoint and report only.
@@ -42,12 +57,42 @@ impl std::fmt::Debug for Response {
 }
 
 impl Response {
-    pub(crate) fn new(inner: reqwest::Response, report: Report, endpoint: Arc<str>) -> Self {
+    pub(crate) fn new(
+        inner: reqwest::Response,
+        report: Report,
+        endpoint: Arc<str>,
+        deadline: Option<Instant>,
+    ) -> Self {
         Response {
             inner,
             report,
             endpoint,
+            deadline,
         }
+    }
+
+    /// Runs a body read, held to the call's deadline (SPEC 2.6): past it, a body error
+    /// (the report's `may_have_executed` unchanged).
+    async fn by_deadline<T>(
+        deadline: Option<Instant>,
+        endpoint: Arc<str>,
+        report: Report,
+        read: impl std::future::Future<Output = reqwest::Result<T>>,
+    ) -> Result<T, Error> {
+        let result = match deadline {
+            None => read
+                .await
+                .map_err(|e| Box::new(e.without_url()) as BoxError),
+            Some(d) => match tokio::time::timeout_at(d.into(), read).await {
+                Ok(r) => r.map_err(|e| Box::new(e.without_url()) as BoxError),
+                Err(_) => Err(Box::new(BodyDeadline) as BoxError),
+            },
+        };
+        result.map_err(|source| Error::Body {
+            endpoint,
+            report: Box::new(report),
+            source,
+        })
     }
 
     /// The status.
@@ -97,26 +142,15 @@ impl Response {
         self.report.may_have_executed
     }
 
-    fn body_error(endpoint: Arc<str>, report: Report, source: reqwest::Error) -> Error {
-        Error::Body {
-            endpoint,
-            report: Box::new(report),
-            // Its text would quote the URL (SPEC 4).
-            source: source.without_url(),
-        }
-    }
-
     /// Reads the whole body.
     pub async fn bytes(self) -> Result<Bytes, Error> {
         let Response {
             inner,
             report,
             endpoint,
+            deadline,
         } = self;
-        inner
-            .bytes()
-            .await
-            .map_err(|e| Self::body_error(endpoint, report, e))
+        Self::by_deadline(deadline, endpoint, report, inner.bytes()).await
     }
 
     /// Reads the whole body as text (decoded as reqwest does).
@@ -125,11 +159,9 @@ impl Response {
             inner,
             report,
             endpoint,
+            deadline,
         } = self;
-        inner
-            .text()
-            .await
-            .map_err(|e| Self::body_error(endpoint, report, e))
+        Self::by_deadline(deadline, endpoint, report, inner.text()).await
     }
 
     /// Reads the whole body as JSON.
@@ -139,23 +171,15 @@ impl Response {
             inner,
             report,
             endpoint,
+            deadline,
         } = self;
-        inner
-            .json()
-            .await
-            .map_err(|e| Self::body_error(endpoint, report, e))
+        Self::by_deadline(deadline, endpoint, report, inner.json()).await
     }
 
     /// Reads the next chunk of the body (`None` at the end).
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, Error> {
-        match self.inner.chunk().await {
-            Ok(c) => Ok(c),
-            Err(e) => Err(Self::body_error(
-                self.endpoint.clone(),
-                self.report.clone(),
-                e,
-            )),
-        }
+        let (endpoint, report) = (self.endpoint.clone(), self.report.clone());
+        Self::by_deadline(self.deadline, endpoint, report, self.inner.chunk()).await
     }
 
     /// The reqwest response (its body errors are then plain reqwest errors).

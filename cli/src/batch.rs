@@ -13,7 +13,9 @@
 //! the reason go to stderr and the exit status is 2. A call that is well-formed JSON but
 //! invalid as a call (bad method, header or request id, unknown `prefer`) is not
 //! malformed: it gets an output line with an `invalid_call` / `unknown_endpoint` error and
-//! nothing is sent.
+//! nothing is sent. A call that panics (a bug; no input should make one) gets an output
+//! line with error kind `internal` and `may_have_executed: true` (nothing is known about
+//! what it sent), and the batch goes on.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -57,11 +59,16 @@ pub fn run(args: BatchArgs) -> u8 {
                     Err(_) => return,
                 };
                 let Ok((index, id, spec)) = job else { return };
-                let result = runner.run(&spec);
-                if out_tx
-                    .send((index, output::batch_line(&id, &result)))
-                    .is_err()
-                {
+                // A panic in a call (a bug: no input should cause one) must neither hang
+                // the batch nor lose the lines of calls that did execute: it becomes this
+                // line's error, possibly executed, and the worker goes on.
+                let line = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    output::batch_line(&id, &runner.run(&spec))
+                })) {
+                    Ok(line) => line,
+                    Err(_) => output::panic_line(&id, spec.request_id.as_deref()),
+                };
+                if out_tx.send((index, line)).is_err() {
                     return;
                 }
             });

@@ -200,6 +200,9 @@ pub struct CallResult {
     pub body: Option<Vec<u8>>,
     /// The failure, if the call did not return a complete response.
     pub failure: Option<Failure>,
+    /// The request id the call was given, for a call rejected before an adapter saw it
+    /// (otherwise the report's).
+    pub request_id: Option<String>,
 }
 
 /// Status and headers of the returned response.
@@ -259,6 +262,7 @@ impl CallResult {
             report: Some(report),
             response: None,
             body: None,
+            request_id: None,
         }
     }
 
@@ -273,6 +277,7 @@ impl CallResult {
                 message: format!("invalid call: {message}"),
                 exit: 2,
             }),
+            request_id: None,
         }
     }
 
@@ -288,6 +293,7 @@ impl CallResult {
                 response: Some(head),
                 body: Some(b),
                 failure: None,
+                request_id: None,
             },
             Err(message) => CallResult {
                 report: Some(report),
@@ -298,6 +304,7 @@ impl CallResult {
                     message,
                     exit: EXIT_BODY,
                 }),
+                request_id: None,
             },
         }
     }

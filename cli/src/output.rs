@@ -36,7 +36,11 @@ pub fn batch_line(id: &Value, r: &CallResult) -> Value {
     );
     let mut line = json!({
         "id": id,
-        "request_id": r.report.as_ref().map(|rep| rep.request_id.as_str().to_string()),
+        "request_id": r
+            .report
+            .as_ref()
+            .map(|rep| rep.request_id.as_str().to_string())
+            .or_else(|| r.request_id.clone()),
         "status": r.response.as_ref().map(|h| h.status),
         "endpoint": r.response.as_ref().map(|h| h.endpoint.clone()),
         "attempts": attempts,
@@ -64,4 +68,21 @@ pub fn batch_line(id: &Value, r: &CallResult) -> Value {
         line["redirects"] = Value::Array(redirects);
     }
     line
+}
+
+/// The output line of a call that panicked: nothing is known about what it sent, so it
+/// may have executed.
+pub fn panic_line(id: &Value, request_id: Option<&str>) -> Value {
+    json!({
+        "id": id,
+        "request_id": request_id,
+        "status": null,
+        "endpoint": null,
+        "attempts": [],
+        "error": {"kind": "internal", "message": "the call panicked (a bug in baton); it may have executed"},
+        "stop_reason": "internal",
+        "may_have_executed": true,
+        "elapsed_ms": 0.0,
+        "body": null,
+    })
 }

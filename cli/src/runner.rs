@@ -118,7 +118,11 @@ impl Runner {
     pub fn run(&self, spec: &CallSpec) -> CallResult {
         let method = match Method::from_bytes(spec.method.as_bytes()) {
             Ok(m) => m,
-            Err(_) => return CallResult::invalid(format!("method {:?}", spec.method)),
+            Err(_) => {
+                let mut r = CallResult::invalid(format!("method {:?}", spec.method));
+                r.request_id = spec.request_id.clone();
+                return r;
+            }
         };
         match &self.inner {
             Inner::Tokio { client, rt } => rt.block_on(run_tokio(client, method, spec)),

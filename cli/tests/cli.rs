@@ -813,3 +813,211 @@ fn url_secrets_never_appear_in_any_output_on_any_runtime() {
         }
     }
 }
+
+// ------------------------------------------------------------ hardening at the edges
+
+/// A batch line with 25,000 headers gets a named error; the POSTs around it execute once
+/// each and are printed, at concurrency 1 and 2, on every runtime.
+#[test]
+fn a_line_with_too_many_headers_is_an_error_and_every_other_line_runs_once() {
+    let mut headers = serde_json::Map::new();
+    for i in 0..25_000 {
+        headers.insert(format!("x-h{i}"), Value::from("v"));
+    }
+    let big = serde_json::json!({"id": "big", "method": "POST", "headers": headers}).to_string();
+    for runtime in ["tokio", "blocking", "async-std"] {
+        for concurrency in ["1", "2"] {
+            let p = Provider::start(ok("paid"));
+            let input = format!(
+                "{}\n{big}\n{}\n",
+                r#"{"id": 1, "method": "POST", "idempotency_key": "pay-1"}"#,
+                r#"{"id": 2, "method": "POST", "idempotency_key": "pay-2"}"#
+            );
+            let o = run(
+                &[
+                    "batch",
+                    "--runtime",
+                    runtime,
+                    "--concurrency",
+                    concurrency,
+                    "-e",
+                    &ep("a", &p.url()),
+                ],
+                &input,
+            );
+            assert_eq!(code(&o), 0, "{runtime}: {}", stderr(&o));
+            let out = lines(&o);
+            assert_eq!(out.len(), 3, "{runtime} c={concurrency}: {}", stdout(&o));
+            assert_eq!(out[0]["status"], 200);
+            assert_eq!(out[1]["error"]["kind"], "invalid_call", "{}", out[1]);
+            assert!(
+                out[1]["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("at most 256"),
+                "{}",
+                out[1]
+            );
+            assert_eq!(out[2]["status"], 200);
+            assert_eq!(
+                p.request_count(),
+                2,
+                "{runtime}: each POST once, the big one never"
+            );
+        }
+    }
+    let many_h: Vec<String> = (0..300).map(|i| format!("x-h{i}: v")).collect();
+    let p = Provider::start(ok("x"));
+    let url = ep("a", &p.url());
+    let mut args = vec!["request", "-e", url.as_str()];
+    for h in &many_h {
+        args.push("-H");
+        args.push(h);
+    }
+    let o = run(&args, "");
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert_eq!(p.request_count(), 0);
+}
+
+/// Ports outside 1-65535 are rejected when the client is built, naming the endpoint and
+/// the value, on every runtime; nothing is sent anywhere.
+#[test]
+fn endpoint_ports_out_of_range_are_rejected_on_every_runtime() {
+    for runtime in ["tokio", "blocking", "async-std"] {
+        for port in ["65536", "65616", "99999"] {
+            let e = format!("pay=http://127.0.0.1:{port}/");
+            let o = run(&["request", "--runtime", runtime, "-e", &e], "");
+            assert_eq!(code(&o), 2, "{runtime} {port}: {}", stderr(&o));
+            let err = stderr(&o);
+            assert!(
+                err.contains("\"pay\"") && err.contains(port),
+                "{runtime}: {err}"
+            );
+        }
+    }
+}
+
+/// A caller's framing header (a short Content-Length would truncate the body) is rejected
+/// before anything is sent, on every runtime; so is one configured per endpoint.
+#[test]
+fn framing_headers_are_rejected_before_anything_is_sent() {
+    let p = Provider::start(ok("paid"));
+    for runtime in ["tokio", "blocking", "async-std"] {
+        for h in [
+            "Content-Length: 8",
+            "Transfer-Encoding: chunked",
+            "Connection: close",
+        ] {
+            let o = run(
+                &[
+                    "request",
+                    "--runtime",
+                    runtime,
+                    "-e",
+                    &ep("a", &p.url()),
+                    "-X",
+                    "POST",
+                    "-H",
+                    h,
+                    "-d",
+                    "amount=1000000",
+                ],
+                "",
+            );
+            assert_eq!(code(&o), 2, "{runtime} {h}: {}", stderr(&o));
+        }
+    }
+    assert_eq!(
+        p.request_count(),
+        0,
+        "a framing header reached the provider"
+    );
+    let dir = std::env::temp_dir().join(format!("baton-framing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["content-length", "host", "x-request-id"] {
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[[endpoint]]\nid = \"a\"\nurl = \"{}/\"\n[endpoint.headers]\n{name} = \"8\"\n",
+                p.url()
+            ),
+        )
+        .unwrap();
+        let o = run(&["request", "--config", config.to_str().unwrap()], "");
+        assert_eq!(code(&o), 2, "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains(name), "{}", stderr(&o));
+    }
+    assert_eq!(p.request_count(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--base`: dot segments (also percent-encoded) and backslashes are rejected before any
+/// send; a relative path joins the base with one slash; the same on every runtime.
+#[test]
+fn base_paths_never_escape_their_base_on_any_runtime() {
+    let p = Provider::start(ok("in base"));
+    let base = format!("a={}/api/v1", p.url());
+    for runtime in ["tokio", "blocking", "async-std"] {
+        for path in ["/../../x", "/%2e%2e/x", "/a/./b", "/\\evil"] {
+            let o = run(
+                &["request", "--runtime", runtime, "--base", "-e", &base, path],
+                "",
+            );
+            assert_eq!(code(&o), 2, "{runtime} {path}: {}", stderr(&o));
+        }
+        assert_eq!(p.request_count(), 0, "{runtime}: a path left its base");
+        let o = run(
+            &["request", "--runtime", runtime, "--base", "-e", &base, "x"],
+            "",
+        );
+        assert_eq!(code(&o), 0, "{runtime}: {}", stderr(&o));
+        let seen = p.requests();
+        assert_eq!(seen.last().unwrap().path, "/api/v1/x", "{runtime}");
+        p.clear();
+    }
+}
+
+/// Reading the body is held to the call's deadline: a body that never comes ends with
+/// exit status 7 soon after the deadline, not after the attempt timeout, on every runtime.
+#[test]
+fn the_deadline_covers_reading_the_body_on_every_runtime() {
+    let p = Provider::start(Behaviour::ok().body("0123456789").stall_after_headers());
+    for runtime in ["tokio", "blocking", "async-std"] {
+        let t0 = Instant::now();
+        let o = run(
+            &[
+                "request",
+                "--runtime",
+                runtime,
+                "-e",
+                &ep("a", &p.url()),
+                "--deadline",
+                "500ms",
+                "--timeout",
+                "10s",
+            ],
+            "",
+        );
+        let took = t0.elapsed();
+        assert_eq!(code(&o), 7, "{runtime}: {}", stderr(&o));
+        assert!(
+            took < Duration::from_secs(4),
+            "{runtime}: the body read took {took:?}"
+        );
+    }
+}
+
+/// A batch line with an invalid method keeps the request id it gave.
+#[test]
+fn an_invalid_method_line_keeps_its_request_id() {
+    let p = Provider::start(ok("x"));
+    let o = run(
+        &["batch", "-e", &ep("a", &p.url())],
+        "{\"id\": 1, \"method\": \"BAD METHOD\", \"request_id\": \"req-kept-0001\"}\n",
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = lines(&o);
+    assert_eq!(out[0]["request_id"], "req-kept-0001");
+    assert_eq!(out[0]["error"]["kind"], "invalid_call");
+}

@@ -235,10 +235,18 @@ impl<'a> ResponseInfo<'a> {
     }
 }
 
+/// A later attempt is started only with at least this much time left before the call's
+/// deadline (the first attempt always starts): with less, the deadline would cut it before
+/// a provider could answer, and timers that round to whole milliseconds (ureq's) would fire
+/// before the deadline and look like the endpoint's timeout.
+pub const MIN_ATTEMPT_TIME: Duration = Duration::from_millis(5);
+
 #[derive(Debug, Clone, Copy)]
 struct Flight {
     number: u32,
     endpoint: u8,
+    /// The attempt's timer ends at the call's deadline: its timeout is the deadline's cut.
+    clipped: bool,
     started: Instant,
     ticket: Ticket,
     record: usize,
@@ -478,6 +486,9 @@ impl Call {
             }
         }
         let keyed = key.is_some();
+        if let Err(e) = crate::limits::check_request(request.method, request.headers) {
+            invalid.get_or_insert_with(|| e.to_string());
+        }
 
         // Permissions: call setting > policy function > inference > default.
         let call_override = if options.deny {
@@ -895,6 +906,15 @@ impl Call {
         kind: AttemptKind,
         now: Instant,
     ) -> Result<Option<Attempt>, Stop> {
+        // A later attempt that could only get a sliver of the time left is not started:
+        // it would be cut by the deadline before any provider could answer.
+        if kind != AttemptKind::First
+            && self
+                .deadline
+                .is_some_and(|d| since(d, now) < MIN_ATTEMPT_TIME)
+        {
+            return Err(Stop::Reason(StopReason::Deadline));
+        }
         let mut endpoint = planned;
         let mut kind = kind;
         if !self.available(endpoint, now) {
@@ -1079,8 +1099,11 @@ impl Call {
         let mut timeout = self
             .attempt_timeout
             .unwrap_or_else(|| policy.attempt_timeout_for(endpoint));
+        let mut clipped = false;
         if let Some(d) = self.deadline {
-            timeout = timeout.min(since(d, now));
+            let left = since(d, now);
+            clipped = left <= timeout;
+            timeout = timeout.min(left);
         }
         let connect_timeout = policy.connect_timeout_for(endpoint).min(timeout);
         let attempt = Attempt {
@@ -1102,6 +1125,7 @@ impl Call {
         self.in_flight.push(Flight {
             number,
             endpoint: endpoint as u8,
+            clipped,
             started: now,
             ticket,
             record: self.records.len() - 1,
@@ -1252,7 +1276,10 @@ impl Call {
         }
         let elapsed = since(now, flight.started);
         let settings = &self.engine.policy.settings;
-        let deadline_hit = self.deadline.is_some_and(|d| now >= d);
+        // A timeout of an attempt whose timer was clipped to the deadline is the deadline's
+        // cut even when the adapter's timer fired a hair early (SPEC 2.6).
+        let deadline_hit = self.deadline.is_some_and(|d| now >= d)
+            || (flight.clipped && matches!(outcome, AttemptOutcome::Timeout(_)));
         let was_ambiguous = self.any_ambiguous;
 
         let (result, record) = match outcome {

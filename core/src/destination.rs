@@ -31,6 +31,9 @@ pub enum DestinationError {
         /// What went wrong.
         reason: String,
     },
+    /// The caller's request URL is not a valid path or absolute URL.
+    #[error("invalid request URL: {0}")]
+    Request(String),
     /// A header value for this attempt is not valid.
     #[error("invalid value for header {0}")]
     Header(String),
@@ -68,8 +71,16 @@ pub fn attempt_uri(policy: &Policy, index: usize, request: &Uri) -> Result<Uri, 
     if policy.settings().url_mode == UrlMode::Complete {
         return Ok(base.clone());
     }
-    let base_path = base.path().trim_end_matches('/');
     let req_path = request.path();
+    if leaves_base(req_path) {
+        return Err(DestinationError::Url {
+            endpoint: endpoint.id().to_string(),
+            reason: "the request path has a dot segment or a backslash (also percent-encoded), \
+                     which would leave the endpoint's base path"
+                .into(),
+        });
+    }
+    let base_path = base.path().trim_end_matches('/');
     let mut pq = String::with_capacity(base_path.len() + req_path.len() + 16);
     pq.push_str(base_path);
     if !req_path.starts_with('/') {
@@ -108,6 +119,51 @@ pub fn attempt_uri(policy: &Policy, index: usize, request: &Uri) -> Result<Uri, 
     let mut parts = base.clone().into_parts();
     parts.path_and_query = Some(pq);
     Uri::from_parts(parts).map_err(|e| err(e.to_string()))
+}
+
+/// Whether a request path could leave a base path once joined (SPEC 1): a `.` or `..`
+/// segment, also percent-encoded (`%2e`), or a backslash (`\\`, `%5c`), which some servers
+/// and clients read as a slash.
+fn leaves_base(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    if lower.contains('\\') || lower.contains("%5c") {
+        return true;
+    }
+    lower.split('/').any(|seg| {
+        let seg = seg.replace("%2e", ".");
+        seg == "." || seg == ".."
+    })
+}
+
+/// A request URL as a caller writes it: an absolute `http`/`https` URL, or a path with an
+/// optional query. A relative path (`charges`, no leading slash) is taken as relative to
+/// the endpoint's base (`/charges`); an empty one is `/`. The error never quotes the text
+/// (a path may hold ids).
+///
+/// ```
+/// use baton_core::request_uri;
+/// assert_eq!(request_uri("charges?limit=3").unwrap(), "/charges?limit=3");
+/// assert_eq!(request_uri("https://a.example/x").unwrap().host(), Some("a.example"));
+/// assert!(request_uri("/a b").is_err());
+/// ```
+pub fn request_uri(text: &str) -> Result<Uri, DestinationError> {
+    let bad = |e: http::uri::InvalidUri| DestinationError::Request(e.to_string());
+    if text.contains("://") {
+        let uri: Uri = text.parse().map_err(bad)?;
+        return match uri.scheme_str() {
+            Some("http" | "https") if uri.host().is_some_and(|h| !h.is_empty()) => Ok(uri),
+            Some("http" | "https") => Err(DestinationError::Request("no host".into())),
+            Some(s) => Err(DestinationError::Scheme(s.to_string())),
+            None => Err(DestinationError::Request("not a URL".into())),
+        };
+    }
+    let pq = if text.starts_with('/') {
+        PathAndQuery::try_from(text)
+    } else {
+        PathAndQuery::try_from(format!("/{text}"))
+    }
+    .map_err(bad)?;
+    Ok(Uri::from(pq))
 }
 
 /// The host of the "original URL" (the request's URL resolved against the first
@@ -240,6 +296,34 @@ mod tests {
         let p = policy(UrlMode::Base, &["http://b.example/api"]);
         let u = attempt_uri(&p, 0, &"http://a.example/users/7".parse().unwrap()).unwrap();
         assert_eq!(u, "http://b.example/api/users/7");
+    }
+
+    #[test]
+    fn request_paths_that_would_leave_the_base_are_rejected() {
+        let p = policy(UrlMode::Base, &["http://b.example/api/v1"]);
+        for path in [
+            "/../../x",
+            "/a/./b",
+            "/%2e%2e/x",
+            "/.%2E/x",
+            "/\\evil",
+            "/a%5cb",
+            "/..",
+        ] {
+            // Rejected when parsed, or when joined: never sent.
+            if let Ok(uri) = request_uri(path) {
+                let e = attempt_uri(&p, 0, &uri).unwrap_err();
+                assert!(matches!(e, DestinationError::Url { .. }), "{path}: {e}");
+            }
+        }
+        for path in ["/a..b/c", "/v2/.well-known", "/x%2e"] {
+            assert!(
+                attempt_uri(&p, 0, &request_uri(path).unwrap()).is_ok(),
+                "{path}"
+            );
+        }
+        let u = attempt_uri(&p, 0, &request_uri("x").unwrap()).unwrap();
+        assert_eq!(u, "http://b.example/api/v1/x");
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub mod fuzzing;
 mod health;
 mod id;
 mod limit;
+mod limits;
 mod permission;
 mod policy;
 mod redact;
@@ -70,13 +71,22 @@ pub mod strategies;
 mod time;
 
 pub use backoff::{Backoff, Jitter};
-pub use call::{Action, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, ResponseInfo};
-pub use destination::{apply_attempt_headers, attempt_uri, original_authority, DestinationError};
+pub use call::{
+    Action, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, ResponseInfo, MIN_ATTEMPT_TIME,
+};
+pub use destination::{
+    apply_attempt_headers, attempt_uri, original_authority, request_uri, DestinationError,
+};
 pub use engine::Engine;
 pub use event::{AttemptKind, Event, EventKind, WaitReason};
 pub use health::{BreakerState, EndpointHealth};
 pub use id::{RequestId, RequestIdError, GENERATED_ID_LEN, REQUEST_ID_MAX_LEN, REQUEST_ID_MIN_LEN};
 pub use limit::{LimitScope, Limiter, OnLimit, RateLimit};
+pub use limits::{
+    append_request_header, check_request, check_response_head, is_framing_header, LimitError,
+    FRAMING_HEADERS, MAX_ENDPOINT_HEADERS, MAX_METHOD_LEN, MAX_REQUEST_HEADERS,
+    MAX_REQUEST_HEADER_BYTES, MAX_RESPONSE_HEADERS, MAX_RESPONSE_HEADER_BYTES,
+};
 pub use permission::{is_safe_method, Permission, PermissionOverride, PermissionSource};
 #[cfg(feature = "serde")]
 pub use policy::serde_duration;

@@ -297,6 +297,28 @@ impl Endpoint {
     /// caller header of the same name and never reaches another endpoint.
     pub fn header(mut self, name: &str, value: &str) -> Self {
         match (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            (Ok(n), Ok(_))
+                if crate::limits::is_framing_header(n.as_str()) || n == http::header::HOST =>
+            {
+                self.header_error.get_or_insert_with(|| {
+                    (
+                        name.to_string(),
+                        "it frames the message (or is the Host rule's); the HTTP client sets it"
+                            .into(),
+                    )
+                });
+            }
+            (Ok(_), Ok(_)) if self.headers.len() >= crate::limits::MAX_ENDPOINT_HEADERS => {
+                self.header_error.get_or_insert_with(|| {
+                    (
+                        name.to_string(),
+                        format!(
+                            "more than {} headers on one endpoint",
+                            crate::limits::MAX_ENDPOINT_HEADERS
+                        ),
+                    )
+                });
+            }
             (Ok(n), Ok(mut v)) => {
                 v.set_sensitive(true);
                 if self.basic_from_url && n == http::header::AUTHORIZATION {
@@ -1150,11 +1172,20 @@ impl PolicyBuilder {
         }
         validate_settings(s)?;
         let header = |setting: &'static str, name: &str| {
-            HeaderName::try_from(name).map_err(|e| ConfigError::InvalidHeader {
+            let parsed = HeaderName::try_from(name).map_err(|e| ConfigError::InvalidHeader {
                 setting: setting.to_string(),
                 name: name.to_string(),
                 reason: e.to_string(),
-            })
+            })?;
+            if crate::limits::is_framing_header(parsed.as_str()) || parsed == http::header::HOST {
+                return Err(ConfigError::InvalidHeader {
+                    setting: setting.to_string(),
+                    name: name.to_string(),
+                    reason: "it frames the message (or is the Host rule's); name another header"
+                        .to_string(),
+                });
+            }
+            Ok(parsed)
         };
         let request_id_header = header("request_id_header", &s.request_id_header)?;
         let idempotency_key_header = header("idempotency_key_header", &s.idempotency_key_header)?;
@@ -1175,6 +1206,24 @@ impl PolicyBuilder {
                 ),
                 "the request-id, idempotency-key and attempt-number headers must differ",
             ));
+        }
+        // The request id is the call's, the same on every attempt (SPEC 3); the attempt
+        // number is the engine's.
+        for e in &self.endpoints {
+            for name in [Some(&request_id_header), attempt_header.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                if e.headers.contains_key(name) {
+                    return Err(ConfigError::InvalidHeader {
+                        setting: format!("endpoint {:?}", e.id),
+                        name: name.as_str().to_string(),
+                        reason: "the request id and attempt number are the call's, the same on \
+                                 every endpoint; they cannot be set per endpoint"
+                            .to_string(),
+                    });
+                }
+            }
         }
         Ok(Policy {
             endpoints: self.endpoints,

@@ -356,3 +356,171 @@ fn get_with_failover_forbidden_still_retries_502_on_the_same_endpoint() {
     );
     assert_eq!(run.report.status(), Some(http::StatusCode::OK));
 }
+
+// ------------------------------------------------- edges found by the adversarial run
+
+fn direct_call(
+    policy: Policy,
+    method: Method,
+    headers: http::HeaderMap,
+    options: CallOptions,
+    now: Instant,
+) -> Call {
+    let engine = Arc::new(Engine::new(policy));
+    let uri: http::Uri = "/".parse().unwrap();
+    let info = RequestInfo {
+        method: &method,
+        uri: &uri,
+        headers: &headers,
+    };
+    Call::new(engine, &info, BodyKind::Empty, options, now)
+}
+
+/// SPEC 2.5, 2.6: an attempt whose timer was clipped to the deadline and fired a hair
+/// early (timers rounded to whole milliseconds) is the deadline's cut: reported as the
+/// deadline, not counted against the breaker, and no later attempt starts with a sliver of
+/// time left.
+#[test]
+fn timer_clipped_to_the_deadline_firing_early_is_the_deadline_not_the_endpoint() {
+    let policy = endpoints(&["a", "b"])
+        .configure(|s| s.breaker.rule = BreakerRule::Consecutive { failures: 1 })
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut call = direct_call(
+        policy,
+        Method::GET,
+        http::HeaderMap::new(),
+        CallOptions {
+            deadline: Some(ms(300)),
+            ..CallOptions::default()
+        },
+        t0,
+    );
+    let Action::Send(a) = call.poll_action(t0) else {
+        panic!()
+    };
+    assert_eq!(a.timeout, ms(300));
+    // The adapter's timer fires 1 ms before the deadline.
+    let t1 = t0 + ms(299);
+    call.handle_outcome(
+        a.number,
+        AttemptOutcome::Timeout(TimeoutPhase::Response),
+        t1,
+    );
+    let Action::Done(report) = call.poll_action(t1) else {
+        panic!("an attempt was started with 1 ms left")
+    };
+    assert_eq!(report.attempts.len(), 1);
+    assert_eq!(report.attempts[0].result, AttemptResult::Deadline);
+    assert_eq!(report.stop_reason, StopReason::Deadline);
+    assert_eq!(
+        call.engine().health_of("a", t1).unwrap().state,
+        BreakerState::Closed,
+        "the caller's deadline tripped the endpoint's breaker"
+    );
+}
+
+/// SPEC 3, 5: framing headers from a caller, and more headers than the limit, reject the
+/// call before anything is sent.
+#[test]
+fn framing_headers_and_too_many_headers_reject_the_call_before_any_send() {
+    let t0 = Instant::now();
+    let mut framing = http::HeaderMap::new();
+    framing.insert("content-length", "8".parse().unwrap());
+    let mut many = http::HeaderMap::new();
+    for i in 0..=MAX_REQUEST_HEADERS {
+        many.insert(
+            http::HeaderName::try_from(format!("x-h{i}")).unwrap(),
+            "v".parse().unwrap(),
+        );
+    }
+    for headers in [framing, many] {
+        let policy = endpoints(&["a"]).build().unwrap();
+        let mut call = direct_call(policy, Method::POST, headers, CallOptions::default(), t0);
+        let Action::Done(report) = call.poll_action(t0) else {
+            panic!("an attempt was sent")
+        };
+        assert!(report.attempts.is_empty());
+        assert_eq!(report.stop_reason, StopReason::InvalidCall);
+    }
+}
+
+/// SPEC 3: framing headers, `host` and the request-id header cannot be endpoint headers,
+/// and header-name settings cannot name framing headers.
+#[test]
+fn framing_and_identity_headers_are_rejected_in_the_configuration() {
+    for name in [
+        "content-length",
+        "Transfer-Encoding",
+        "connection",
+        "te",
+        "upgrade",
+        "host",
+        "x-request-id",
+    ] {
+        let e = Policy::builder()
+            .endpoint(Endpoint::new("a", "http://a.example/").header(name, "1"))
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(e, ConfigError::InvalidHeader { .. }) && e.to_string().contains("\"a\""),
+            "{name}: {e}"
+        );
+    }
+    let e = Policy::builder()
+        .endpoint(Endpoint::new("a", "http://a.example/"))
+        .configure(|s| s.attempt_header = Some("content-length".into()))
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("attempt_header"), "{e}");
+    let mut ep = Endpoint::new("a", "http://a.example/");
+    for i in 0..100 {
+        ep = ep.header(&format!("x-h{i}"), "v");
+    }
+    let e = Policy::builder().endpoint(ep).build().unwrap_err();
+    assert!(e.to_string().contains("more than 64"), "{e}");
+}
+
+/// SPEC 3: a failure after a followed redirect is ambiguous (the endpoint answered), so an
+/// unkeyed POST does not fail over.
+#[test]
+fn failure_after_a_followed_redirect_is_ambiguous() {
+    let policy = endpoints(&["a", "b"]).build().unwrap();
+    let t0 = Instant::now();
+    let mut call = direct_call(
+        policy,
+        Method::POST,
+        http::HeaderMap::new(),
+        CallOptions::default(),
+        t0,
+    );
+    let Action::Send(a) = call.poll_action(t0) else {
+        panic!()
+    };
+    call.redirected(
+        a.number,
+        vec![Redirect {
+            attempt: a.number,
+            status: http::StatusCode::TEMPORARY_REDIRECT,
+            from: "https://a.example/".parse().unwrap(),
+            to: "https://elsewhere.example/".parse().unwrap(),
+            cross_origin: true,
+        }],
+        t0,
+    );
+    call.handle_outcome(
+        a.number,
+        AttemptOutcome::Failure(FailureClass::Undelivered),
+        t0,
+    );
+    let Action::Done(report) = call.poll_action(t0) else {
+        panic!("failed over")
+    };
+    assert_eq!(
+        report.attempts[0].result,
+        AttemptResult::Failed(FailureClass::Ambiguous)
+    );
+    assert!(report.may_have_executed);
+    assert_eq!(report.redirects.len(), 1);
+}

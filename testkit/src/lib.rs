@@ -147,3 +147,64 @@ pub fn refused_url() -> String {
 pub fn unresolvable_url() -> String {
     format!("http://{UNRESOLVABLE_HOST}:80")
 }
+
+/// A port on `127.0.0.1` whose TCP connects never complete: a listener that never accepts,
+/// its accept backlog filled by connections this value holds, so the kernel drops further
+/// SYNs and a client's connect hangs until its own timeout. Nothing is ever read from it:
+/// a client that reports anything but a connect-phase failure (undelivered) here is wrong.
+///
+/// ```
+/// let hung = testkit::HungConnect::start();
+/// let r = std::net::TcpStream::connect_timeout(&hung.addr(), std::time::Duration::from_millis(200));
+/// assert!(r.is_err());
+/// ```
+pub struct HungConnect {
+    addr: SocketAddr,
+    _listener: socket2::Socket,
+    _held: Vec<socket2::Socket>,
+}
+
+impl HungConnect {
+    /// Binds, fills the backlog, and checks that a further connect hangs.
+    ///
+    /// # Panics
+    /// If the backlog cannot be filled (a kernel that answers SYNs past a full backlog).
+    pub fn start() -> HungConnect {
+        use socket2::{Domain, Socket, Type};
+        let listener = Socket::new(Domain::IPV4, Type::STREAM, None).expect("testkit: socket");
+        let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+        listener.bind(&any.into()).expect("testkit: bind");
+        listener.listen(0).expect("testkit: listen");
+        let addr = listener
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .expect("testkit: local_addr");
+        let mut held = Vec::new();
+        for _ in 0..64 {
+            let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("testkit: socket");
+            let done = s
+                .connect_timeout(&addr.into(), std::time::Duration::from_millis(100))
+                .is_ok();
+            held.push(s);
+            if !done {
+                return HungConnect {
+                    addr,
+                    _listener: listener,
+                    _held: held,
+                };
+            }
+        }
+        panic!("testkit: the accept backlog of {addr} never filled");
+    }
+
+    /// The address whose connects hang.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}

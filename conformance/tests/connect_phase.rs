@@ -1,0 +1,137 @@
+//! SPEC 2.6: the attempt timeout starts when the connection is ready, so its expiry during
+//! connect is a connect timeout (undelivered) on every adapter, whatever the order of the
+//! attempt and connect timeouts, and also when only the call's deadline is set.
+//!
+//! The primary's TCP connects never complete (a full accept backlog, [`testkit::HungConnect`]);
+//! the connect timeout stays at its 5 s default. An unkeyed POST must fail over (nothing was
+//! sent) and report `may_have_executed` for the backup only.
+
+use std::time::Duration;
+
+use baton_core::{AttemptResult, Endpoint, Policy, PolicyBuilder, Report, TimeoutPhase};
+use testkit::{Behaviour, HungConnect, Provider};
+
+/// The two configurations of the issue: an attempt timeout shorter than the connect
+/// timeout, and a deadline alone.
+fn policies(
+    hung: &HungConnect,
+    backup: &Provider,
+) -> Vec<(&'static str, PolicyBuilder, Option<Duration>)> {
+    let base = || {
+        Policy::builder()
+            .endpoint(Endpoint::new("a", hung.url()))
+            .endpoint(Endpoint::new("b", backup.url()))
+    };
+    vec![
+        (
+            "attempt timeout 300ms < connect timeout 5s",
+            base().configure(|s| s.attempt_timeout = Duration::from_millis(300)),
+            None,
+        ),
+        (
+            "deadline 700ms alone",
+            base(),
+            Some(Duration::from_millis(700)),
+        ),
+    ]
+}
+
+fn check(adapter: &str, case: &str, report: &Report, backup: &Provider) {
+    let first = &report.attempts[0];
+    assert_eq!(
+        first.result,
+        AttemptResult::TimedOut(TimeoutPhase::Connect),
+        "{adapter}, {case}: {:?}",
+        report.attempts
+    );
+    if report.attempts.len() > 1 {
+        // Failed over (the attempt timeout case): the backup answered.
+        assert_eq!(
+            report.status().map(|s| s.as_u16()),
+            Some(200),
+            "{adapter}, {case}"
+        );
+        assert_eq!(backup.request_count(), 1, "{adapter}, {case}");
+    } else {
+        // The deadline cut the connect: nothing was sent anywhere.
+        assert!(!report.may_have_executed, "{adapter}, {case}: {report:?}");
+    }
+    backup.clear();
+}
+
+#[test]
+fn tokio_connect_that_never_completes_is_undelivered() {
+    let hung = HungConnect::start();
+    let backup = Provider::start(Behaviour::ok());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (case, policy, deadline) in policies(&hung, &backup) {
+        let client = baton_tokio::Client::new(policy).unwrap();
+        let mut req = client.post("/").body("amount=1");
+        if let Some(d) = deadline {
+            req = req.deadline(d);
+        }
+        let report = rt.block_on(async {
+            match req.send().await {
+                Ok(r) => r.report().clone(),
+                Err(e) => e.report().clone(),
+            }
+        });
+        check("tokio", case, &report, &backup);
+    }
+}
+
+#[test]
+fn blocking_connect_that_never_completes_is_undelivered() {
+    let hung = HungConnect::start();
+    let backup = Provider::start(Behaviour::ok());
+    for (case, policy, deadline) in policies(&hung, &backup) {
+        let client = baton_blocking::Client::builder()
+            .policy(policy)
+            .build()
+            .unwrap();
+        let mut req = client.post("/");
+        if let Some(d) = deadline {
+            req = req.deadline(d);
+        }
+        let report = match req.send("amount=1") {
+            Ok(r) => baton_blocking::ResponseExt::report(&r).cloned().unwrap(),
+            Err(e) => e.report().clone(),
+        };
+        check("blocking", case, &report, &backup);
+    }
+}
+
+async fn async_std_run(hung: &HungConnect, backup: &Provider, adapter: &str) {
+    for (case, policy, deadline) in policies(hung, backup) {
+        let client = baton_async_std::Client::new(policy).unwrap();
+        let mut req = client.post("/").body("amount=1");
+        if let Some(d) = deadline {
+            req = req.deadline(d);
+        }
+        let report = match req.send().await {
+            Ok(r) => r.report().clone(),
+            Err(e) => e
+                .report()
+                .cloned()
+                .expect("a call error carries its report"),
+        };
+        check(adapter, case, &report, backup);
+    }
+}
+
+#[test]
+fn async_std_connect_that_never_completes_is_undelivered() {
+    let hung = HungConnect::start();
+    let backup = Provider::start(Behaviour::ok());
+    async_std::task::block_on(async_std_run(&hung, &backup, "async-std"));
+}
+
+#[test]
+fn smol_connect_that_never_completes_is_undelivered() {
+    let hung = HungConnect::start();
+    let backup = Provider::start(Behaviour::ok());
+    smol::block_on(async_std_run(&hung, &backup, "smol"));
+}
