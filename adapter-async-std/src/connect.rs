@@ -16,6 +16,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 
 use async_io::Async;
+use baton_core::{ProxyEnv, Route};
 use futures_rustls::pki_types::ServerName;
 use futures_rustls::rustls::ClientConfig;
 use futures_rustls::TlsConnector;
@@ -36,6 +37,26 @@ pub(crate) struct Target {
     pub(crate) tls: Option<ServerName<'static>>,
     /// The Host header sent when the request has none (port only when not the default).
     pub(crate) host_header: HeaderValue,
+    /// The proxy that requests to this target go through (SPEC 3), if any.
+    pub(crate) via: Option<Via>,
+}
+
+/// How a target is reached through a proxy: `http` requests are forwarded in absolute
+/// form, `https` ones through a `CONNECT` tunnel.
+#[derive(Debug, Clone)]
+pub(crate) struct Via {
+    proxy: Target0,
+    tunnel: bool,
+    authorization: Option<HeaderValue>,
+    /// `http://host:port`, put in front of the path of a forwarded request.
+    absolute: String,
+}
+
+/// A proxy's address.
+#[derive(Debug, Clone)]
+struct Target0 {
+    host: String,
+    port: u16,
 }
 
 impl Target {
@@ -70,17 +91,57 @@ impl Target {
             port,
             tls,
             host_header,
+            via: None,
         })
+    }
+
+    /// The target of `uri`, routed through the environment's proxies as core decides.
+    pub(crate) fn routed(uri: &Uri, proxies: &ProxyEnv) -> Result<Target, String> {
+        let mut t = Target::of(uri)?;
+        let route = proxies.route(uri);
+        if let Some(p) = route.proxy() {
+            let authority = uri.authority().map_or("", |a| a.as_str());
+            t.via = Some(Via {
+                proxy: Target0 {
+                    host: p.host().to_string(),
+                    port: p.port(),
+                },
+                tunnel: matches!(route, Route::Tunnel(_)),
+                authorization: p.authorization().cloned(),
+                absolute: format!("http://{authority}"),
+            });
+        }
+        Ok(t)
+    }
+
+    /// The request target for `path` (`/x?y`): absolute form when forwarded to a proxy.
+    pub(crate) fn request_uri(&self, path: Uri) -> Uri {
+        match &self.via {
+            Some(v) if !v.tunnel => format!("{}{}", v.absolute, path).parse().unwrap_or(path),
+            _ => path,
+        }
+    }
+
+    /// `Proxy-Authorization` for a request forwarded to a proxy (never inside a tunnel).
+    pub(crate) fn proxy_authorization(&self) -> Option<&HeaderValue> {
+        self.via
+            .as_ref()
+            .filter(|v| !v.tunnel)
+            .and_then(|v| v.authorization.as_ref())
     }
 }
 
 /// Resolves the target's host (IP literals without any lookup).
 pub(crate) async fn resolve(target: &Target) -> io::Result<Vec<SocketAddr>> {
-    if let Ok(ip) = target.host.parse::<IpAddr>() {
-        return Ok(vec![SocketAddr::new(ip, target.port)]);
+    // Through a proxy, the proxy is what is resolved and connected to.
+    let (host, port) = match &target.via {
+        Some(v) => (&v.proxy.host, v.proxy.port),
+        None => (&target.host, target.port),
+    };
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
     }
-    let host = target.host.clone();
-    let port = target.port;
+    let host = host.clone();
     let addrs: Vec<SocketAddr> = blocking::unblock(move || {
         (host.as_str(), port)
             .to_socket_addrs()
@@ -125,6 +186,14 @@ pub(crate) async fn connect(
     };
     // Best effort: a socket that refuses NODELAY still works, only slower.
     let _ = tcp.get_ref().set_nodelay(true);
+    let mut tcp = tcp;
+    if let Some(v) = target.via.as_ref().filter(|v| v.tunnel) {
+        // Nothing of the request is sent before the tunnel is up: a failure here is
+        // still the connect phase (undelivered).
+        open_tunnel(&mut tcp, target, v)
+            .await
+            .map_err(|e| (Phase::Connect, e))?;
+    }
     match &target.tls {
         None => Ok(Stream::Plain(tcp)),
         Some(name) => {
@@ -158,6 +227,50 @@ pub(crate) fn harden(mut config: ClientConfig) -> ClientConfig {
     config.enable_early_data = false;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     config
+}
+
+/// Opens a `CONNECT` tunnel to `target` through the proxy `tcp` is connected to. The
+/// proxy's credential goes on the `CONNECT` only.
+async fn open_tunnel(tcp: &mut Async<TcpStream>, target: &Target, via: &Via) -> io::Result<()> {
+    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+    let authority = if target.host.contains(':') {
+        format!("[{}]:{}", target.host, target.port)
+    } else {
+        format!("{}:{}", target.host, target.port)
+    };
+    let mut head = format!("CONNECT {authority} HTTP/1.1\r\nhost: {authority}\r\n");
+    if let Some(a) = via.authorization.as_ref().and_then(|a| a.to_str().ok()) {
+        head.push_str(&format!("proxy-authorization: {a}\r\n"));
+    }
+    head.push_str("\r\n");
+    tcp.write_all(head.as_bytes()).await?;
+    // The proxy's answer, byte by byte up to the blank line (nothing after it may be
+    // read here: it belongs to the TLS handshake).
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"\r\n\r\n") {
+        if answer.len() > 16 * 1024 {
+            return Err(io::Error::other("the proxy's CONNECT answer is too long"));
+        }
+        let mut byte = [0u8; 1];
+        if tcp.read(&mut byte).await? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the proxy closed the connection during CONNECT",
+            ));
+        }
+        answer.push(byte[0]);
+    }
+    let status = std::str::from_utf8(&answer)
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1))
+        .and_then(|s| s.parse::<u16>().ok());
+    match status {
+        Some(200..=299) => Ok(()),
+        Some(s) => Err(io::Error::other(format!(
+            "the proxy refused CONNECT with {s}"
+        ))),
+        None => Err(io::Error::other("the proxy's CONNECT answer is not HTTP")),
+    }
 }
 
 #[cfg(test)]

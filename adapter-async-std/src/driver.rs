@@ -339,7 +339,7 @@ fn follow(
         OutBody::Empty
     };
     let (target, pool) = if hop.cross_origin {
-        match connect::Target::of(&hop.uri) {
+        match connect::Target::routed(&hop.uri, &inner.proxies) {
             // Another origin: a connection of its own, never pooled with the endpoint's.
             Ok(t) => (
                 Arc::new(t),
@@ -356,6 +356,9 @@ fn follow(
     if !h.contains_key(HOST) {
         h.insert(HOST, target.host_header.clone());
     }
+    if let Some(a) = target.proxy_authorization() {
+        h.insert(http::header::PROXY_AUTHORIZATION, a.clone());
+    }
     drop(ex);
     let path = hop
         .uri
@@ -363,7 +366,7 @@ fn follow(
         .map_or_else(|| Uri::from_static("/"), |pq| Uri::from(pq.clone()));
     let mut req = http::Request::new(out);
     *req.method_mut() = hop.method.clone();
-    *req.uri_mut() = path;
+    *req.uri_mut() = target.request_uri(path);
     *req.headers_mut() = h;
     let now = Instant::now();
     let left = flight.respond_by.saturating_duration_since(now);
@@ -428,7 +431,7 @@ fn build(
     body: &mut Source,
 ) -> Result<http::Request<OutBody>, NotBuilt> {
     let policy = inner.engine.policy();
-    let target =
+    let dest =
         attempt_uri(policy, a.endpoint, uri).map_err(|e| NotBuilt::Rejected(e.to_string()))?;
     let mut h = headers.clone();
     apply_attempt_headers(
@@ -441,8 +444,12 @@ fn build(
         &mut h,
     )
     .map_err(|e| NotBuilt::Rejected(e.to_string()))?;
+    let target = &inner.targets[a.endpoint];
     if !h.contains_key(HOST) {
-        h.insert(HOST, inner.targets[a.endpoint].host_header.clone());
+        h.insert(HOST, target.host_header.clone());
+    }
+    if let Some(auth) = target.proxy_authorization() {
+        h.insert(http::header::PROXY_AUTHORIZATION, auth.clone());
     }
     let out = match body.body_for(a.fresh_body) {
         Ok(b) => b,
@@ -453,12 +460,12 @@ fn build(
             )))
         }
     };
-    let path = target
+    let path = dest
         .path_and_query()
         .map_or_else(|| Uri::from_static("/"), |pq| Uri::from(pq.clone()));
     let mut req = http::Request::new(out);
     *req.method_mut() = method.clone();
-    *req.uri_mut() = path;
+    *req.uri_mut() = target.request_uri(path);
     *req.headers_mut() = h;
     Ok(req)
 }

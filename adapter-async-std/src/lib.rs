@@ -49,7 +49,10 @@
 //! Redirects are followed by the engine's rules ([`baton_core::Redirects`], SPEC 3), the
 //! same on every adapter: a hop to the endpoint's origin reuses its pool; a hop to another
 //! origin gets a connection of its own (never pooled) and none of the endpoint's headers.
-//! There is no proxy support and no compression.
+//! Proxies come from the environment as core's [`baton_core::ProxyEnv`] routes them
+//! (SPEC 3): `http` requests are written in absolute form to the proxy, `https` ones go
+//! through a `CONNECT` tunnel opened before the TLS handshake (a failure on the way is
+//! still the connect phase: undelivered). There is no compression.
 //!
 //! ## Failure classes, by phase
 //!
@@ -170,6 +173,8 @@ pub(crate) struct Inner {
     pub(crate) tls: Arc<ClientConfig>,
     pub(crate) http1: Arc<hyper::client::conn::http1::Builder>,
     pub(crate) targets: Vec<Arc<connect::Target>>,
+    /// The environment's proxies (for redirect targets on another origin).
+    pub(crate) proxies: Arc<baton_core::ProxyEnv>,
     pub(crate) ids: Vec<Arc<str>>,
     pub(crate) body_timeout: Option<Duration>,
     pub(crate) buffer_limit: Option<usize>,
@@ -471,11 +476,19 @@ impl ClientBuilder {
                 reason: "must be greater than zero".into(),
             });
         }
+        // Proxies from the environment, decided by core the same way on every adapter.
+        let proxies = Arc::new(if policy.settings().env_proxies {
+            baton_core::ProxyEnv::from_env(|name| std::env::var(name).ok())?
+        } else {
+            baton_core::ProxyEnv::none()
+        });
         let mut targets = Vec::with_capacity(policy.endpoints().len());
         for e in policy.endpoints() {
-            let t = connect::Target::of(e.uri()).map_err(|reason| BuildError::Endpoint {
-                id: e.id().to_string(),
-                reason,
+            let t = connect::Target::routed(e.uri(), &proxies).map_err(|reason| {
+                BuildError::Endpoint {
+                    id: e.id().to_string(),
+                    reason,
+                }
             })?;
             targets.push(Arc::new(t));
         }
@@ -496,6 +509,7 @@ impl ClientBuilder {
                 tls: Arc::new(connect::harden(tls)),
                 http1: Arc::new(hyper::client::conn::http1::Builder::new()),
                 targets,
+                proxies,
                 ids,
                 body_timeout: self.body_timeout,
                 buffer_limit: self.buffer_limit,

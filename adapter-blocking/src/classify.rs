@@ -83,6 +83,27 @@ const DISARMED: Slot = Slot {
 
 thread_local! {
     static SLOT: Cell<Slot> = const { Cell::new(DISARMED) };
+    static FORWARD: std::cell::RefCell<Option<Forward>> = const { std::cell::RefCell::new(None) };
+}
+
+/// An `http` request forwarded to a proxy in absolute form (SPEC 3): ureq only tunnels
+/// (`CONNECT`), so for these the resolver answers with the proxy's address and the
+/// connection's transport writes each request line in absolute form.
+#[derive(Debug, Clone)]
+pub(crate) struct Forward {
+    /// The proxy, `http://host:port`.
+    pub(crate) proxy: String,
+    /// `http://host:port` of the target, put in front of each request line's path.
+    pub(crate) absolute: String,
+}
+
+/// Routes the attempt armed on this thread through a forwarding proxy (or not).
+pub(crate) fn forward_through(forward: Option<Forward>) {
+    FORWARD.with(|f| *f.borrow_mut() = forward);
+}
+
+fn forwarding() -> Option<Forward> {
+    FORWARD.with(|f| f.borrow().clone())
 }
 
 fn with_slot<R>(f: impl FnOnce(&mut Slot) -> R) -> R {
@@ -124,6 +145,7 @@ pub(crate) fn begin(
 
 /// Disarms the slot and returns how far the attempt got.
 pub(crate) fn end() -> Phase {
+    forward_through(None);
     with_slot(|s| {
         let phase = if s.armed { s.phase } else { Phase::Unknown };
         *s = DISARMED;
@@ -230,6 +252,9 @@ impl<R: Resolver> Resolver for ObservedResolver<R> {
         timeout: NextTimeout,
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
         advance(Phase::Resolving);
+        // Forwarded through a proxy: the proxy is what is connected to.
+        let proxy_uri = forwarding().and_then(|f| f.proxy.parse::<Uri>().ok());
+        let uri = proxy_uri.as_ref().unwrap_or(uri);
         if let Some(addr) = ip_literal(uri) {
             // Nothing to look up (and no lookup thread, which ureq's resolver spawns to
             // time a lookup).
@@ -299,7 +324,11 @@ impl<C: Connector<()>> Connector<()> for ObservedConnector<C> {
         match result {
             Ok(Some(t)) => {
                 advance(Phase::Ready);
-                Ok(Some(ObservedTransport(Box::new(t))))
+                Ok(Some(ObservedTransport {
+                    inner: Box::new(t),
+                    absolute: forwarding().map(|f| f.absolute),
+                    at_head: true,
+                }))
             }
             Ok(None) => Ok(None),
             Err(e) => Err(e),
@@ -310,7 +339,44 @@ impl<C: Connector<()>> Connector<()> for ObservedConnector<C> {
 /// A transport that marks the attempt *ready* when the attempt first uses it (a pooled
 /// connection) and keeps sending plus waiting for the head within the attempt timeout.
 #[derive(Debug)]
-pub(crate) struct ObservedTransport(Box<dyn Transport>);
+pub(crate) struct ObservedTransport {
+    inner: Box<dyn Transport>,
+    /// For a connection to a forwarding proxy: the target's `http://host:port`, put in
+    /// front of every request line's path.
+    absolute: Option<String>,
+    /// The next output starts a request head.
+    at_head: bool,
+}
+
+impl ObservedTransport {
+    /// Rewrites `METHOD /path HTTP/1.1` at the start of the output into absolute form;
+    /// returns the new amount.
+    fn absolute_form(&mut self, amount: usize) -> Result<usize, ureq::Error> {
+        let Some(prefix) = self.absolute.as_deref() else {
+            return Ok(amount);
+        };
+        if !std::mem::take(&mut self.at_head) {
+            return Ok(amount);
+        }
+        let out = self.inner.buffers().output();
+        let head = &out[..amount.min(out.len())];
+        let Some(sp) = head.iter().take(33).position(|&b| b == b' ') else {
+            return Ok(amount);
+        };
+        if head.get(sp + 1) != Some(&b'/') {
+            return Ok(amount);
+        }
+        let grown = amount + prefix.len();
+        if grown > out.len() {
+            return Err(ureq::Error::Other(
+                "the request head is too large to forward through the proxy".into(),
+            ));
+        }
+        out.copy_within(sp + 1..amount, sp + 1 + prefix.len());
+        out[sp + 1..sp + 1 + prefix.len()].copy_from_slice(prefix.as_bytes());
+        Ok(grown)
+    }
+}
 
 fn response_timeout(t: NextTimeout) -> NextTimeout {
     advance(Phase::Ready);
@@ -340,7 +406,7 @@ fn quantize(mut t: NextTimeout) -> NextTimeout {
 
 impl Transport for ObservedTransport {
     fn buffers(&mut self) -> &mut dyn Buffers {
-        self.0.buffers()
+        self.inner.buffers()
     }
 
     fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
@@ -348,7 +414,8 @@ impl Transport for ObservedTransport {
         if timeout.after.is_zero() {
             return Err(ureq::Error::Timeout(timeout.reason));
         }
-        self.0.transmit_output(amount, timeout)
+        let amount = self.absolute_form(amount)?;
+        self.inner.transmit_output(amount, timeout)
     }
 
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
@@ -356,15 +423,17 @@ impl Transport for ObservedTransport {
         if timeout.after.is_zero() {
             return Err(ureq::Error::Timeout(timeout.reason));
         }
-        self.0.await_input(timeout)
+        // The request was sent: the next output is the next request's head.
+        self.at_head = true;
+        self.inner.await_input(timeout)
     }
 
     fn is_open(&mut self) -> bool {
-        self.0.is_open()
+        self.inner.is_open()
     }
 
     fn is_tls(&self) -> bool {
-        self.0.is_tls()
+        self.inner.is_tls()
     }
 }
 

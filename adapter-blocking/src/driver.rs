@@ -14,7 +14,7 @@ use std::time::{Instant, SystemTime};
 use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
     CallOptions, ErrorKind, FailureClass, Outcome, Redirect, Redirects, Report, RequestInfo,
-    ResponseInfo,
+    ResponseInfo, Route,
 };
 use ureq::http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use ureq::{AsSendBody, Body, SendBody};
@@ -331,13 +331,44 @@ fn send_one(
 /// Runs one request with the attempt's budgets, observing its phase.
 fn exec<B: AsSendBody>(
     inner: &Inner,
-    request: Request<B>,
+    mut request: Request<B>,
     attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Sent {
+    // SPEC 3: a tunnel through ureq's CONNECT proxy for https; for http, the request is
+    // forwarded in absolute form (the connection goes to the proxy, see `classify`).
+    let route = inner.proxies.route(request.uri());
+    let tunnel = match route {
+        Route::Tunnel(p) => match ureq::Proxy::new(&p.url_with_credentials()) {
+            Ok(proxy) => Some(proxy),
+            Err(e) => {
+                return Sent::Failed(
+                    AttemptOutcome::Failure(FailureClass::RejectedLocally),
+                    Some(e),
+                )
+            }
+        },
+        _ => None,
+    };
+    let forward = match route {
+        Route::Forward(p) => {
+            if let Some(a) = p.authorization() {
+                request
+                    .headers_mut()
+                    .insert(ureq::http::header::PROXY_AUTHORIZATION, a.clone());
+            }
+            let authority = request.uri().authority().map_or("", |a| a.as_str());
+            Some(classify::Forward {
+                proxy: p.url(),
+                absolute: format!("http://{authority}"),
+            })
+        }
+        _ => None,
+    };
     let request = inner
         .agent
         .configure_request(request)
+        .proxy(tunnel)
         // 4xx and 5xx are responses: the engine decides what they mean.
         .http_status_as_error(false)
         // Redirects are the engine's decision (SPEC 3): ureq follows none.
@@ -359,6 +390,7 @@ fn exec<B: AsSendBody>(
         attempt.timeout,
         deadline,
     );
+    classify::forward_through(forward);
     let result = inner.agent.run(request);
     let phase = classify::end();
     match result {

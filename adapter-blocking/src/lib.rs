@@ -66,9 +66,12 @@
 //! engine names, which is never past the deadline.
 //!
 //! ## The agent
-//! [`ClientBuilder::agent`] takes an existing `ureq::Agent`'s configuration (proxy, TLS,
-//! user agent, middleware, ...; its redirect setting is overridden: redirects are the
-//! engine's) and builds the client's own agent from it with
+//! [`ClientBuilder::agent`] takes an existing `ureq::Agent`'s configuration (TLS,
+//! user agent, middleware, ...; its redirect and proxy settings are overridden per
+//! request: redirects are the engine's, and proxies come from the environment as core's
+//! [`baton_core::ProxyEnv`] routes them: `https` through ureq's `CONNECT` proxy, `http`
+//! forwarded in absolute form, which ureq cannot write, so the connection goes to the
+//! proxy and its transport rewrites each request line; SPEC 3) and builds the client's own agent from it with
 //! ureq's default connector and resolver wrapped as above; ureq does not expose an agent's
 //! connector or connection pool, so a bespoke connector must be handed over with
 //! [`ClientBuilder::parts`]. The client's agent ([`Client::agent`]) keeps one keep-alive
@@ -146,6 +149,8 @@ use classify::{ObservedConnector, ObservedResolver};
 pub(crate) struct Inner {
     pub(crate) engine: Arc<Engine>,
     pub(crate) agent: Agent,
+    /// The environment's proxies, as core routes them.
+    pub(crate) proxies: baton_core::ProxyEnv,
 }
 
 /// A failover HTTP client: one engine (endpoint health, retry budget) and one ureq agent
@@ -403,6 +408,13 @@ impl ClientBuilder {
             policy = policy.event_sink(sink);
         }
         let policy = policy.build()?;
+        // Proxies from the environment, decided by core the same way on every adapter
+        // (SPEC 3); ureq's own proxy setting is replaced per request.
+        let proxies = if policy.settings().env_proxies {
+            baton_core::ProxyEnv::from_env(|name| std::env::var(name).ok())?
+        } else {
+            baton_core::ProxyEnv::none()
+        };
         let config = self.config.unwrap_or_default();
         let agent = match self.parts {
             Some(make) => make(config),
@@ -416,6 +428,7 @@ impl ClientBuilder {
             inner: Arc::new(Inner {
                 engine: Arc::new(Engine::new(policy)),
                 agent,
+                proxies,
             }),
         })
     }

@@ -235,6 +235,13 @@ impl ClientBuilder {
         let shared = Self::shared(self.policy, sink, self.buffer_limit)?;
         let policy = shared.engine.policy();
         let n = policy.endpoints().len();
+        // Proxies from the environment, decided by core the same way on every adapter
+        // (SPEC 3); reqwest's own reading of the environment is off.
+        let proxies = Arc::new(if policy.settings().env_proxies {
+            baton_core::ProxyEnv::from_env(|name| std::env::var(name).ok())?
+        } else {
+            baton_core::ProxyEnv::none()
+        });
         let mut clients: Vec<reqwest::Client> = Vec::new();
         let mut of_endpoint = Vec::with_capacity(n);
         let mut connect = Vec::with_capacity(n);
@@ -287,7 +294,11 @@ impl ClientBuilder {
                     // Redirects are the engine's decision (SPEC 3): reqwest follows none.
                     b = b
                         .connect_timeout(*ct)
-                        .redirect(reqwest::redirect::Policy::none());
+                        .redirect(reqwest::redirect::Policy::none())
+                        .no_proxy();
+                    for proxy in env_proxies(&proxies) {
+                        b = b.proxy(proxy);
+                    }
                     if let Some(rt) = self.read_timeout {
                         b = b.read_timeout(rt);
                     }
@@ -320,6 +331,38 @@ fn os_seed() -> u64 {
     h.write_u128(t);
     h.write_u32(std::process::id());
     h.finish()
+}
+
+/// reqwest proxies that follow core's decision for each request URL: one for `http`
+/// targets (forwarded in absolute form), one for `https` (a `CONNECT` tunnel), each with
+/// its proxy's credential.
+fn env_proxies(env: &Arc<baton_core::ProxyEnv>) -> Vec<reqwest::Proxy> {
+    if env.is_empty() {
+        return Vec::new();
+    }
+    ["http", "https"]
+        .into_iter()
+        .filter_map(|scheme| {
+            let probe: http::Uri = format!("{scheme}://baton.invalid/").parse().ok()?;
+            let auth = env
+                .route(&probe)
+                .proxy()
+                .and_then(|p| p.authorization().cloned());
+            let env = env.clone();
+            let proxy = reqwest::Proxy::custom(move |url| {
+                if url.scheme() != scheme {
+                    return None;
+                }
+                let uri: http::Uri = url.as_str().parse().ok()?;
+                let target = env.route(&uri).proxy()?.url();
+                reqwest::Url::parse(&target).ok()
+            });
+            Some(match auth {
+                Some(a) => proxy.custom_http_auth(a),
+                None => proxy,
+            })
+        })
+        .collect()
 }
 
 /// The reqwest clients and which one sends to which endpoint.

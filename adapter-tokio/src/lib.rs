@@ -90,6 +90,10 @@
 //!   `redirect(reqwest::redirect::Policy::none())`: baton cannot switch a given client's
 //!   following off, and a client that follows on its own sends the endpoint's headers
 //!   wherever it is redirected.
+//! - **Proxies** come from the environment as core's [`baton_core::ProxyEnv`] routes them
+//!   (SPEC 3), the same on every adapter: reqwest's own reading of the environment is off
+//!   and each request URL is routed by core (`http` forwarded in absolute form, `https`
+//!   through `CONNECT`). `env_proxies = false` in the settings connects directly.
 //! - **Errors.** [`Error::Call`] carries the engine's error (kind and [`Report`]) and the
 //!   last attempt's underlying error (a `reqwest::Error`, baton's attempt timeout, or why
 //!   the request could not be built) as its `source()`, plus a [`FailureCause`] label

@@ -115,6 +115,9 @@ pub struct ClientArgs {
     /// Cap on a call's attempts (more than one round when larger than the endpoint count).
     #[arg(long, value_name = "N")]
     pub max_attempts: Option<u32>,
+    /// Ignore HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY: connect directly.
+    #[arg(long)]
+    pub no_env_proxies: bool,
     /// Redirects followed within one attempt (default 10; 0 returns every 3xx as the
     /// answer). Redirects to another origin never carry the endpoint's headers.
     #[arg(long, value_name = "N")]

@@ -156,6 +156,9 @@ pub fn apply_flags(s: &mut Settings, args: &ClientArgs) {
     if let Some(n) = args.max_attempts {
         s.max_attempts = Some(n);
     }
+    if args.no_env_proxies {
+        s.env_proxies = false;
+    }
     if let Some(n) = args.max_redirects {
         s.max_redirects = n;
     }

@@ -59,6 +59,7 @@ mod limit;
 mod limits;
 mod permission;
 mod policy;
+mod proxy;
 mod redact;
 mod redirect;
 mod report;
@@ -96,6 +97,7 @@ pub use policy::{
     Verdict, DEFAULT_SEED, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION, MAX_ENDPOINTS,
     MAX_REDIRECTS,
 };
+pub use proxy::{Proxy, ProxyEnv, Route};
 pub use redact::{redact_url, scrub_urls, Origin};
 pub use redirect::{CrossOrigin, Hop, Redirect, Redirects};
 pub use report::{

@@ -85,6 +85,16 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A proxy variable of the environment is not a usable proxy URL.
+    #[error("environment variable {variable} = {value:?}: {reason}")]
+    InvalidProxy {
+        /// The variable (`HTTP_PROXY`, `HTTPS_PROXY` or `ALL_PROXY`).
+        variable: &'static str,
+        /// Its value, reduced to `scheme://host:port`.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A numeric or duration setting is out of range, or settings contradict each other.
     #[error("setting `{setting}` = {value}: {reason}")]
     InvalidSetting {
@@ -199,17 +209,24 @@ fn split_userinfo(uri: Uri) -> (Uri, Option<HeaderValue>) {
     let Some((userinfo, host)) = authority.as_str().rsplit_once('@') else {
         return (uri, None);
     };
-    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-    let mut credential = percent_decode(user);
-    credential.push(b':');
-    credential.extend(percent_decode(password));
-    let value = HeaderValue::try_from(format!("Basic {}", base64(&credential))).ok();
+    let value = Some(basic_credential(userinfo));
     let mut parts = uri.clone().into_parts();
     parts.authority = http::uri::Authority::try_from(host).ok();
     match Uri::from_parts(parts) {
         Ok(bare) => (bare, value),
         Err(_) => (uri, value),
     }
+}
+
+/// `Basic base64(user:password)` from URL userinfo (percent-decoded, RFC 3986).
+pub(crate) fn basic_credential(userinfo: &str) -> HeaderValue {
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let mut credential = percent_decode(user);
+    credential.push(b':');
+    credential.extend(percent_decode(password));
+    // Base64 is always a valid header value.
+    HeaderValue::try_from(format!("Basic {}", base64(&credential)))
+        .unwrap_or_else(|_| HeaderValue::from_static("Basic"))
 }
 
 fn percent_decode(text: &str) -> Vec<u8> {
@@ -651,6 +668,9 @@ pub struct Settings {
     pub idempotency_key_header: String,
     /// Attempt-number header (default off).
     pub attempt_header: Option<String>,
+    /// Whether the adapters honour `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and `NO_PROXY`
+    /// (SPEC 3; default true).
+    pub env_proxies: bool,
     /// Redirects followed within one attempt (SPEC 3; default 10, at most
     /// [`MAX_REDIRECTS`]; 0 returns every 3xx as the answer).
     pub max_redirects: u32,
@@ -685,6 +705,7 @@ impl Default for Settings {
             request_id_header: "x-request-id".into(),
             idempotency_key_header: "idempotency-key".into(),
             attempt_header: None,
+            env_proxies: true,
             max_redirects: 10,
             cross_origin_redirects: CrossOrigin::Follow,
             seed: DEFAULT_SEED,

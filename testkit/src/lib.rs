@@ -89,9 +89,11 @@
 mod behaviour;
 mod http;
 mod provider;
+mod proxy_server;
 
 pub use behaviour::Behaviour;
 pub use provider::{Provider, ProviderBuilder, Request};
+pub use proxy_server::{ProxyRequest, ProxyServer};
 
 use std::net::SocketAddr;
 
