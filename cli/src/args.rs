@@ -122,9 +122,14 @@ pub struct ClientArgs {
     /// answer). Redirects to another origin never carry the endpoint's headers.
     #[arg(long, value_name = "N")]
     pub max_redirects: Option<u32>,
-    /// Adds a status to the trigger sets (repeatable; extends the defaults).
+    /// Adds a status to the trigger set of reads and explicitly allowed calls (repeatable;
+    /// extends {502, 503, 504}). Keyed writes keep their own set.
     #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(u16).range(100..=999))]
     pub trigger_status: Vec<u16>,
+    /// Adds a status to the trigger set of calls relying on an idempotency key (repeatable;
+    /// extends {503}): only for statuses the provider documents as safe to repeat.
+    #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(u16).range(100..=999))]
+    pub key_trigger_status: Vec<u16>,
     /// Adds a status the provider promises means "nothing done" (repeatable; extends {429}).
     #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(u16).range(100..=999))]
     pub not_processed: Vec<u16>,

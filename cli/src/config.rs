@@ -162,10 +162,12 @@ pub fn apply_flags(s: &mut Settings, args: &ClientArgs) {
     if let Some(n) = args.max_redirects {
         s.max_redirects = n;
     }
+    // Each set on its own (SPEC 2.3): extending the set of reads never makes keyed writes
+    // repeat. An invalid code is reported by core's validation (only 4xx and 5xx trigger).
     for &c in &args.trigger_status {
-        // Both sets, like `PolicyBuilder::extend_trigger_statuses`; an invalid code is
-        // reported by the core's validation (only 4xx and 5xx can trigger).
         insert_code(&mut s.trigger_statuses, c);
+    }
+    for &c in &args.key_trigger_status {
         insert_code(&mut s.key_trigger_statuses, c);
     }
     for &c in &args.not_processed {
@@ -264,7 +266,10 @@ mod tests {
         assert_eq!(s.breaker.rule, BreakerRule::Consecutive { failures: 1 });
         assert_eq!(s.breaker.max_open, Duration::from_secs(600));
         assert_eq!(s.unavailable, Unavailable::Skip);
-        assert!(s.trigger_statuses.contains_code(500) && s.key_trigger_statuses.contains_code(500));
+        // SPEC 2.3: the sets are apart; --trigger-status never reaches keyed writes.
+        assert!(
+            s.trigger_statuses.contains_code(500) && !s.key_trigger_statuses.contains_code(500)
+        );
         assert_eq!(s.url_mode, UrlMode::Base);
     }
 

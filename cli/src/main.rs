@@ -23,8 +23,11 @@
 //! | `--connect-timeout SECS` | connect timeout |
 //! | `--deadline SECS` | deadline of each whole call |
 //! | `--attempts-per-endpoint N`, `--max-attempts N` | the schedule |
-//! | `--trigger-status CODE` | adds to both trigger sets (repeatable) |
+//! | `--trigger-status CODE` | adds to the trigger set of reads and explicitly allowed calls (repeatable); keyed writes keep theirs |
+//! | `--key-trigger-status CODE` | adds to the trigger set of calls relying on an idempotency key (repeatable; only statuses the provider documents as safe to repeat) |
 //! | `--not-processed CODE` | adds to `not_processed` (repeatable) |
+//! | `--max-redirects N` | redirects followed within one attempt (default 10; 0 returns every 3xx) |
+//! | `--no-env-proxies` | ignore `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY` |
 //! | `--cooldown-threshold N` | breaker: open after N consecutive failures |
 //! | `--cooldown SECS` | breaker: base open time |
 //! | `--cooldown-mode last\|skip` | endpoints in cooldown are tried last (default) or skipped |

@@ -1030,10 +1030,35 @@ impl PolicyBuilder {
         self
     }
 
-    /// Adds statuses to both trigger sets.
+    /// Adds statuses to the trigger set of calls whose permissions are `Always` (safe
+    /// methods, explicit allow). The key-reliant set is left alone (SPEC 2.3): a 500, 502 or
+    /// 504 may come after the provider passed the work on, so a keyed POST retried on it
+    /// could do the work twice; extend that set on its own with
+    /// [`extend_key_trigger_statuses`](Self::extend_key_trigger_statuses) when the
+    /// provider documents the status as safe to repeat.
+    ///
+    /// ```
+    /// use baton_core::{Endpoint, Policy};
+    /// let p = Policy::builder()
+    ///     .endpoint(Endpoint::new("a", "https://a.example/"))
+    ///     .extend_trigger_statuses(&[500])
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(p.settings().trigger_statuses.contains_code(500));
+    /// assert!(!p.settings().key_trigger_statuses.contains_code(500));
+    /// ```
     pub fn extend_trigger_statuses(mut self, codes: &[u16]) -> Self {
         for &c in codes {
             self.settings.trigger_statuses.insert(c);
+        }
+        self
+    }
+
+    /// Adds statuses to the trigger set of calls that rely on an idempotency key (default
+    /// `{503}`). Only for statuses the provider documents as "nothing was done, repeat
+    /// with the same key".
+    pub fn extend_key_trigger_statuses(mut self, codes: &[u16]) -> Self {
+        for &c in codes {
             self.settings.key_trigger_statuses.insert(c);
         }
         self
