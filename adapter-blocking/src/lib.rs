@@ -113,8 +113,10 @@
 //! - optional `serde` + `serde_json` (`json`, default): [`RequestBuilder::send_json`].
 //! - optional `tracing` (`tracing`): forwarding events.
 //!
-//! Features `rustls` (default, https) and `gzip` (default) switch on ureq's features of
-//! the same name.
+//! Features `rustls` (default, https) and `gzip` (off by default) switch on ureq's
+//! features of the same name. Content encoding: like every baton adapter, by default
+//! the client neither asks for an encoding nor decodes one: the body's bytes are passed
+//! through as sent. `gzip` turns on ureq's asking and decoding for this adapter only.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -15,7 +15,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     after_help = "Exit status of `request`: 0 response (any status), 2 invalid usage/configuration/call \
                   (nothing sent), 3 every attempt failed (or budget / rate limit stopped the call), \
                   4 no usable endpoint, 5 deadline exceeded, 6 retry-after too long, 7 the response \
-                  body could not be read."
+                  body could not be read (part of it may already have been written, as with curl's \
+                  18), 23 the body could not be written to stdout or the -o file."
 )]
 pub struct Cli {
     /// What to do.
@@ -188,6 +189,16 @@ pub struct RequestArgs {
     /// Print the status line and response headers to stderr.
     #[arg(short = 'i', long)]
     pub include: bool,
+    /// Write the body to FILE instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// No progress meter (it is shown on stderr when stdout is not a terminal and stderr
+    /// is).
+    #[arg(short = 's', long)]
+    pub silent: bool,
+    /// Ask for a compressed body (gzip, deflate) and decode it as it streams.
+    #[arg(long)]
+    pub compressed: bool,
     /// The request path (and query); joined onto base endpoints with --base.
     #[arg(value_name = "PATH", default_value = "/")]
     pub path: String,
@@ -202,6 +213,14 @@ pub struct BatchArgs {
     /// Calls in flight at once (output stays in input order).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub concurrency: u16,
+    /// The largest (decoded) body a line may return; a larger one gives that line the
+    /// error kind `body_too_large`.
+    #[arg(long, value_name = "BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_body: usize,
+    /// Ask for compressed bodies (gzip, deflate) and decode them; decoded bytes count
+    /// against --max-body.
+    #[arg(long)]
+    pub compressed: bool,
 }
 
 /// `baton demo`.

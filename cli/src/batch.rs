@@ -13,7 +13,10 @@
 //! the reason go to stderr and the exit status is 2. A call that is well-formed JSON but
 //! invalid as a call (bad method, header or request id, unknown `prefer`) is not
 //! malformed: it gets an output line with an `invalid_call` / `unknown_endpoint` error and
-//! nothing is sent. A call that panics (a bug; no input should make one) gets an output
+//! nothing is sent. A body larger than `--max-body` (decoded, with `--compressed`) gives
+//! its line the error kind `body_too_large`; the other lines go on. A body that is not
+//! valid UTF-8 is written as `body_base64` instead of `body`, so every byte survives.
+//! A call that panics (a bug; no input should make one) gets an output
 //! line with error kind `internal` and `may_have_executed: true` (nothing is known about
 //! what it sent), and the batch goes on.
 
@@ -25,8 +28,9 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::args::BatchArgs;
+use crate::body::ACCEPT_ENCODING;
 use crate::call::{BatchLine, CallSpec};
-use crate::runner::Runner;
+use crate::runner::{Collect, Runner};
 use crate::{config, events, output};
 
 type Job = (usize, Value, CallSpec);
@@ -44,6 +48,7 @@ pub fn run(args: BatchArgs) -> u8 {
         Err(e) => return crate::usage_error(&e),
     };
     let workers = usize::from(args.concurrency);
+    let (max_body, compressed) = (args.max_body, args.compressed);
     let mut malformed: Option<(usize, String)> = None;
     std::thread::scope(|scope| {
         let (job_tx, job_rx) = mpsc::sync_channel::<Job>(0);
@@ -63,7 +68,10 @@ pub fn run(args: BatchArgs) -> u8 {
                 // the batch nor lose the lines of calls that did execute: it becomes this
                 // line's error, possibly executed, and the worker goes on.
                 let line = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    output::batch_line(&id, &runner.run(&spec))
+                    let mut sink = Collect::new(max_body, compressed);
+                    let mut result = runner.run_into(&spec, &mut sink);
+                    result.body = sink.body;
+                    output::batch_line(&id, &result)
                 })) {
                     Ok(line) => line,
                     Err(_) => output::panic_line(&id, spec.request_id.as_deref()),
@@ -104,7 +112,16 @@ pub fn run(args: BatchArgs) -> u8 {
             }
             match BatchLine::parse(&line) {
                 Ok(l) => {
-                    let spec = l.spec();
+                    let mut spec = l.spec();
+                    if compressed
+                        && !spec
+                            .headers
+                            .iter()
+                            .any(|(k, _)| k.eq_ignore_ascii_case("accept-encoding"))
+                    {
+                        spec.headers
+                            .push(("accept-encoding".into(), ACCEPT_ENCODING.into()));
+                    }
                     if job_tx.send((index, l.id, spec)).is_err() {
                         break;
                     }

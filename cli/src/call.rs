@@ -247,8 +247,41 @@ pub fn exit_for(kind: &ErrorKind, stop: StopReason) -> u8 {
     }
 }
 
-/// Exit status when the response head arrived but the body could not be read.
+/// Exit status when the response head arrived but the body could not be read (or decoded,
+/// or was over `--max-body`).
 pub const EXIT_BODY: u8 = 7;
+
+/// Exit status when the body could not be written to stdout or the `-o` file (curl's 23).
+pub const EXIT_OUTPUT: u8 = 23;
+
+impl Failure {
+    /// Reading the body failed after the head arrived (`message`: the error chain).
+    pub fn body(message: String) -> Failure {
+        Failure {
+            kind: "body".into(),
+            message,
+            exit: EXIT_BODY,
+        }
+    }
+
+    /// A sink stopped the body.
+    pub fn from_stop(stop: crate::body::Stop) -> Failure {
+        use crate::body::Stop;
+        match stop {
+            Stop::TooLarge(max) => Failure {
+                kind: "body_too_large".into(),
+                message: format!("the response body is larger than --max-body {max} bytes"),
+                exit: EXIT_BODY,
+            },
+            Stop::Decode(e) => Failure::body(format!("the body could not be decoded: {e}")),
+            Stop::Output(e) => Failure {
+                kind: "output".into(),
+                message: format!("writing the body failed: {e}"),
+                exit: EXIT_OUTPUT,
+            },
+        }
+    }
+}
 
 impl CallResult {
     /// A call that failed in the engine (or adapter), with its report.
@@ -281,31 +314,15 @@ impl CallResult {
         }
     }
 
-    /// A response whose body was read (or failed to read).
-    pub fn response(
-        report: Report,
-        head: ResponseHead,
-        body: Result<Vec<u8>, String>,
-    ) -> CallResult {
-        match body {
-            Ok(b) => CallResult {
-                report: Some(report),
-                response: Some(head),
-                body: Some(b),
-                failure: None,
-                request_id: None,
-            },
-            Err(message) => CallResult {
-                report: Some(report),
-                response: Some(head),
-                body: None,
-                failure: Some(Failure {
-                    kind: "body".into(),
-                    message,
-                    exit: EXIT_BODY,
-                }),
-                request_id: None,
-            },
+    /// A response whose body went to a sink completely (`Ok`) or stopped (`Err`). The
+    /// body itself, if collected, is the sink's.
+    pub fn response(report: Report, head: ResponseHead, body: Result<(), Failure>) -> CallResult {
+        CallResult {
+            report: Some(report),
+            response: Some(head),
+            body: None,
+            failure: body.err(),
+            request_id: None,
         }
     }
 

@@ -42,7 +42,12 @@
 //! methods may retry and fail over freely, a keyed call may retry and fails over only while
 //! undelivered, anything else only while undelivered), `--prefer ID`,
 //! `--idempotency-key KEY`, `--request-id ID`. `request` also takes `-i, --include`: the
-//! status line, the answering endpoint and the response headers to stderr.
+//! status line, the answering endpoint and the response headers to stderr; `-o, --output
+//! FILE`: the body to FILE; `-s, --silent`: no progress meter (one is drawn on stderr when
+//! stdout is not a terminal and stderr is); `--compressed`: ask for gzip/deflate and decode
+//! the body as it streams. Without `--compressed` the body's bytes are passed through as
+//! the provider sent them, on every runtime. The body is written as it arrives, in
+//! constant memory.
 //!
 //! ## Exit status of `request`
 //! | code | meaning |
@@ -53,14 +58,17 @@
 //! | 4 | no usable endpoint: none at the start, or every endpoint still permitted went into cooldown during the call and `--cooldown-mode skip` left nothing to try (the error kind is then `failover`, the stop reason `no_usable_endpoint`) |
 //! | 5 | deadline exceeded |
 //! | 6 | the provider asked to retry after longer than `max_retry_after` |
-//! | 7 | the response head arrived but its body could not be read (nothing is printed: a partial body is never passed off as complete) |
+//! | 7 | the response head arrived but its body could not be read, decoded (`--compressed`) or was cut short: the body streams to stdout as it arrives, so the part received has been written (as with curl's 18); the status is what says it is incomplete |
+//! | 23 | the body could not be written to stdout or the `-o` file |
 //!
 //! ## `batch`
 //! One client for all lines, so endpoint health, cooldown and the retry budget carry from
 //! call to call. `--concurrency N` (default 1) runs up to N calls at once; output stays in
 //! input order. Input line fields (all optional): `id` (any JSON, echoed back), `method`,
 //! `path`, `headers` (object), `body` (string), `failover`, `retry`, `prefer`,
-//! `idempotency_key`, `request_id`, `deadline_ms`. Output line:
+//! `idempotency_key`, `request_id`, `deadline_ms`. `--max-body BYTES` (default 8 MiB)
+//! bounds each line's (decoded) body: a larger one gives the line the error kind
+//! `body_too_large`; `--compressed` as for `request`. Output line:
 //!
 //! ```text
 //! {"id": .., "request_id": "..", "status": 200|null, "endpoint": "a"|null,
@@ -69,12 +77,16 @@
 //!  "stop_reason": "answered", "may_have_executed": true, "elapsed_ms": 1.2, "body": "..."|null}
 //! ```
 //!
+//! A body that is not valid UTF-8 comes as `"body": null, "body_base64": "..."` (every
+//! byte kept); a line that followed redirects also has `"redirects"`.
+//!
 //! `outcome` is `response` or the failure class (`undelivered`, `ambiguous`,
 //! `rejected_locally`, `timeout`, and also `deadline`, `cancelled`, `replay_failed`);
 //! `kind` is `failover`, `no_usable_endpoint`, `unknown_endpoint`, `deadline`,
-//! `retry_after_too_long`, `invalid_call`, `budget`, `rate_limited`, `cancelled`, or
+//! `retry_after_too_long`, `invalid_call`, `budget`, `rate_limited`, `cancelled`,
 //! `body` (the head arrived, the body failed: `status` and `endpoint` are set, `body` is
-//! null). `batch` exits 0 when every line was processed (per-call failures are in the
+//! null), `body_too_large` (over `--max-body`), or `internal` (the call panicked, a bug:
+//! `may_have_executed` is true). `batch` exits 0 when every line was processed (per-call failures are in the
 //! output), 2 on a malformed line (reported on stderr with its line number; the lines
 //! before it are run and printed; reading stops there) or a bad configuration.
 //!
@@ -101,6 +113,7 @@
 
 mod args;
 mod batch;
+mod body;
 mod call;
 mod config;
 mod demo;

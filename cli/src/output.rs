@@ -6,7 +6,8 @@
 //! "from", "to", "cross_origin"}]` when an attempt followed redirects (URLs as
 //! `scheme://host:port` only). `status` and `endpoint` are those of the
 //! returned response (null when the call returned none); `body` is the response body as
-//! text (invalid UTF-8 replaced by U+FFFD) or null. Times are milliseconds (fractions
+//! text, or null; a body that is not valid UTF-8 is null there and given whole as
+//! `body_base64` (standard base64, padded). Times are milliseconds (fractions
 //! allowed).
 
 use baton_core::Origin;
@@ -48,8 +49,17 @@ pub fn batch_line(id: &Value, r: &CallResult) -> Value {
         "stop_reason": r.report.as_ref().map_or("invalid_call", |rep| rep.stop_reason.as_str()),
         "may_have_executed": r.report.as_ref().is_some_and(|rep| rep.may_have_executed),
         "elapsed_ms": r.report.as_ref().map_or(json!(0.0), |rep| millis(rep.elapsed)),
-        "body": r.body.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()),
+        "body": null,
     });
+    // Text when it is UTF-8; otherwise every byte in base64 under `body_base64`.
+    if let Some(b) = &r.body {
+        match std::str::from_utf8(b) {
+            Ok(text) => line["body"] = Value::from(text),
+            Err(_) => {
+                line["body_base64"] = Value::from(crate::body::base64(b));
+            }
+        }
+    }
     let redirects: Vec<Value> = r.report.as_ref().map_or_else(Vec::new, |rep| {
         rep.redirects
             .iter()

@@ -1,64 +1,135 @@
-//! `baton request [PATH]`: one call; the response body (and nothing else) to stdout.
+//! `baton request [PATH]`: one call; the response body (and nothing else) to stdout, or
+//! to `-o FILE`, written as it arrives in constant memory.
 //!
 //! With `-i` the status line, the answering endpoint and the response headers go to
-//! stderr; with `--events` every engine event does (the final `result` event carries the
-//! status). Errors always go to stderr as one `baton: ...` line naming the attempts, the
-//! request id and the last cause. A body that failed half-way is not printed at all
-//! (never passed off as complete): exit status 7.
+//! stderr before the body; with `--events` every engine event does (the final `result`
+//! event carries the status). Errors always go to stderr as one `baton: ...` line naming
+//! the attempts, the request id and the last cause.
+//!
+//! A body that breaks after the headers ends with exit status 7, and the part already
+//! received has been written by then (like curl's exit 18): a caller that needs the whole
+//! body or nothing checks the status (or writes to a file with `-o` and discards it on
+//! failure). A body that cannot be written ends with 23.
+//!
+//! A progress meter (bytes, rate, elapsed) is drawn on stderr when stdout is not a
+//! terminal and stderr is, unless `--silent`; it never goes to stdout.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
+use baton_core::Report;
+
 use crate::args::RequestArgs;
-use crate::call::CallSpec;
-use crate::runner::Runner;
+use crate::body::{Decoded, Progress, Stop, ACCEPT_ENCODING};
+use crate::call::{CallSpec, ResponseHead};
+use crate::runner::{content_encoding, BodySink, Runner};
 use crate::{config, events};
 
 /// Runs the call; returns the exit status.
 pub fn run(args: RequestArgs) -> u8 {
     let t0 = Instant::now();
-    let spec = match CallSpec::from_args(&args.call, &args.path) {
+    let mut spec = match CallSpec::from_args(&args.call, &args.path) {
         Ok(s) => s,
         Err(e) => return crate::usage_error(&e),
     };
+    if args.compressed
+        && !spec
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("accept-encoding"))
+    {
+        spec.headers
+            .push(("accept-encoding".into(), ACCEPT_ENCODING.into()));
+    }
     let config = match config::resolve(&args.client) {
         Ok(c) => c,
         Err(e) => return crate::usage_error(&e),
     };
+    let out: Box<dyn Write> = match &args.output {
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Box::new(std::io::BufWriter::new(f)),
+            Err(e) => return crate::usage_error(&format!("--output {}: {e}", path.display())),
+        },
+        None => Box::new(std::io::stdout()),
+    };
+    let to_terminal = args.output.is_none() && std::io::stdout().is_terminal();
+    let meter = !args.silent && !to_terminal && std::io::stderr().is_terminal();
     let sink = args.client.events.then(|| events::stderr_sink(t0));
     let runner = match Runner::new(args.client.runtime, config, sink) {
         Ok(r) => r,
         Err(e) => return crate::usage_error(&e),
     };
-    let result = runner.run(&spec);
-    if args.include {
-        if let (Some(head), Some(report)) = (&result.response, &result.report) {
-            let reason = http::StatusCode::from_u16(head.status)
-                .ok()
-                .and_then(|s| s.canonical_reason())
-                .unwrap_or("");
-            let mut err = std::io::stderr().lock();
-            let _ = writeln!(
-                err,
-                "< HTTP {} {reason} (endpoint {:?}, {} attempt(s), {:.1} ms, request id {})",
-                head.status,
-                head.endpoint,
-                report.attempts.len(),
-                report.elapsed.as_secs_f64() * 1e3,
-                report.request_id,
-            );
-            for (k, v) in &head.headers {
-                let _ = writeln!(err, "< {k}: {v}");
-            }
-        }
-    }
-    if let Some(body) = &result.body {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(body);
-        let _ = out.flush();
+    let mut body = StreamOut {
+        out: Some(out),
+        decoder: None,
+        progress: meter.then(|| Progress::new(Box::new(std::io::stderr()), Instant::now())),
+        include: args.include,
+        compressed: args.compressed,
+    };
+    let result = runner.run_into(&spec, &mut body);
+    if let Some(p) = body.progress.take() {
+        p.done(Instant::now());
     }
     if let Some(f) = &result.failure {
         eprintln!("baton: {}", f.message);
     }
     result.exit_code()
+}
+
+/// Writes the body out as it arrives (decoded with `--compressed`).
+struct StreamOut {
+    out: Option<Box<dyn Write>>,
+    decoder: Option<Decoded<Box<dyn Write>>>,
+    progress: Option<Progress>,
+    include: bool,
+    compressed: bool,
+}
+
+impl BodySink for StreamOut {
+    fn head(&mut self, head: &ResponseHead, report: &Report) {
+        if self.include {
+            print_head(head, report);
+        }
+        if let Some(out) = self.out.take() {
+            self.decoder = Some(Decoded::new(out, self.compressed, content_encoding(head)));
+        }
+    }
+
+    fn chunk(&mut self, bytes: &[u8]) -> Result<(), Stop> {
+        if let Some(p) = &mut self.progress {
+            p.add(bytes.len(), Instant::now());
+        }
+        match &mut self.decoder {
+            Some(d) => d.chunk(bytes),
+            None => Ok(()),
+        }
+    }
+
+    fn end(&mut self) -> Result<(), Stop> {
+        match self.decoder.take() {
+            Some(d) => d.finish().map(drop),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `-i`: the status line, the endpoint and the headers, to stderr.
+fn print_head(head: &ResponseHead, report: &Report) {
+    let reason = http::StatusCode::from_u16(head.status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "< HTTP {} {reason} (endpoint {:?}, {} attempt(s), {:.1} ms, request id {})",
+        head.status,
+        head.endpoint,
+        report.attempts.len(),
+        report.elapsed.as_secs_f64() * 1e3,
+        report.request_id,
+    );
+    for (k, v) in &head.headers {
+        let _ = writeln!(err, "< {k}: {v}");
+    }
 }

@@ -14,11 +14,12 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use baton_core::{EndpointHealth, EventSink, Policy};
+use baton_core::{EndpointHealth, EventSink, Policy, Report};
 use http::Method;
 
 use crate::args::RuntimeKind;
-use crate::call::{CallResult, CallSpec, ResponseHead};
+use crate::body::{Decoded, Limited, Stop};
+use crate::call::{CallResult, CallSpec, Failure, ResponseHead};
 use crate::config::ClientConfig;
 
 enum Inner {
@@ -114,8 +115,16 @@ impl Runner {
         }
     }
 
-    /// Runs one call to the end (the whole body read).
+    /// Runs one call to the end, the whole body collected in memory (the demo's calls).
     pub fn run(&self, spec: &CallSpec) -> CallResult {
+        let mut sink = Collect::new(usize::MAX, false);
+        let mut result = self.run_into(spec, &mut sink);
+        result.body = sink.body;
+        result
+    }
+
+    /// Runs one call to the end, each body chunk handed to `sink` as it arrives.
+    pub fn run_into(&self, spec: &CallSpec, sink: &mut dyn BodySink) -> CallResult {
         let method = match Method::from_bytes(spec.method.as_bytes()) {
             Ok(m) => m,
             Err(_) => {
@@ -125,9 +134,9 @@ impl Runner {
             }
         };
         match &self.inner {
-            Inner::Tokio { client, rt } => rt.block_on(run_tokio(client, method, spec)),
-            Inner::Blocking(c) => run_blocking(c, method, spec),
-            Inner::AsyncStd(c) => async_std::task::block_on(run_async_std(c, method, spec)),
+            Inner::Tokio { client, rt } => rt.block_on(run_tokio(client, method, spec, sink)),
+            Inner::Blocking(c) => run_blocking(c, method, spec, sink),
+            Inner::AsyncStd(c) => async_std::task::block_on(run_async_std(c, method, spec, sink)),
         }
     }
 }
@@ -140,7 +149,12 @@ fn ureq_agent(body_timeout: Duration) -> ureq::Agent {
         .into()
 }
 
-async fn run_tokio(client: &baton_tokio::Client, method: Method, spec: &CallSpec) -> CallResult {
+async fn run_tokio(
+    client: &baton_tokio::Client,
+    method: Method,
+    spec: &CallSpec,
+    sink: &mut dyn BodySink,
+) -> CallResult {
     let mut rb = client.request(method, &spec.path).options(spec.options());
     for (k, v) in &spec.headers {
         rb = rb.header(k.as_str(), v.as_str());
@@ -149,18 +163,25 @@ async fn run_tokio(client: &baton_tokio::Client, method: Method, spec: &CallSpec
         rb = rb.body(b.clone());
     }
     match rb.send().await {
-        Ok(resp) => {
+        Ok(mut resp) => {
             let head = ResponseHead {
                 status: resp.status().as_u16(),
                 endpoint: resp.endpoint().to_string(),
                 headers: header_list(resp.headers()),
             };
             let report = resp.report().clone();
-            let body = resp
-                .bytes()
-                .await
-                .map(|b| b.to_vec())
-                .map_err(|e| error_chain(&e));
+            sink.head(&head, &report);
+            let body = loop {
+                match resp.chunk().await {
+                    Ok(Some(c)) => {
+                        if let Err(s) = sink.chunk(&c) {
+                            break Err(Failure::from_stop(s));
+                        }
+                    }
+                    Ok(None) => break sink.end().map_err(Failure::from_stop),
+                    Err(e) => break Err(Failure::body(error_chain(&e))),
+                }
+            };
             CallResult::response(report, head, body)
         }
         Err(e) => match e.kind() {
@@ -170,7 +191,12 @@ async fn run_tokio(client: &baton_tokio::Client, method: Method, spec: &CallSpec
     }
 }
 
-fn run_blocking(client: &baton_blocking::Client, method: Method, spec: &CallSpec) -> CallResult {
+fn run_blocking(
+    client: &baton_blocking::Client,
+    method: Method,
+    spec: &CallSpec,
+    sink: &mut dyn BodySink,
+) -> CallResult {
     use baton_blocking::ResponseExt;
     let mut rb = client.request(method, &spec.path).options(spec.options());
     for (k, v) in &spec.headers {
@@ -190,13 +216,21 @@ fn run_blocking(client: &baton_blocking::Client, method: Method, spec: &CallSpec
                 endpoint: report.endpoint_id().unwrap_or_default().to_string(),
                 headers: header_list(resp.headers()),
             };
-            let mut buf = Vec::new();
-            let body = resp
-                .into_body()
-                .into_reader()
-                .read_to_end(&mut buf)
-                .map(|_| buf)
-                .map_err(|e| error_chain(&e));
+            sink.head(&head, &report);
+            let mut reader = resp.into_body().into_reader();
+            let mut buf = vec![0u8; 64 * 1024];
+            let body = loop {
+                match reader.read(&mut buf) {
+                    Ok(0) => break sink.end().map_err(Failure::from_stop),
+                    Ok(n) => {
+                        if let Err(s) = sink.chunk(&buf[..n]) {
+                            break Err(Failure::from_stop(s));
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => break Err(Failure::body(error_chain(&e))),
+                }
+            };
             CallResult::response(report, head, body)
         }
         Err(e) => CallResult::error(e.kind(), e.report().clone(), error_chain(&e)),
@@ -207,6 +241,7 @@ async fn run_async_std(
     client: &baton_async_std::Client,
     method: Method,
     spec: &CallSpec,
+    sink: &mut dyn BodySink,
 ) -> CallResult {
     let mut rb = client.request(method, &spec.path).options(spec.options());
     for (k, v) in &spec.headers {
@@ -216,18 +251,25 @@ async fn run_async_std(
         rb = rb.body(b.clone());
     }
     match rb.send().await {
-        Ok(resp) => {
+        Ok(mut resp) => {
             let head = ResponseHead {
                 status: resp.status().as_u16(),
                 endpoint: resp.endpoint_id().to_string(),
                 headers: header_list(resp.headers()),
             };
             let report = resp.report().clone();
-            let body = resp
-                .bytes()
-                .await
-                .map(|b| b.to_vec())
-                .map_err(|e| error_chain(&e));
+            sink.head(&head, &report);
+            let body = loop {
+                match resp.chunk().await {
+                    Ok(Some(c)) => {
+                        if let Err(s) = sink.chunk(&c) {
+                            break Err(Failure::from_stop(s));
+                        }
+                    }
+                    Ok(None) => break sink.end().map_err(Failure::from_stop),
+                    Err(e) => break Err(Failure::body(error_chain(&e))),
+                }
+            };
             CallResult::response(report, head, body)
         }
         Err(e) => match (e.kind(), e.report()) {
@@ -236,6 +278,66 @@ async fn run_async_std(
             }
             _ => CallResult::invalid(error_chain(&e)),
         },
+    }
+}
+
+/// Where a response's body goes as it arrives.
+pub trait BodySink {
+    /// The response head arrived (once, before any chunk).
+    fn head(&mut self, head: &ResponseHead, report: &Report);
+    /// One chunk of the body as received; `Err` stops reading.
+    fn chunk(&mut self, bytes: &[u8]) -> Result<(), Stop>;
+    /// The body ended completely.
+    fn end(&mut self) -> Result<(), Stop>;
+}
+
+/// Collects the (decoded, with `compressed`) body in memory, up to `max` bytes.
+pub struct Collect {
+    max: usize,
+    compressed: bool,
+    decoder: Option<Decoded<Limited>>,
+    /// The whole body, once it ended within the limit.
+    pub body: Option<Vec<u8>>,
+}
+
+impl Collect {
+    /// A collector refusing more than `max` (decoded) bytes.
+    pub fn new(max: usize, compressed: bool) -> Self {
+        Collect {
+            max,
+            compressed,
+            decoder: None,
+            body: None,
+        }
+    }
+}
+
+/// The response's `content-encoding`, if any.
+pub fn content_encoding(head: &ResponseHead) -> Option<&str> {
+    head.headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-encoding"))
+        .map(|(_, v)| v.as_str())
+}
+
+impl BodySink for Collect {
+    fn head(&mut self, head: &ResponseHead, _: &Report) {
+        let out = Limited::new(self.max);
+        self.decoder = Some(Decoded::new(out, self.compressed, content_encoding(head)));
+    }
+
+    fn chunk(&mut self, bytes: &[u8]) -> Result<(), Stop> {
+        match &mut self.decoder {
+            Some(d) => d.chunk(bytes),
+            None => Ok(()),
+        }
+    }
+
+    fn end(&mut self) -> Result<(), Stop> {
+        if let Some(d) = self.decoder.take() {
+            self.body = Some(d.finish()?.buf);
+        }
+        Ok(())
     }
 }
 

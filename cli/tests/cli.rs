@@ -240,16 +240,33 @@ fn request_exit_6_when_retry_after_is_too_long() {
     assert_eq!(p.request_count(), 3);
 }
 
+/// The body streams to stdout as it arrives: when it breaks, what was received has been
+/// written (never more than the provider sent, never the whole), and the exit status 7
+/// says the body is incomplete (like curl's 18), on every runtime.
 #[test]
-fn request_exit_7_when_the_body_breaks_and_nothing_is_printed() {
-    let p = Provider::start(ok("0123456789abcdef").close_after_half_body());
-    let o = run(&["request", "-e", &ep("a", &p.url()), "--timeout", "2"], "");
-    assert_eq!(code(&o), 7, "{}", stderr(&o));
-    assert!(
-        stdout(&o).is_empty(),
-        "partial body printed: {}",
-        stdout(&o)
-    );
+fn request_exit_7_when_the_body_breaks_after_part_of_it_was_written() {
+    let full = "0123456789abcdef";
+    let p = Provider::start(ok(full).close_after_half_body());
+    for runtime in ["tokio", "blocking", "async-std"] {
+        let o = run(
+            &[
+                "request",
+                "--runtime",
+                runtime,
+                "-e",
+                &ep("a", &p.url()),
+                "--timeout",
+                "2",
+            ],
+            "",
+        );
+        assert_eq!(code(&o), 7, "{runtime}: {}", stderr(&o));
+        let out = stdout(&o);
+        assert!(
+            full.starts_with(&out) && out.len() < full.len(),
+            "{runtime}: written {out:?}"
+        );
+    }
 }
 
 #[test]
@@ -1020,4 +1037,170 @@ fn an_invalid_method_line_keeps_its_request_id() {
     let out = lines(&o);
     assert_eq!(out[0]["request_id"], "req-kept-0001");
     assert_eq!(out[0]["error"]["kind"], "invalid_call");
+}
+
+// ------------------------------------------------------- bodies as a real tool would
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use flate2::write::GzEncoder;
+    let mut e = GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+/// `-o FILE` gets the whole body; stdout gets nothing; the same on every runtime.
+#[test]
+fn request_output_file_gets_the_body() {
+    let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let p = Provider::start(Behaviour::ok().body(body.clone()));
+    let dir = std::env::temp_dir().join(format!("baton-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for runtime in ["tokio", "blocking", "async-std"] {
+        let file = dir.join(format!("{runtime}.bin"));
+        let o = run(
+            &[
+                "request",
+                "--runtime",
+                runtime,
+                "-e",
+                &ep("a", &p.url()),
+                "-o",
+                file.to_str().unwrap(),
+            ],
+            "",
+        );
+        assert_eq!(code(&o), 0, "{runtime}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{runtime}");
+        assert_eq!(std::fs::read(&file).unwrap(), body, "{runtime}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Content encoding is the same on every runtime: without `--compressed` nothing asks for
+/// an encoding and the bytes come through as sent; with it, gzip is asked for and decoded.
+#[test]
+fn content_encoding_is_passed_through_unless_compressed_on_every_runtime() {
+    let packed = gzip(b"the real body");
+    let p = Provider::start(
+        Behaviour::ok()
+            .header("content-encoding", "gzip")
+            .body(packed.clone()),
+    );
+    for runtime in ["tokio", "blocking", "async-std"] {
+        p.clear();
+        let o = run(
+            &["request", "--runtime", runtime, "-e", &ep("a", &p.url())],
+            "",
+        );
+        assert_eq!(code(&o), 0, "{runtime}: {}", stderr(&o));
+        assert_eq!(o.stdout, packed, "{runtime}: bytes not passed through");
+        assert!(
+            p.requests()[0].header("accept-encoding").is_none(),
+            "{runtime}: asked for an encoding"
+        );
+        let o = run(
+            &[
+                "request",
+                "--runtime",
+                runtime,
+                "-e",
+                &ep("a", &p.url()),
+                "--compressed",
+            ],
+            "",
+        );
+        assert_eq!(code(&o), 0, "{runtime}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "the real body", "{runtime}");
+        assert_eq!(
+            p.requests()[1].header("accept-encoding"),
+            Some("gzip, deflate"),
+            "{runtime}"
+        );
+    }
+}
+
+/// `batch --max-body`: a larger body (also a decompression bomb, counted decoded) gives
+/// that line `body_too_large`, the others go on; a body that is not UTF-8 comes back whole
+/// as `body_base64`.
+#[test]
+fn batch_bounds_bodies_and_keeps_binary_ones_whole() {
+    let big = Provider::start(Behaviour::ok().body(vec![b'x'; 200_000]));
+    let bomb = Provider::start(
+        Behaviour::ok()
+            .header("content-encoding", "gzip")
+            .body(gzip(&vec![0u8; 5_000_000])),
+    );
+    let binary = Provider::start(Behaviour::ok().body(vec![0xff, 0x00, 0xfe, b'a']));
+    for runtime in ["tokio", "blocking", "async-std"] {
+        let eps = [
+            ep("big", &big.url()),
+            ep("bomb", &bomb.url()),
+            ep("bin", &binary.url()),
+        ];
+        let input = "{\"id\": 1, \"prefer\": \"big\"}\n{\"id\": 2, \"prefer\": \"bomb\"}\n{\"id\": 3, \"prefer\": \"bin\"}\n";
+        let o = run(
+            &[
+                "batch",
+                "--runtime",
+                runtime,
+                "-e",
+                &eps[0],
+                "-e",
+                &eps[1],
+                "-e",
+                &eps[2],
+                "--max-body",
+                "100000",
+                "--compressed",
+            ],
+            input,
+        );
+        assert_eq!(code(&o), 0, "{runtime}: {}", stderr(&o));
+        let out = lines(&o);
+        assert_eq!(out.len(), 3, "{runtime}");
+        assert_eq!(
+            out[0]["error"]["kind"], "body_too_large",
+            "{runtime}: {}",
+            out[0]
+        );
+        assert_eq!(
+            out[1]["error"]["kind"], "body_too_large",
+            "{runtime}: {}",
+            out[1]
+        );
+        assert_eq!(out[2]["status"], 200, "{runtime}");
+        assert_eq!(out[2]["body"], Value::Null, "{runtime}");
+        assert_eq!(out[2]["body_base64"], "/wD+YQ==", "{runtime}: {}", out[2]);
+    }
+}
+
+/// The progress meter goes to stderr when stderr is a terminal and stdout is not, never to
+/// stdout; `--silent` turns it off.
+#[test]
+fn progress_meter_on_a_terminal_stderr_only() {
+    // `script` (util-linux; Debian's essential bsdutils) gives the command a terminal.
+    let p = Provider::start(Behaviour::ok().body(vec![b'y'; 1_000_000]));
+    let dir = std::env::temp_dir().join(format!("baton-meter-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let body_file = dir.join("body");
+    for (extra, meter) in [("", true), ("-s", false)] {
+        // `script` gives the command a terminal; stdout goes to a file.
+        let cmd = format!(
+            "{BATON} request -e {} {extra} > {}",
+            ep("a", &p.url()),
+            body_file.display()
+        );
+        let o = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .output()
+            .unwrap();
+        let terminal = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(std::fs::read(&body_file).unwrap().len(), 1_000_000);
+        assert_eq!(
+            terminal.contains("KiB"),
+            meter,
+            "meter={meter}: {terminal:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,0 +1,295 @@
+//! Response bodies as they arrive: written out in constant memory (`request`), or
+//! collected up to a limit (`batch`), decoded first when `--compressed` asked for an
+//! encoding.
+//!
+//! Content encoding is the same on every runtime: no adapter asks for an encoding or
+//! decodes one by default, so the bytes are passed through as the provider sent them.
+//! `--compressed` (curl's name) adds `accept-encoding: gzip, deflate` and decodes a
+//! `gzip` or `deflate` body here, as it streams; any other encoding is passed through.
+//! Decoded bytes are what counts against `--max-body`, so a decompression bomb stops at
+//! the limit.
+
+use std::io::{self, Write};
+use std::time::{Duration, Instant};
+
+use flate2::write::{GzDecoder, ZlibDecoder};
+
+/// Why writing a body stopped.
+#[derive(Debug)]
+pub enum Stop {
+    /// The (decoded) body is larger than the limit.
+    TooLarge(usize),
+    /// The body could not be decoded.
+    Decode(io::Error),
+    /// The output could not be written.
+    Output(io::Error),
+}
+
+/// The value `accept-encoding` gets with `--compressed`.
+pub const ACCEPT_ENCODING: &str = "gzip, deflate";
+
+/// A writer that decodes the body's `content-encoding` (when asked to) before `W`.
+pub enum Decoded<W: Write> {
+    /// Bytes as sent.
+    Plain(W),
+    /// `gzip` / `x-gzip`.
+    Gzip(GzDecoder<W>),
+    /// `deflate` (zlib format, RFC 9110).
+    Deflate(ZlibDecoder<W>),
+}
+
+impl<W: Write> Decoded<W> {
+    /// Decodes `content_encoding` into `out` when `compressed` asked for it.
+    pub fn new(out: W, compressed: bool, content_encoding: Option<&str>) -> Self {
+        let enc = content_encoding.map(|e| e.trim().to_ascii_lowercase());
+        match enc.as_deref() {
+            Some("gzip" | "x-gzip") if compressed => Decoded::Gzip(GzDecoder::new(out)),
+            Some("deflate") if compressed => Decoded::Deflate(ZlibDecoder::new(out)),
+            _ => Decoded::Plain(out),
+        }
+    }
+
+    /// Writes one chunk of the body as received.
+    pub fn chunk(&mut self, bytes: &[u8]) -> Result<(), Stop> {
+        let r = match self {
+            Decoded::Plain(w) => return w.write_all(bytes).map_err(output_or_limit),
+            Decoded::Gzip(d) => d.write_all(bytes),
+            Decoded::Deflate(d) => d.write_all(bytes),
+        };
+        r.map_err(decode_or_limit)
+    }
+
+    /// The body ended: flushes what the decoder holds; returns the output.
+    pub fn finish(self) -> Result<W, Stop> {
+        match self {
+            Decoded::Plain(mut w) => w.flush().map(|()| w).map_err(output_or_limit),
+            Decoded::Gzip(d) => d.finish().map_err(decode_or_limit),
+            Decoded::Deflate(d) => d.finish().map_err(decode_or_limit),
+        }
+    }
+}
+
+/// The marker a [`Limited`] writer's error carries.
+#[derive(Debug)]
+struct OverLimit(usize);
+
+impl std::fmt::Display for OverLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the body is larger than {} bytes", self.0)
+    }
+}
+
+impl std::error::Error for OverLimit {}
+
+fn limit_of(e: &io::Error) -> Option<usize> {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<OverLimit>())
+        .map(|o| o.0)
+}
+
+fn output_or_limit(e: io::Error) -> Stop {
+    match limit_of(&e) {
+        Some(max) => Stop::TooLarge(max),
+        None => Stop::Output(e),
+    }
+}
+
+fn decode_or_limit(e: io::Error) -> Stop {
+    match limit_of(&e) {
+        Some(max) => Stop::TooLarge(max),
+        None => Stop::Decode(e),
+    }
+}
+
+/// Collects a body in memory, up to `max` bytes.
+#[derive(Debug, Default)]
+pub struct Limited {
+    /// What was collected.
+    pub buf: Vec<u8>,
+    max: usize,
+}
+
+impl Limited {
+    /// An empty buffer that refuses more than `max` bytes.
+    pub fn new(max: usize) -> Self {
+        Limited {
+            buf: Vec::new(),
+            max,
+        }
+    }
+}
+
+impl Write for Limited {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        if self.buf.len() + bytes.len() > self.max {
+            return Err(io::Error::other(OverLimit(self.max)));
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A progress meter on stderr: bytes, rate and elapsed time, redrawn at most every
+/// 200 ms on one line, and a last line when the body ends.
+pub struct Progress {
+    start: Instant,
+    last: Option<Instant>,
+    bytes: u64,
+    out: Box<dyn Write>,
+}
+
+impl Progress {
+    /// A meter writing to `out`.
+    pub fn new(out: Box<dyn Write>, start: Instant) -> Self {
+        Progress {
+            start,
+            last: None,
+            bytes: 0,
+            out,
+        }
+    }
+
+    /// Counts `n` more bytes received at `now`; redraws when due.
+    pub fn add(&mut self, n: usize, now: Instant) {
+        self.bytes += n as u64;
+        if self
+            .last
+            .is_none_or(|l| now.duration_since(l) >= Duration::from_millis(200))
+        {
+            self.last = Some(now);
+            let line = meter_line(self.bytes, now.duration_since(self.start));
+            let _ = write!(self.out, "\r{line}");
+            let _ = self.out.flush();
+        }
+    }
+
+    /// The last line.
+    pub fn done(mut self, now: Instant) {
+        let line = meter_line(self.bytes, now.duration_since(self.start));
+        let _ = writeln!(self.out, "\r{line}");
+    }
+}
+
+/// `  12.3 MiB   4.1 MiB/s   0:03` (bytes so far, average rate, elapsed).
+pub fn meter_line(bytes: u64, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64();
+    let rate = if secs > 0.0 { bytes as f64 / secs } else { 0.0 };
+    let total = elapsed.as_secs();
+    format!(
+        "{:>10} {:>10}/s {:>3}:{:02}",
+        size(bytes as f64),
+        size(rate),
+        total / 60,
+        total % 60
+    )
+}
+
+fn size(n: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Standard base64 (RFC 4648, with padding), for a batch body that is not UTF-8.
+pub fn base64(data: &[u8]) -> String {
+    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for k in 0..4 {
+            if k <= chunk.len() {
+                out.push(TABLE[(n >> (18 - 6 * k) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::write::GzEncoder;
+    use flate2::Compression;
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut e = GzEncoder::new(Vec::new(), Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn gzip_is_decoded_only_when_asked_and_streams_in_pieces() {
+        let packed = gzip(b"hello, baton");
+        let mut d = Decoded::new(Vec::new(), true, Some("gzip"));
+        for piece in packed.chunks(3) {
+            d.chunk(piece).unwrap();
+        }
+        assert_eq!(d.finish().unwrap(), b"hello, baton");
+        let mut d = Decoded::new(Vec::new(), false, Some("gzip"));
+        d.chunk(&packed).unwrap();
+        assert_eq!(d.finish().unwrap(), packed, "passed through as sent");
+    }
+
+    #[test]
+    fn a_decompression_bomb_stops_at_the_limit() {
+        let packed = gzip(&vec![0u8; 10 * 1024 * 1024]);
+        assert!(packed.len() < 64 * 1024);
+        let mut d = Decoded::new(Limited::new(1024 * 1024), true, Some("gzip"));
+        let stop = packed
+            .chunks(4096)
+            .find_map(|p| d.chunk(p).err())
+            .expect("stopped");
+        assert!(matches!(stop, Stop::TooLarge(1_048_576)), "{stop:?}");
+    }
+
+    #[test]
+    fn corrupt_gzip_is_a_decode_error() {
+        let mut d = Decoded::new(Vec::new(), true, Some("gzip"));
+        let r = d
+            .chunk(b"not gzip at all")
+            .and_then(|()| d.finish().map(|_| ()));
+        assert!(matches!(r, Err(Stop::Decode(_))), "{r:?}");
+    }
+
+    #[test]
+    fn meter_shows_bytes_rate_and_time() {
+        let line = meter_line(3 * 1024 * 1024, Duration::from_secs(2));
+        assert!(
+            line.contains("3.0 MiB") && line.contains("1.5 MiB/s") && line.contains("0:02"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn base64_matches_rfc_4648() {
+        for (raw, enc) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(raw.as_bytes()), enc);
+        }
+    }
+}
