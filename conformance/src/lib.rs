@@ -97,7 +97,7 @@
 //! | 2.2 permissions: GET, POST, keyed POST, deny, explicit | 01-07, 15, 33, 39, 43, 54 |
 //! | 2.2 idempotency groups | 40 |
 //! | 2.2 `not_processed` (429) | 09, 32, 33 |
-//! | 2.3 triggers: sets per call kind, extended set, 200 with an error body | 08, 27, 28, 29, 30, 55 |
+//! | 2.3 triggers: sets per call kind, extended set (reads only), 200 with an error body | 08, 27, 28, 29, 30, 55, 73 |
 //! | 2.4 replay | 16 |
 //! | 2.5 breaker: consecutive, failure rate, half-open, re-open, deadline not counted | 17, 18, 19, 35, 56, 64 |
 //! | 2.5 `not_before` | 57 |
