@@ -39,11 +39,10 @@ fn policy(a: &Provider, b: &Provider) -> PolicyBuilder {
 /// One call's result: its key, whether it errored, `may_have_executed`.
 type Seen = Arc<Mutex<Vec<(String, bool, bool)>>>;
 
-fn record(seen: &Seen, key: String, result: Result<Report, Report>) {
-    let (err, report) = match result {
-        Ok(r) => (false, r),
-        Err(r) => (true, r),
-    };
+/// How a call ended: whether it was an error, and its report.
+type Ended = (bool, Report);
+
+fn record(seen: &Seen, key: String, (err, report): Ended) {
     seen.lock()
         .unwrap()
         .push((key, err, report.may_have_executed));
@@ -85,12 +84,7 @@ fn check(path: &str, a: &Provider, b: &Provider, seen: &Seen) {
 }
 
 /// Runs `call` from the callers until the run ends, stopping `a` on the way.
-fn drive(
-    path: &str,
-    a: &Provider,
-    b: &Provider,
-    call: impl Fn(String) -> Result<Report, Report> + Sync,
-) {
+fn drive(path: &str, a: &Provider, b: &Provider, call: impl Fn(String) -> Ended + Sync) {
     let seen: Seen = Arc::default();
     let next = AtomicUsize::new(0);
     let done = AtomicBool::new(false);
@@ -135,8 +129,8 @@ fn tokio_keeps_not_sent_provable_when_a_provider_stops() {
     drive("tokio", &a, &b, |key| {
         rt.block_on(async {
             match client.post("/").idempotency_key(key).body("x").send().await {
-                Ok(r) => Ok(r.report().clone()),
-                Err(e) => Err(e.report().clone()),
+                Ok(r) => (false, r.report().clone()),
+                Err(e) => (true, e.report().clone()),
             }
         })
     });
@@ -151,8 +145,11 @@ fn blocking_keeps_not_sent_provable_when_a_provider_stops() {
         .unwrap();
     drive("blocking", &a, &b, |key| {
         match client.post("/").idempotency_key(key).send("x") {
-            Ok(r) => Ok(baton_blocking::ResponseExt::report(&r).cloned().unwrap()),
-            Err(e) => Err(e.report().clone()),
+            Ok(r) => (
+                false,
+                baton_blocking::ResponseExt::report(&r).cloned().unwrap(),
+            ),
+            Err(e) => (true, e.report().clone()),
         }
     });
 }
@@ -164,8 +161,8 @@ fn async_std_keeps_not_sent_provable_when_a_provider_stops() {
     drive("async-std", &a, &b, |key| {
         async_std::task::block_on(async {
             match client.post("/").idempotency_key(key).body("x").send().await {
-                Ok(r) => Ok(r.report().clone()),
-                Err(e) => Err(e.report().cloned().unwrap()),
+                Ok(r) => (false, r.report().clone()),
+                Err(e) => (true, e.report().cloned().unwrap()),
             }
         })
     });
