@@ -50,7 +50,21 @@ fn record(seen: &Seen, key: String, (err, report): Ended) {
 
 fn check(path: &str, a: &Provider, b: &Provider, seen: &Seen) {
     let seen = seen.lock().unwrap();
-    let at = |p: &Provider, key: &str| p.count_with_header("idempotency-key", key);
+    // Requests per idempotency key at each provider, counted once.
+    let counts = |p: &Provider| {
+        let mut m = std::collections::HashMap::<String, usize>::new();
+        for r in p.requests() {
+            if let Some(k) = r.header("idempotency-key") {
+                *m.entry(k.to_string()).or_default() += 1;
+            }
+        }
+        m
+    };
+    let (ca, cb) = (counts(a), counts(b));
+    let at = |p: &Provider, key: &str| {
+        let m = if std::ptr::eq(p, a) { &ca } else { &cb };
+        m.get(key).copied().unwrap_or(0)
+    };
     let (mut maybe, mut unread) = (0, 0);
     for (key, err, may) in seen.iter() {
         let (in_a, in_b) = (at(a, key), at(b, key));
