@@ -482,6 +482,7 @@ impl ClientBuilder {
         } else {
             baton_core::ProxyEnv::none()
         });
+        proxies.check(&policy)?;
         let mut targets = Vec::with_capacity(policy.endpoints().len());
         for e in policy.endpoints() {
             let t = connect::Target::routed(e.uri(), &proxies).map_err(|reason| {

@@ -220,6 +220,8 @@ fn send(inner: &Inner, call: &Call, attempt: &Attempt, p: &mut Prepared) -> (Sen
         Err(e) => return rejected(e.to_string()),
     };
     let first = attempt.number == 1 || !attempt.fresh_body;
+    // Every hop of the attempt shares its timer, as on the other adapters.
+    let respond_by = Instant::now() + attempt.timeout;
     let sent = send_one(
         inner,
         call,
@@ -248,6 +250,16 @@ fn send(inner: &Inner, call: &Call, attempt: &Attempt, p: &mut Prepared) -> (Sen
             return (Sent::Response(resp), redirects.into_followed());
         };
         redirects.prepare(policy, &hop, &mut headers);
+        let left = respond_by.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let timeout = AttemptOutcome::Timeout(baton_core::TimeoutPhase::Response);
+            return (Sent::Failed(timeout, None), redirects.into_followed());
+        }
+        let hop_attempt = Attempt {
+            timeout: left,
+            connect_timeout: attempt.connect_timeout.min(left),
+            ..attempt.clone()
+        };
         let mut body = if hop.body {
             std::mem::replace(&mut p.body, SendData::Empty)
         } else {
@@ -256,7 +268,7 @@ fn send(inner: &Inner, call: &Call, attempt: &Attempt, p: &mut Prepared) -> (Sen
         let next = send_one(
             inner,
             call,
-            attempt,
+            &hop_attempt,
             &mut body,
             &hop.method,
             hop.uri.clone(),
@@ -270,6 +282,12 @@ fn send(inner: &Inner, call: &Call, attempt: &Attempt, p: &mut Prepared) -> (Sen
             Sent::Response(r) => {
                 drop(resp);
                 resp = r;
+            }
+            // A hop ureq refuses to build (the provider's Location, not the caller's
+            // request) is not followed: the redirect is the answer.
+            Sent::Failed(AttemptOutcome::Failure(FailureClass::RejectedLocally), _) => {
+                redirects.unfollow();
+                return (Sent::Response(resp), redirects.into_followed());
             }
             Sent::ReplayFailed => {
                 // No copy of the body for the hop: the redirect is the answer.

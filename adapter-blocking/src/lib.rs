@@ -417,6 +417,7 @@ impl ClientBuilder {
         } else {
             baton_core::ProxyEnv::none()
         };
+        proxies.check(&policy)?;
         let config = self.config.unwrap_or_default();
         let agent = match self.parts {
             Some(make) => make(config),

@@ -242,6 +242,7 @@ impl ClientBuilder {
         } else {
             baton_core::ProxyEnv::none()
         });
+        proxies.check(policy)?;
         let mut clients: Vec<reqwest::Client> = Vec::new();
         let mut of_endpoint = Vec::with_capacity(n);
         let mut connect = Vec::with_capacity(n);
@@ -343,11 +344,7 @@ fn env_proxies(env: &Arc<baton_core::ProxyEnv>) -> Vec<reqwest::Proxy> {
     ["http", "https"]
         .into_iter()
         .filter_map(|scheme| {
-            let probe: http::Uri = format!("{scheme}://baton.invalid/").parse().ok()?;
-            let auth = env
-                .route(&probe)
-                .proxy()
-                .and_then(|p| p.authorization().cloned());
+            let auth = env.proxy_for(scheme)?.authorization().cloned();
             let env = env.clone();
             let proxy = reqwest::Proxy::custom(move |url| {
                 if url.scheme() != scheme {

@@ -252,8 +252,14 @@ pub(crate) async fn drive<T: Transport>(
                         _ => TimeoutPhase::Unknown,
                     };
                     // The attempt timer may fire before the connection is ready: learn
-                    // whether the request was handed to a connection (SPEC 2.6).
-                    let written = (phase == TimeoutPhase::Unknown).then(|| {
+                    // whether the request was handed to a connection (SPEC 2.6). Only with
+                    // baton's own reqwest clients: a middleware stack may read or rebuild
+                    // the body (signing), so its timer expiries stay ambiguous.
+                    let tracked = matches!(
+                        transport.connect_timeout(a.endpoint),
+                        Some(ct) if a.timeout <= ct
+                    );
+                    let written = tracked.then(|| {
                         let (body, written) = crate::body::Tracked::wrap(request.body_mut().take());
                         *request.body_mut() = Some(body);
                         written
@@ -373,10 +379,11 @@ pub(crate) async fn drive<T: Transport>(
                         call.0.handle_outcome(f.number, classified.outcome(), now);
                     }
                     Err(_elapsed) => {
-                        let unsent = f
-                            .written
-                            .as_ref()
-                            .is_some_and(|w| !w.load(std::sync::atomic::Ordering::Acquire));
+                        let unsent = match &f.written {
+                            Some(w) => unsent_after_cancel(w).await,
+                            None => false,
+                        };
+                        now = Instant::now();
                         let phase = if unsent {
                             TimeoutPhase::Connect
                         } else {
@@ -523,6 +530,25 @@ async fn attempt<T: Transport>(
         }
         sent = next;
     }
+}
+
+/// How long the driver lets a connection task finish a write it may have begun when the
+/// attempt timer fired (see [`unsent_after_cancel`]).
+const CANCEL_GRACE: Duration = Duration::from_millis(10);
+
+/// Whether a request whose attempt timer fired was provably never written. The send
+/// future is already dropped, which cancels the request for hyper: a connection task
+/// that had not yet taken it never will. One that took it an instant before checks the
+/// cancellation and then looks at the body (marking it written) in the same poll, so
+/// after a short grace the flag is final. Left: a connection task preempted for longer
+/// than the grace between those two steps (a few instructions apart).
+async fn unsent_after_cancel(written: &std::sync::atomic::AtomicBool) -> bool {
+    use std::sync::atomic::Ordering;
+    if written.load(Ordering::Acquire) {
+        return false;
+    }
+    tokio::time::sleep(CANCEL_GRACE).await;
+    !written.load(Ordering::Acquire)
 }
 
 fn call_error(

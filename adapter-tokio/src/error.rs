@@ -116,9 +116,8 @@ impl StdError for InvalidRequest {}
 
 /// An error from an inner middleware whose text is shown with every URL in it reduced to
 /// `scheme://host:port` (SPEC 4: paths and queries of provider URLs hold keys). The
-/// original error is kept for programs ([`Scrubbed::inner`]); `source()` continues with its
-/// own source.
-#[derive(Debug)]
+/// original error is kept for programs ([`Scrubbed::inner`]); `Debug` shows the scrubbed
+/// text only, and `source()` is `None` (the original's chain may quote the URL again).
 pub struct Scrubbed {
     text: String,
     inner: BoxError,
@@ -137,11 +136,13 @@ impl fmt::Display for Scrubbed {
     }
 }
 
-impl StdError for Scrubbed {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.inner.source()
+impl fmt::Debug for Scrubbed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Scrubbed").field(&self.text).finish()
     }
 }
+
+impl StdError for Scrubbed {}
 
 /// `e` with the URLs in its text reduced to their origin.
 pub(crate) fn scrubbed(e: BoxError) -> BoxError {

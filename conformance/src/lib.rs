@@ -111,7 +111,7 @@
 //! | 2.10 result: retained returned / withheld, error kinds, commit at headers | 10, 11, 13, 20, 21, 41, 42, 44, 45, 50, 51, 52 |
 //! | 3 request id (caller, generated, invalid), key, attempt header | 21, 22, 51, 59 |
 //! | 3 Host, credentials, URL modes | 23, 24, 25, 26, 31 |
-//! | 3 redirects: same origin, another host (credentials dropped), `return`, `max_redirects` 0, 307/303 methods, loop and limit, one-shot body, failing target | 65-72 |
+//! | 3 redirects: same origin, another host (credentials dropped), `return`, `max_redirects` 0, 307/303 methods, loop and limit, one-shot body, failing target, hops sharing the attempt timeout | 65-72, 74 |
 //!
 //! Not expressible as data, and covered by `baton-core`'s and the adapters' own tests
 //! instead: the permission and response-classifier functions, a body copy failing at run

@@ -15,7 +15,10 @@
 //! host names (matching the name and its subdomains; a leading `.` is ignored), IP
 //! addresses and CIDR blocks (`10.0.0.0/8`, `::1/128`), each optionally with `:port`.
 //! Loopback is not exempt unless listed (curl and reqwest differ there; listing it is
-//! explicit).
+//! explicit). A forwarded `http` request is read by the proxy in clear text, so an `http`
+//! endpoint with per-endpoint headers (credentials, userinfo) that would be forwarded is
+//! refused when the client is built ([`ProxyEnv::check`]): a proxy never receives an
+//! endpoint's credentials except inside a tunnel.
 
 use std::net::IpAddr;
 
@@ -41,6 +44,8 @@ pub struct Proxy {
     authorization: Option<HeaderValue>,
     /// The proxy URL's userinfo as written (for clients that take a URL with it).
     userinfo: Option<String>,
+    /// The variable it came from.
+    variable: &'static str,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -143,6 +148,7 @@ impl Proxy {
             port,
             authorization,
             userinfo: userinfo.map(str::to_string),
+            variable,
         })
     }
 }
@@ -215,6 +221,7 @@ impl ProxyEnv {
             .map(|v| Proxy::parse("HTTP_PROXY", v.trim()))
             .transpose()?
             .or_else(|| all.clone());
+        // (A proxy taken from ALL_PROXY keeps that name for its errors.)
         let https = get("https_proxy", "HTTPS_PROXY")
             .map(|v| Proxy::parse("HTTPS_PROXY", v.trim()))
             .transpose()?
@@ -232,6 +239,37 @@ impl ProxyEnv {
     /// Whether any proxy is configured.
     pub fn is_empty(&self) -> bool {
         self.http.is_none() && self.https.is_none()
+    }
+
+    /// Refuses a policy whose endpoint credentials would reach a proxy (SPEC 3: a proxy
+    /// never receives an endpoint's credentials except inside a tunnel): an `http`
+    /// endpoint with per-endpoint headers (or userinfo) that the environment forwards
+    /// through a proxy. The error names the endpoint, the variable and the ways out.
+    pub fn check(&self, policy: &crate::Policy) -> Result<(), ConfigError> {
+        for e in policy.endpoints() {
+            if let (Route::Forward(p), false) = (self.route(e.uri()), e.headers().is_empty()) {
+                return Err(ConfigError::InvalidProxy {
+                    variable: p.variable,
+                    value: p.url(),
+                    reason: format!(
+                        "endpoint {:?} has per-endpoint headers (credentials) and an http URL: \
+                         forwarded through this proxy they would reach it in clear text; use \
+                         https (a tunnel), list the host in NO_PROXY, or set env_proxies = false",
+                        e.id()
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The proxy for requests of `scheme` (`http` or `https`), before `NO_PROXY`.
+    pub fn proxy_for(&self, scheme: &str) -> Option<&Proxy> {
+        if scheme.eq_ignore_ascii_case("https") {
+            self.https.as_ref()
+        } else {
+            self.http.as_ref()
+        }
     }
 
     /// How a request to `uri` goes out.

@@ -51,16 +51,24 @@ impl fmt::Debug for Origin<'_> {
 /// assert_eq!(redact_url("http://u:SECRET@127.0.0.1:1/v2/KEY"), "http://127.0.0.1:1");
 /// assert_eq!(redact_url("not a url SECRET"), "<url>");
 /// assert_eq!(redact_url("http://u:PW@127.0.0.1:99999/v2/KEY"), "http://127.0.0.1:99999");
+/// assert_eq!(redact_url("https://user:se#cret@host/KEY"), "https://<hidden>");
+/// assert_eq!(redact_url("http://127.0.0.1:99999/v2/KEY"), "http://127.0.0.1:99999");
 /// ```
 pub fn redact_url(url: &str) -> String {
     match url.parse::<Uri>() {
+        // An `@` the parsed authority does not hold: the userinfo held a `/`, `?` or `#`
+        // and the parser cut it; what looks like the host is part of the credential.
+        Ok(u) if url.contains('@') && !u.authority().is_some_and(|a| a.as_str().contains('@')) => {
+            format!("{}://<hidden>", u.scheme_str().unwrap_or("http"))
+        }
         Ok(u) if u.scheme().is_some() && u.host().is_some() => Origin(&u).to_string(),
         _ => rough_origin(url).unwrap_or_else(|| "<url>".to_string()),
     }
 }
 
-/// `scheme://host[:port]` cut out of text that is not a valid URL (a bad port, a space):
-/// everything after the authority and any userinfo are dropped.
+/// `scheme://host[:port]` cut out of text that is not a valid URL (a bad port, a space).
+/// When the text holds an `@` anywhere, where the userinfo ends cannot be told (a password
+/// may hold `/`, `?` or `#`), so the host is shown as `<hidden>`.
 fn rough_origin(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
     if scheme.is_empty()
@@ -70,8 +78,10 @@ fn rough_origin(url: &str) -> Option<String> {
     {
         return None;
     }
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if rest.contains('@') {
+        return Some(format!("{scheme}://<hidden>"));
+    }
+    let host = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
     if host.is_empty() || host.contains(char::is_whitespace) {
         return None;
     }
@@ -85,6 +95,7 @@ fn rough_origin(url: &str) -> Option<String> {
 /// use baton_core::scrub_urls;
 /// let text = "error sending request for url (http://u:PW@127.0.0.1:1/v2/KEY?q=1)";
 /// assert_eq!(scrub_urls(text), "error sending request for url (http://127.0.0.1:1)");
+/// assert_eq!(scrub_urls("at http://[::1]:8545/v2/KEY?k=a,KEY2 now"), "at http://[::1]:8545 now");
 /// ```
 pub fn scrub_urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -100,17 +111,12 @@ pub fn scrub_urls(text: &str) -> String {
         };
         out.push_str(&rest[..start]);
         let tail = &rest[start..];
+        // The whole token: a URL's query may hold `,`, `;`, `[` or `(`; it ends at
+        // white space, a quote or a closing bracket of the text around it.
         let end = tail
-            .find(|c: char| c.is_whitespace() || "\"'<>()[]{}`,;|\\".contains(c))
+            .find(|c: char| c.is_whitespace() || "\"'<>)`".contains(c))
             .unwrap_or(tail.len());
-        // An IPv6 literal keeps its brackets.
-        let end = match tail[..end].find("://[") {
-            Some(_) => tail
-                .find(|c: char| c.is_whitespace() || "\"'<>(){}`,;|".contains(c))
-                .unwrap_or(tail.len()),
-            None => end,
-        };
-        out.push_str(&rough_origin(&tail[..end]).unwrap_or_else(|| "<url>".to_string()));
+        out.push_str(&redact_url(&tail[..end]));
         rest = &tail[end..];
     }
 }

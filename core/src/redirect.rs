@@ -183,6 +183,8 @@ pub struct Redirects {
     method: Method,
     left: bool,
     followed: Vec<Redirect>,
+    /// Requests made so far in this attempt (method, URL), for loop detection.
+    visited: Vec<(Method, Uri)>,
 }
 
 impl Redirects {
@@ -208,6 +210,7 @@ impl Redirects {
             method: method.clone(),
             left: false,
             followed: Vec::new(),
+            visited: Vec::new(),
         }
     }
 
@@ -240,9 +243,6 @@ impl Redirects {
         if cross && self.cross_origin == CrossOrigin::Return {
             return None;
         }
-        if self.is_visited(&to) {
-            return None;
-        }
         let keep = matches!(status.as_u16(), 307 | 308);
         if keep && self.body == BodyKind::OneShot {
             return None;
@@ -252,6 +252,16 @@ impl Redirects {
         } else {
             Method::GET
         };
+        // A loop is the same request again: `POST /pay` -> `303 /pay` (GET the result
+        // there) is not one.
+        if self.visited.is_empty() {
+            self.visited
+                .push((self.method.clone(), self.current.clone()));
+        }
+        if self.visited.iter().any(|(m, u)| *m == method && *u == to) {
+            return None;
+        }
+        self.visited.push((method.clone(), to.clone()));
         let body = keep && self.body != BodyKind::Empty;
         self.followed.push(Redirect {
             attempt: self.attempt,
@@ -279,6 +289,7 @@ impl Redirects {
     pub fn unfollow(&mut self) {
         // (Only hops that carry a body can fail this way, so the body kind is unchanged.)
         if let Some(last) = self.followed.pop() {
+            self.visited.pop();
             self.current = last.from;
             self.left = self.followed.last().is_some_and(|r| r.cross_origin);
         }
@@ -321,11 +332,6 @@ impl Redirects {
     /// The URL the last request of this attempt went to.
     pub fn current(&self) -> &Uri {
         &self.current
-    }
-
-    fn is_visited(&self, to: &Uri) -> bool {
-        let first = self.followed.first().map_or(&self.current, |r| &r.from);
-        first == to || self.followed.iter().any(|r| &r.to == to)
     }
 }
 
@@ -564,6 +570,23 @@ mod tests {
             .next(StatusCode::TEMPORARY_REDIRECT, &location("/b"))
             .unwrap();
         assert_eq!((hop.method, hop.body), (Method::GET, false));
+    }
+
+    #[test]
+    fn post_303_to_the_same_url_is_not_a_loop() {
+        let p = policy(10, CrossOrigin::Follow);
+        let mut r = Redirects::new(
+            &p,
+            0,
+            1,
+            BodyKind::Replayable,
+            &"https://a.example/pay".parse().unwrap(),
+            &Method::POST,
+        );
+        let hop = r.next(StatusCode::SEE_OTHER, &location("/pay")).unwrap();
+        assert_eq!(hop.method, Method::GET);
+        // The GET redirected to itself again is a loop.
+        assert_eq!(r.next(StatusCode::FOUND, &location("/pay")), None);
     }
 
     #[test]
