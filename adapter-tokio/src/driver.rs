@@ -124,7 +124,16 @@ impl Prepared {
         };
         let version = request.version();
         let method = request.method().clone();
-        let headers = std::mem::take(request.headers_mut());
+        let mut headers = std::mem::take(request.headers_mut());
+        // reqwest's builder writes `content-length` itself for some bodies (multipart):
+        // one that states the buffered body's exact length is reqwest's framing, not the
+        // caller's, and is left to the client; any other value is the caller's and the
+        // call is rejected (SPEC 3: framing headers are the client's).
+        if let (Body::Bytes(b), Some(v)) = (&body, headers.get(http::header::CONTENT_LENGTH)) {
+            if v.to_str().ok().and_then(|v| v.parse::<usize>().ok()) == Some(b.len()) {
+                headers.remove(http::header::CONTENT_LENGTH);
+            }
+        }
         (
             Prepared {
                 method,

@@ -207,6 +207,8 @@ enum Op {
     Reset(u8),
     /// A new call starts.
     Start(FuzzCall),
+    /// The oldest in-flight attempt of call `k` followed a redirect (SPEC 3).
+    Redirected { call: u8, cross_origin: bool },
 }
 
 struct Tracked {
@@ -218,6 +220,8 @@ struct Tracked {
     method: Method,
     body: BodyKind,
     start: Instant,
+    /// Attempts reported as having followed a redirect.
+    redirected: Vec<u32>,
 }
 
 fn outcome_for<'a>(kind: u8, status: u16, headers: &'a HeaderMap) -> AttemptOutcome<'a> {
@@ -371,6 +375,7 @@ fn drive(
             method,
             body: fc.body(),
             start: now,
+            redirected: Vec::new(),
         });
     };
     for fc in &first {
@@ -431,6 +436,22 @@ fn drive(
                     start(&fc, now, &mut calls);
                 }
             }
+            Op::Redirected { call, cross_origin } => {
+                let len = calls.len().max(1);
+                if let Some(t) = calls.get_mut(call as usize % len) {
+                    if let Some((number, _)) = t.in_flight.first().copied() {
+                        let hop = crate::redirect::Redirect {
+                            attempt: number,
+                            status: StatusCode::FOUND,
+                            from: http::Uri::from_static("https://e.example/"),
+                            to: http::Uri::from_static("https://elsewhere.example/"),
+                            cross_origin,
+                        };
+                        t.call.redirected(number, vec![hop], now);
+                        t.redirected.push(number);
+                    }
+                }
+            }
         }
         // Poll every call until it waits, checking invariants after every step.
         for t in calls.iter_mut() {
@@ -472,6 +493,21 @@ fn drive(
                             .attempts
                             .iter()
                             .all(|a| a.result != AttemptResult::InFlight));
+                        // SPEC 3: after a followed redirect the endpoint had answered, so
+                        // the attempt can never be "nothing was sent".
+                        for a in report.attempts.iter() {
+                            if t.redirected.contains(&a.number) {
+                                assert!(
+                                    !matches!(
+                                        a.result,
+                                        AttemptResult::Failed(FailureClass::Undelivered)
+                                            | AttemptResult::TimedOut(TimeoutPhase::Connect)
+                                    ),
+                                    "a redirected attempt reported undelivered: {:?}",
+                                    a.result
+                                );
+                            }
+                        }
                         break;
                     }
                 }
