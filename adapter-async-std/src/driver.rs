@@ -253,8 +253,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                         inner.ids[k.endpoint].clone(),
                         k.number,
                         report,
-                        inner.body_timeout,
-                        call.deadline(),
+                        call.body_read_by(Instant::now()),
                     )
                 };
                 return match report.outcome {

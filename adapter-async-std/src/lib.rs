@@ -65,8 +65,9 @@
 //!
 //! Timeouts are measured from the moment the engine asks for the attempt: the connect
 //! timeout bounds DNS + TCP + TLS of a new connection, the attempt timeout bounds
-//! everything up to the end of the response headers. Reading the body has no timeout
-//! unless [`ClientBuilder::body_timeout`] sets one.
+//! everything up to the end of the response headers. Reading the body is held to the
+//! policy's `body_timeout` (none by default; [`ClientBuilder::body_timeout`] sets it) and
+//! to the call's deadline.
 //!
 //! ## Decisions this crate made (where the spec is silent)
 //!
@@ -176,7 +177,6 @@ pub(crate) struct Inner {
     /// The environment's proxies (for redirect targets on another origin).
     pub(crate) proxies: Arc<baton_core::ProxyEnv>,
     pub(crate) ids: Vec<Arc<str>>,
-    pub(crate) body_timeout: Option<Duration>,
     pub(crate) buffer_limit: Option<usize>,
     /// The client's event sink, installed per call when the policy was built elsewhere.
     pub(crate) events: Option<EventSink>,
@@ -415,8 +415,9 @@ impl ClientBuilder {
         self
     }
 
-    /// A timeout for reading a response body ([`Response::bytes`] as a whole, or each
-    /// [`Response::chunk`]); none by default.
+    /// The policy's `body_timeout` (from the end of the headers to the last body byte;
+    /// none by default), set here for convenience: the same setting, with the same meaning,
+    /// as on every adapter. With a prebuilt policy, set it in the policy.
     pub fn body_timeout(mut self, d: Duration) -> Self {
         self.body_timeout = Some(d);
         self
@@ -444,7 +445,14 @@ impl ClientBuilder {
             }));
         }
         let events = self.events.take();
+        let body_timeout = self.body_timeout;
         let policy = match self.built.take() {
+            Some(_) if body_timeout.is_some() => {
+                return Err(BuildError::Setting {
+                    setting: "body_timeout",
+                    reason: "set `body_timeout` in the prebuilt policy's settings".into(),
+                })
+            }
             Some(p) if p.settings().seed == baton_core::DEFAULT_SEED => p.with_seed(os_seed()),
             Some(p) => p,
             None => {
@@ -452,6 +460,9 @@ impl ClientBuilder {
                 let mut pb = std::mem::take(&mut self.policy).configure(|s| {
                     if s.seed == default_seed {
                         s.seed = os_seed();
+                    }
+                    if body_timeout.is_some() {
+                        s.body_timeout = body_timeout;
                     }
                 });
                 if let Some(sink) = &events {
@@ -467,12 +478,6 @@ impl ClientBuilder {
         if self.idle_timeout.is_zero() {
             return Err(BuildError::Setting {
                 setting: "pool_idle_timeout",
-                reason: "must be greater than zero".into(),
-            });
-        }
-        if self.body_timeout.is_some_and(|d| d.is_zero()) {
-            return Err(BuildError::Setting {
-                setting: "body_timeout",
                 reason: "must be greater than zero".into(),
             });
         }
@@ -512,7 +517,6 @@ impl ClientBuilder {
                 targets,
                 proxies,
                 ids,
-                body_timeout: self.body_timeout,
                 buffer_limit: self.buffer_limit,
                 events,
             }),

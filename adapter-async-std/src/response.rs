@@ -12,7 +12,7 @@ use std::future::poll_fn;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use baton_core::{Report, RequestId};
 use bytes::{Bytes, BytesMut};
@@ -41,9 +41,9 @@ pub struct Response {
     endpoint: Arc<str>,
     attempt: u32,
     report: Box<Report>,
-    body_timeout: Option<Duration>,
-    /// The call's deadline: reading the body through this response is held to it.
-    deadline: Option<Instant>,
+    /// When reading the body must end: the policy's `body_timeout` from the headers,
+    /// never past the call's deadline.
+    read_by: Option<Instant>,
 }
 
 impl Response {
@@ -52,8 +52,7 @@ impl Response {
         endpoint: Arc<str>,
         attempt: u32,
         report: Box<Report>,
-        body_timeout: Option<Duration>,
-        deadline: Option<Instant>,
+        read_by: Option<Instant>,
     ) -> Self {
         let Exchange { head, body, lease } = ex;
         let mut r = Response {
@@ -63,8 +62,7 @@ impl Response {
             endpoint,
             attempt,
             report,
-            body_timeout,
-            deadline,
+            read_by,
         };
         if r.body.as_ref().is_some_and(|b| b.is_end_stream()) {
             r.body = None;
@@ -172,14 +170,8 @@ impl Response {
         }
     }
 
-    /// When a read that starts now must end: the body timeout from now, and never past the
-    /// call's deadline (SPEC 2.6).
     fn read_by(&self) -> Option<Instant> {
-        let timeout = self.body_timeout.map(|d| Instant::now() + d);
-        match (timeout, self.deadline) {
-            (Some(t), Some(d)) => Some(t.min(d)),
-            (t, d) => t.or(d),
-        }
+        self.read_by
     }
 
     async fn read_all(&mut self) -> Result<Bytes, Error> {

@@ -383,9 +383,19 @@ fn exec<B: AsSendBody>(
         }
         _ => None,
     };
+    // The policy's body timeout, and the agent's own if shorter (ureq's body timer starts
+    // when the body is read, right after the headers).
+    let recv_body = match (
+        inner.agent.config().timeouts().recv_body,
+        inner.engine.policy().settings().body_timeout,
+    ) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     let request = inner
         .agent
         .configure_request(request)
+        .timeout_recv_body(recv_body)
         .proxy(tunnel)
         // 4xx and 5xx are responses: the engine decides what they mean.
         .http_status_as_error(false)

@@ -152,7 +152,7 @@ impl Prepared {
 /// A finished call that returned a response.
 pub(crate) struct Finished {
     pub(crate) response: reqwest::Response,
-    /// The call's deadline (body reads are held to it).
+    /// When body reads must end (the body timeout, the call's deadline).
     pub(crate) deadline: Option<Instant>,
     pub(crate) report: Report,
     pub(crate) endpoint: Arc<str>,
@@ -431,7 +431,7 @@ pub(crate) async fn drive<T: Transport>(
                     if let (Some(response), Some(endpoint)) = (response, endpoint.clone()) {
                         return Ok(Finished {
                             response,
-                            deadline: call.0.deadline(),
+                            deadline: call.0.body_read_by(Instant::now()),
                             report,
                             endpoint,
                         });
@@ -448,7 +448,7 @@ pub(crate) async fn drive<T: Transport>(
                         r,
                         report.clone(),
                         ep,
-                        call.0.deadline(),
+                        call.0.body_read_by(Instant::now()),
                     ))),
                     _ => None,
                 };

@@ -29,17 +29,18 @@ pub struct Response {
     inner: reqwest::Response,
     report: Report,
     endpoint: Arc<str>,
-    /// The call's deadline: reading the body through this response is held to it.
+    /// When reading the body through this response must end: the policy's `body_timeout`
+    /// from the headers, never past the call's deadline.
     deadline: Option<Instant>,
 }
 
-/// The call's deadline passed while the body was being read.
+/// The body timeout or the call's deadline passed while the body was being read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyDeadline;
 
 impl std::fmt::Display for BodyDeadline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the call's deadline passed while the body was being read")
+        f.write_str("the body timeout or the call's deadline passed while the body was being read")
     }
 }
 
@@ -71,8 +72,8 @@ impl Response {
         }
     }
 
-    /// Runs a body read, held to the call's deadline (SPEC 2.6): past it, a body error
-    /// (the report's `may_have_executed` unchanged).
+    /// Runs a body read, held to the body timeout and the call's deadline (SPEC 2.6):
+    /// past it, a body error (the report's `may_have_executed` unchanged).
     async fn by_deadline<T>(
         deadline: Option<Instant>,
         endpoint: Arc<str>,

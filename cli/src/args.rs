@@ -110,6 +110,10 @@ pub struct ClientArgs {
     /// Deadline for each whole call (seconds, or "250ms").
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub deadline: Option<Duration>,
+    /// Reading a response body: at most this long after its headers (default: the attempt
+    /// timeout); a body that stalls past it exits 7.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub body_timeout: Option<Duration>,
     /// Attempts per endpoint per round.
     #[arg(long, value_name = "N")]
     pub attempts_per_endpoint: Option<u32>,

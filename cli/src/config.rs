@@ -150,6 +150,9 @@ pub fn apply_flags(s: &mut Settings, args: &ClientArgs) {
     if let Some(d) = args.deadline {
         s.deadline = Some(d);
     }
+    if let Some(d) = args.body_timeout {
+        s.body_timeout = Some(d);
+    }
     if let Some(n) = args.attempts_per_endpoint {
         s.attempts_per_endpoint = Some(n);
     }

@@ -22,6 +22,7 @@
 //! | `--timeout SECS` | attempt timeout (to the end of the response headers) |
 //! | `--connect-timeout SECS` | connect timeout |
 //! | `--deadline SECS` | deadline of each whole call |
+//! | `--body-timeout SECS` | reading a body: at most this long after its headers (default: the attempt timeout); a stalled body exits 7 |
 //! | `--attempts-per-endpoint N`, `--max-attempts N` | the schedule |
 //! | `--trigger-status CODE` | adds to the trigger set of reads and explicitly allowed calls (repeatable); keyed writes keep theirs |
 //! | `--key-trigger-status CODE` | adds to the trigger set of calls relying on an idempotency key (repeatable; only statuses the provider documents as safe to repeat) |

@@ -7,9 +7,9 @@
 //! blocks on it from each calling thread; the async-std runner blocks with
 //! `async_std::task::block_on`; the blocking runner just calls.
 //!
-//! Reading the body: each runtime bounds it with the attempt timeout so a provider that
-//! stalls after the headers cannot hang the command (tokio: reqwest's read timeout, per
-//! read; blocking: ureq's `timeout_recv_body`; async-std: `body_timeout`, whole body).
+//! Reading the body: the policy's `body_timeout` bounds it on every runtime (the
+//! command's default is the longest attempt timeout, so a provider that stalls after the
+//! headers cannot hang it), and so does the call's deadline.
 
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -51,17 +51,17 @@ impl Runner {
     ) -> Result<Runner, String> {
         let ClientConfig {
             endpoints,
-            settings,
+            mut settings,
         } = config;
-        let attempt_timeout = settings.attempt_timeout;
-        let max_connect = endpoints
-            .iter()
-            .filter_map(|e| e.connect_timeout_override())
-            .fold(settings.connect_timeout, Duration::max);
-        let body_timeout = endpoints
-            .iter()
-            .filter_map(|e| e.attempt_timeout_override())
-            .fold(attempt_timeout, Duration::max);
+        // The command's default body timeout is the longest attempt timeout, so a provider
+        // that stalls after the headers cannot hang it (`--body-timeout` sets another).
+        if settings.body_timeout.is_none() {
+            let longest = endpoints
+                .iter()
+                .filter_map(|e| e.attempt_timeout_override())
+                .fold(settings.attempt_timeout, Duration::max);
+            settings.body_timeout = Some(longest);
+        }
         let policy = Policy::builder().endpoints(endpoints).settings(settings);
         let inner = match kind {
             RuntimeKind::Tokio => {
@@ -70,10 +70,7 @@ impl Runner {
                     .enable_all()
                     .build()
                     .map_err(|e| format!("cannot start the tokio runtime: {e}"))?;
-                let mut b = baton_tokio::Client::builder(policy)
-                    // reqwest's read timer also runs while connecting, so it must be longer
-                    // than every connect timeout.
-                    .read_timeout(body_timeout.max(max_connect + Duration::from_millis(1)));
+                let mut b = baton_tokio::Client::builder(policy);
                 if let Some(s) = sink {
                     b = b.on_event(move |e| s(e));
                 }
@@ -84,9 +81,7 @@ impl Runner {
                 Inner::Tokio { client, rt }
             }
             RuntimeKind::Blocking => {
-                let config = baton_blocking::Client::builder()
-                    .agent(&ureq_agent(body_timeout))
-                    .policy(policy);
+                let config = baton_blocking::Client::builder().policy(policy);
                 let b = match sink {
                     Some(s) => config.on_event(move |e| s(e)),
                     None => config,
@@ -94,9 +89,7 @@ impl Runner {
                 Inner::Blocking(b.build().map_err(|e| e.to_string())?)
             }
             RuntimeKind::AsyncStd => {
-                let mut b = baton_async_std::Client::builder()
-                    .policy(|_| policy)
-                    .body_timeout(body_timeout);
+                let mut b = baton_async_std::Client::builder().policy(|_| policy);
                 if let Some(s) = sink {
                     b = b.on_event(move |e| s(e));
                 }
@@ -139,14 +132,6 @@ impl Runner {
             Inner::AsyncStd(c) => async_std::task::block_on(run_async_std(c, method, spec, sink)),
         }
     }
-}
-
-/// A ureq agent with ureq's defaults, except that reading a response body is bounded.
-fn ureq_agent(body_timeout: Duration) -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .timeout_recv_body(Some(body_timeout))
-        .build()
-        .into()
 }
 
 async fn run_tokio(

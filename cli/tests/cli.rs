@@ -1204,3 +1204,39 @@ fn progress_meter_on_a_terminal_stderr_only() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--body-timeout`: a body that stalls after its headers exits 7 soon after the body
+/// timeout, on every runtime, though the attempt timeout is long.
+#[test]
+fn body_timeout_bounds_a_stalled_body_on_every_runtime() {
+    let p = Provider::start(Behaviour::ok().body("0123456789").stall_after_headers());
+    for runtime in ["tokio", "blocking", "async-std"] {
+        let t0 = Instant::now();
+        let o = run(
+            &[
+                "request",
+                "--runtime",
+                runtime,
+                "-e",
+                &ep("a", &p.url()),
+                "--timeout",
+                "10s",
+                "--body-timeout",
+                "300ms",
+            ],
+            "",
+        );
+        assert_eq!(code(&o), 7, "{runtime}: {}", stderr(&o));
+        assert!(
+            t0.elapsed() < Duration::from_secs(4),
+            "{runtime}: {:?}",
+            t0.elapsed()
+        );
+    }
+    let o = run(
+        &["request", "-e", &ep("a", &p.url()), "--body-timeout", "0"],
+        "",
+    );
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("body_timeout"), "{}", stderr(&o));
+}

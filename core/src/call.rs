@@ -691,6 +691,21 @@ impl Call {
         self.deadline
     }
 
+    /// When reading the body of a response that arrived at `now` must end: the policy's
+    /// `body_timeout` from `now`, never past the call's deadline (SPEC 2.6).
+    pub fn body_read_by(&self, now: Instant) -> Option<Instant> {
+        let timeout = self
+            .engine
+            .policy
+            .settings
+            .body_timeout
+            .map(|d| add(now, d));
+        match (timeout, self.deadline) {
+            (Some(t), Some(d)) => Some(t.min(d)),
+            (t, d) => t.or(d),
+        }
+    }
+
     /// The resolved retry and failover permissions.
     pub fn permissions(&self) -> (Permission, Permission) {
         (self.perms.retry, self.perms.failover)

@@ -668,6 +668,12 @@ pub struct Settings {
     pub idempotency_key_header: String,
     /// Attempt-number header (default off).
     pub attempt_header: Option<String>,
+    /// Reading a response body through baton's response: at most this long from the end
+    /// of the headers to the last byte (default none: only the call's deadline bounds
+    /// it). Past it the read fails with a body error; the report (and its
+    /// `may_have_executed`) is the call's.
+    #[cfg_attr(feature = "serde", serde(with = "serde_opt_duration"))]
+    pub body_timeout: Option<Duration>,
     /// Whether the adapters honour `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and `NO_PROXY`
     /// (SPEC 3; default true).
     pub env_proxies: bool,
@@ -705,6 +711,7 @@ impl Default for Settings {
             request_id_header: "x-request-id".into(),
             idempotency_key_header: "idempotency-key".into(),
             attempt_header: None,
+            body_timeout: None,
             env_proxies: true,
             max_redirects: 10,
             cross_origin_redirects: CrossOrigin::Follow,
@@ -1343,6 +1350,9 @@ pub(crate) fn validate_settings(s: &Settings) -> Result<(), ConfigError> {
     check_timeout("attempt_timeout", s.attempt_timeout)?;
     if let Some(d) = s.deadline {
         check_timeout("deadline", d)?;
+    }
+    if let Some(d) = s.body_timeout {
+        check_timeout("body_timeout", d)?;
     }
     check_duration("max_retry_after", s.max_retry_after)?;
     let b = &s.backoff;
