@@ -14,8 +14,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, Engine, ErrorKind, Event, EventSink, Outcome, Redirect, Redirects, Report,
-    RequestInfo, ResponseInfo, TimeoutPhase,
+    CallOptions, Engine, ErrorKind, Event, EventSink, Outcome, Redirects, Report, RequestInfo,
+    ResponseInfo, TimeoutPhase,
 };
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
@@ -169,6 +169,10 @@ struct InFlight<F> {
     /// Whether hyper began writing the request (tracked when the timer may fire during
     /// connect): still false when the timer fires means nothing was sent.
     written: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// When the attempt's timer ends (every redirect hop shares it).
+    at: tokio::time::Instant,
+    /// The attempt's redirects, once it met one.
+    redirects: Option<Box<Redirects>>,
     fut: Flight<F>,
 }
 
@@ -274,21 +278,15 @@ pub(crate) async fn drive<T: Transport>(
                         written
                     });
                     let at = tokio::time::Instant::from_std(now + a.timeout);
-                    let replay = Replay {
-                        kind: req.body.kind(),
-                        bytes: match &req.body {
-                            Body::Bytes(b) => Some(b.clone()),
-                            _ => None,
-                        },
-                    };
-                    let fut = attempt(transport, shared, a.endpoint, a.number, request, replay, at);
                     flights.push(InFlight {
                         number: a.number,
                         endpoint: a.endpoint,
                         timeout: a.timeout,
                         phase,
                         written,
-                        fut: Box::pin(fut),
+                        at,
+                        redirects: None,
+                        fut: Box::pin(send_by(transport, a.endpoint, request, at)),
                     });
                 }
                 Err(BuildFail::Replay) => {
@@ -346,15 +344,36 @@ pub(crate) async fn drive<T: Transport>(
                 .await;
                 now = Instant::now();
                 let Some((i, out)) = done else { continue };
-                let f = flights.swap_remove(i);
-                let id = || endpoint_id(engine, f.endpoint);
-                let AttemptEnd {
-                    result: out,
-                    redirects,
-                } = out;
-                if !redirects.is_empty() {
-                    call.0.redirected(f.number, redirects, now);
+                let mut f = flights.swap_remove(i);
+                // One table of response limits on every adapter (`baton_core::limits`): an
+                // over-limit head is a protocol failure after the request was sent.
+                let out = match out {
+                    Ok(Ok(r)) => match baton_core::check_response_head(r.headers()) {
+                        Ok(()) => Ok(Ok(r)),
+                        Err(e) => Ok(Err(SendError::Other(Box::new(e)))),
+                    },
+                    other => other,
+                };
+                // A redirect the engine's rules follow: the attempt's next request, on the
+                // same timer (SPEC 3). reqwest follows none itself.
+                let out = match out {
+                    Ok(Ok(r)) if r.status().is_redirection() => {
+                        match next_hop(shared, &req, &call.0, &mut f, &r) {
+                            Some(request) => {
+                                drop(r);
+                                f.fut = Box::pin(send_by(transport, f.endpoint, request, f.at));
+                                flights.push(f);
+                                continue;
+                            }
+                            None => Ok(Ok(r)),
+                        }
+                    }
+                    other => other,
+                };
+                if let Some(r) = f.redirects.take() {
+                    call.0.redirected(f.number, r.into_followed(), now);
                 }
+                let id = || endpoint_id(engine, f.endpoint);
                 match out {
                     Ok(Ok(response)) => {
                         let status = response.status();
@@ -458,87 +477,70 @@ pub(crate) async fn drive<T: Transport>(
     }
 }
 
-/// What a redirect hop needs of the call's body: a cheap copy of a buffered body.
-struct Replay {
-    kind: BodyKind,
-    bytes: Option<Bytes>,
-}
-
-/// How one attempt ended, with the redirects it followed (SPEC 3).
-struct AttemptEnd {
-    result: Result<Result<reqwest::Response, SendError>, tokio::time::error::Elapsed>,
-    redirects: Vec<Redirect>,
-}
-
-/// One attempt: sends `request`, and follows the redirects the engine's rules allow
-/// ([`Redirects`]), all within the attempt's timer (`at`). reqwest's own redirect
-/// following is off, so every hop is decided here.
-async fn attempt<T: Transport>(
+/// Sends one request of an attempt under the attempt's timer.
+fn send_by<T: Transport>(
     transport: &T,
-    shared: &Shared,
     endpoint: usize,
-    number: u32,
     request: reqwest::Request,
-    replay: Replay,
     at: tokio::time::Instant,
-) -> AttemptEnd {
+) -> tokio::time::Timeout<impl Future<Output = Result<reqwest::Response, SendError>> + Send + '_> {
+    tokio::time::timeout_at(at, transport.send(endpoint, request))
+}
+
+/// The next request of attempt `f` when `response` is a redirect the engine's rules
+/// follow ([`Redirects`]); `None`: the response is the attempt's answer. The hop's headers
+/// are the attempt's built again (the healthy path copies them once), then prepared for
+/// the hop; a hop that needs the body gets a copy of a buffered one.
+fn next_hop<F>(
+    shared: &Shared,
+    req: &Prepared,
+    call: &Call,
+    f: &mut InFlight<F>,
+    response: &reqwest::Response,
+) -> Option<reqwest::Request> {
     let policy = shared.engine.policy();
-    let follows = policy.settings().max_redirects > 0;
-    let mut headers = follows.then(|| request.headers().clone());
-    let version = request.version();
-    let method = request.method().clone();
-    let mut sent = request;
-    let mut redirects: Option<Redirects> = None;
-    loop {
-        let result = match tokio::time::timeout_at(at, transport.send(endpoint, sent)).await {
-            // One table of response limits on every adapter (`baton_core::limits`): an
-            // over-limit head is a protocol failure after the request was sent.
-            Ok(Ok(r)) => match baton_core::check_response_head(r.headers()) {
-                Ok(()) => Ok(Ok(r)),
-                Err(e) => Ok(Err(SendError::Other(Box::new(e)))),
-            },
-            other => other,
-        };
-        let response = match result {
-            Ok(Ok(r)) if follows && r.status().is_redirection() => r,
-            result => {
-                let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
-                return AttemptEnd { result, redirects };
-            }
-        };
-        let state = redirects.get_or_insert_with(|| {
-            let uri = response.url().as_str().parse().unwrap_or_default();
-            Redirects::new(policy, endpoint, number, replay.kind, &uri, &method)
-        });
-        let hop = match state.next(response.status(), response.headers()) {
-            Some(hop) => hop,
-            None => {
-                let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
-                return AttemptEnd {
-                    result: Ok(Ok(response)),
-                    redirects,
-                };
-            }
-        };
-        let Ok(url) = reqwest::Url::parse(&hop.uri.to_string()) else {
-            state.unfollow();
-            let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
-            return AttemptEnd {
-                result: Ok(Ok(response)),
-                redirects,
-            };
-        };
-        drop(response);
-        let headers = headers.get_or_insert_with(HeaderMap::new);
-        state.prepare(policy, &hop, headers);
-        let mut next = reqwest::Request::new(hop.method.clone(), url);
-        *next.headers_mut() = headers.clone();
-        *next.version_mut() = version;
-        if hop.body {
-            *next.body_mut() = replay.bytes.clone().map(reqwest::Body::from);
-        }
-        sent = next;
+    if policy.settings().max_redirects == 0 {
+        return None;
     }
+    let (endpoint, number) = (f.endpoint, f.number);
+    let state = f.redirects.get_or_insert_with(|| {
+        let uri = response.url().as_str().parse().unwrap_or_default();
+        Box::new(Redirects::new(
+            policy,
+            endpoint,
+            number,
+            req.body.kind(),
+            &uri,
+            &req.method,
+        ))
+    });
+    let hop = state.next(response.status(), response.headers())?;
+    let mut headers = req.headers.clone();
+    let built = apply_attempt_headers(
+        policy,
+        endpoint,
+        &req.uri,
+        call.request_id().as_str(),
+        call.idempotency_key(),
+        number,
+        &mut headers,
+    );
+    let url = reqwest::Url::parse(&hop.uri.to_string());
+    let body = match (&req.body, hop.body) {
+        (_, false) => Some(None),
+        (Body::Bytes(b), true) => Some(Some(reqwest::Body::from(b.clone()))),
+        _ => None,
+    };
+    let (Ok(()), Ok(url), Some(body)) = (built, url, body) else {
+        state.unfollow();
+        return None;
+    };
+    state.prepare(policy, &hop, &mut headers);
+    let mut next = reqwest::Request::new(hop.method, url);
+    *next.headers_mut() = headers;
+    *next.body_mut() = body;
+    *next.version_mut() = req.version;
+    Some(next)
 }
 
 /// How long the driver lets a connection task finish a write it may have begun when the
