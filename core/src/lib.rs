@@ -41,6 +41,9 @@
 //! - `httpdate`: the HTTP-date form of `Retry-After` (RFC 9110), no I/O.
 //! - optional `proptest` (strategies for users' property tests), `arbitrary` (fuzzing) and
 //!   `serde` (configuration files).
+//!
+//! Rust 1.85 or later (`rust-version`, checked in CI against the default dependency
+//! tree); the `proptest` feature needs 1.88 (proptest 1.12).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
