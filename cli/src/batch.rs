@@ -28,7 +28,6 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::args::BatchArgs;
-use crate::body::ACCEPT_ENCODING;
 use crate::call::{BatchLine, CallSpec};
 use crate::runner::{Collect, Runner};
 use crate::{config, events, output};
@@ -113,14 +112,8 @@ pub fn run(args: BatchArgs) -> u8 {
             match BatchLine::parse(&line) {
                 Ok(l) => {
                     let mut spec = l.spec();
-                    if compressed
-                        && !spec
-                            .headers
-                            .iter()
-                            .any(|(k, _)| k.eq_ignore_ascii_case("accept-encoding"))
-                    {
-                        spec.headers
-                            .push(("accept-encoding".into(), ACCEPT_ENCODING.into()));
+                    if compressed {
+                        spec.ask_compressed();
                     }
                     if job_tx.send((index, l.id, spec)).is_err() {
                         break;

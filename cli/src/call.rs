@@ -283,6 +283,22 @@ impl Failure {
     }
 }
 
+impl CallSpec {
+    /// With `--compressed`: asks for gzip and deflate, unless the call names an encoding.
+    pub fn ask_compressed(&mut self) {
+        if !self
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("accept-encoding"))
+        {
+            self.headers.push((
+                "accept-encoding".into(),
+                crate::body::ACCEPT_ENCODING.into(),
+            ));
+        }
+    }
+}
+
 impl CallResult {
     /// A call that failed in the engine (or adapter), with its report.
     pub fn error(kind: &ErrorKind, report: Report, message: String) -> CallResult {

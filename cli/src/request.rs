@@ -20,7 +20,7 @@ use std::time::Instant;
 use baton_core::Report;
 
 use crate::args::RequestArgs;
-use crate::body::{Decoded, Progress, Stop, ACCEPT_ENCODING};
+use crate::body::{Decoded, Progress, Stop};
 use crate::call::{CallSpec, ResponseHead};
 use crate::runner::{content_encoding, BodySink, Runner};
 use crate::{config, events};
@@ -32,14 +32,8 @@ pub fn run(args: RequestArgs) -> u8 {
         Ok(s) => s,
         Err(e) => return crate::usage_error(&e),
     };
-    if args.compressed
-        && !spec
-            .headers
-            .iter()
-            .any(|(k, _)| k.eq_ignore_ascii_case("accept-encoding"))
-    {
-        spec.headers
-            .push(("accept-encoding".into(), ACCEPT_ENCODING.into()));
+    if args.compressed {
+        spec.ask_compressed();
     }
     let config = match config::resolve(&args.client) {
         Ok(c) => c,

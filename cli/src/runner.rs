@@ -157,14 +157,9 @@ async fn run_tokio(
             let report = resp.report().clone();
             sink.head(&head, &report);
             let body = loop {
-                match resp.chunk().await {
-                    Ok(Some(c)) => {
-                        if let Err(s) = sink.chunk(&c) {
-                            break Err(Failure::from_stop(s));
-                        }
-                    }
-                    Ok(None) => break sink.end().map_err(Failure::from_stop),
-                    Err(e) => break Err(Failure::body(error_chain(&e))),
+                let next = resp.chunk().await.map_err(|e| error_chain(&e));
+                if let Some(done) = feed(sink, next) {
+                    break done;
                 }
             };
             CallResult::response(report, head, body)
@@ -205,15 +200,14 @@ fn run_blocking(
             let mut reader = resp.into_body().into_reader();
             let mut buf = vec![0u8; 64 * 1024];
             let body = loop {
-                match reader.read(&mut buf) {
-                    Ok(0) => break sink.end().map_err(Failure::from_stop),
-                    Ok(n) => {
-                        if let Err(s) = sink.chunk(&buf[..n]) {
-                            break Err(Failure::from_stop(s));
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => break Err(Failure::body(error_chain(&e))),
+                let next = match reader.read(&mut buf) {
+                    Ok(0) => Ok(None),
+                    Ok(n) => Ok(Some(&buf[..n])),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => Err(error_chain(&e)),
+                };
+                if let Some(done) = feed(sink, next) {
+                    break done;
                 }
             };
             CallResult::response(report, head, body)
@@ -245,14 +239,9 @@ async fn run_async_std(
             let report = resp.report().clone();
             sink.head(&head, &report);
             let body = loop {
-                match resp.chunk().await {
-                    Ok(Some(c)) => {
-                        if let Err(s) = sink.chunk(&c) {
-                            break Err(Failure::from_stop(s));
-                        }
-                    }
-                    Ok(None) => break sink.end().map_err(Failure::from_stop),
-                    Err(e) => break Err(Failure::body(error_chain(&e))),
+                let next = resp.chunk().await.map_err(|e| error_chain(&e));
+                if let Some(done) = feed(sink, next) {
+                    break done;
                 }
             };
             CallResult::response(report, head, body)
@@ -263,6 +252,22 @@ async fn run_async_std(
             }
             _ => CallResult::invalid(error_chain(&e)),
         },
+    }
+}
+
+/// Hands one step of a body read to `sink`: `Some` when the body is over (ended, broke,
+/// or the sink stopped it), with how.
+fn feed<B: AsRef<[u8]>>(
+    sink: &mut dyn BodySink,
+    next: Result<Option<B>, String>,
+) -> Option<Result<(), Failure>> {
+    match next {
+        Ok(Some(chunk)) => sink
+            .chunk(chunk.as_ref())
+            .err()
+            .map(|s| Err(Failure::from_stop(s))),
+        Ok(None) => Some(sink.end().map_err(Failure::from_stop)),
+        Err(message) => Some(Err(Failure::body(message))),
     }
 }
 
