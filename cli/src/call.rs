@@ -384,7 +384,10 @@ mod tests {
         assert_eq!(e(ErrorKind::NoUsableEndpoint), 4);
         assert_eq!(e(ErrorKind::Deadline), 5);
         assert_eq!(e(ErrorKind::RetryAfterTooLong(Duration::from_secs(60))), 6);
-        assert_eq!(e(ErrorKind::InvalidCall("x".into())), 2);
+        assert_eq!(
+            e(ErrorKind::InvalidCall(baton_core::CallRejection::NotBuilt)),
+            2
+        );
         assert_eq!(e(ErrorKind::UnknownEndpoint("x".into())), 2);
         assert_eq!(
             exit_for(&ErrorKind::Failover, StopReason::NoUsableEndpoint),

@@ -36,8 +36,8 @@ use crate::permission::{self, Permission, PermissionOverride, PermissionSource, 
 use crate::policy::{EventSink, RequestInfo, ResponseView, Unavailable, Verdict, MAX_ENDPOINTS};
 use crate::redirect::Redirect;
 use crate::report::{
-    AttemptRecord, AttemptResult, ErrorKind, FailureClass, Outcome, Report, StopReason,
-    TimeoutPhase,
+    AttemptRecord, AttemptResult, CallRejection, ErrorKind, FailureClass, Outcome, Report,
+    StopReason, TimeoutPhase,
 };
 use crate::retry_after::retry_after_from_headers;
 use crate::rng::{mix, Rng};
@@ -233,6 +233,51 @@ impl<'a> ResponseInfo<'a> {
         self.wall = Some(wall);
         self
     }
+}
+
+/// The first per-call setting out of range, if any (SPEC 5: invalid per-call settings fail
+/// the call before any send).
+fn check_options(options: &CallOptions) -> Option<CallRejection> {
+    let bad = |setting, value: String, reason: String| CallRejection::Setting {
+        setting,
+        value,
+        reason,
+    };
+    for (name, d) in [
+        ("deadline", options.deadline),
+        ("attempt_timeout", options.attempt_timeout),
+    ] {
+        match d {
+            Some(d) if d.is_zero() => {
+                return Some(bad(
+                    name,
+                    format!("{d:?}"),
+                    "must be greater than zero".into(),
+                ))
+            }
+            Some(d) if d > crate::policy::MAX_DURATION => {
+                return Some(bad(name, format!("{d:?}"), "longer than 10 years".into()))
+            }
+            _ => {}
+        }
+    }
+    for (name, n, max) in [
+        (
+            "attempts_per_endpoint",
+            options.attempts_per_endpoint,
+            crate::policy::MAX_ATTEMPTS_PER_ENDPOINT,
+        ),
+        (
+            "max_attempts",
+            options.max_attempts,
+            crate::policy::MAX_ATTEMPTS,
+        ),
+    ] {
+        if let Some(n) = n.filter(|n| *n == 0 || *n > max) {
+            return Some(bad(name, n.to_string(), format!("must be 1 to {max}")));
+        }
+    }
+    None
 }
 
 /// A later attempt is started only with at least this much time left before the call's
@@ -450,12 +495,12 @@ impl Call {
                 .map(str::to_owned)
                 .unwrap_or_else(|_| "<not text>".into())
         });
-        let mut invalid: Option<String> = None;
+        let mut invalid: Option<CallRejection> = None;
         let request_id = match options.request_id.as_deref().or(header_id.as_deref()) {
             Some(given) => match RequestId::parse(given) {
                 Ok(id) => id,
                 Err(e) => {
-                    invalid = Some(e.to_string());
+                    invalid = Some(e.into());
                     RequestId::generate(&mut rng)
                 }
             },
@@ -470,9 +515,9 @@ impl Call {
                     Err(_) => {
                         // Sent unchanged means kept byte for byte: a key that is not
                         // visible ASCII is rejected rather than altered.
-                        invalid.get_or_insert_with(|| {
-                            "idempotency key header is not visible ASCII text".to_string()
-                        });
+                        invalid.get_or_insert(CallRejection::IdempotencyKey(
+                            "the header is not visible ASCII text",
+                        ));
                         None
                     }
                 },
@@ -480,14 +525,14 @@ impl Call {
         };
         if let Some(k) = &key {
             if k.is_empty() || http::HeaderValue::from_str(k).is_err() {
-                invalid.get_or_insert_with(|| {
-                    format!("idempotency key {k:?} is not a valid, non-empty header value")
-                });
+                invalid.get_or_insert(CallRejection::IdempotencyKey(
+                    "not a valid, non-empty header value",
+                ));
             }
         }
         let keyed = key.is_some();
         if let Err(e) = crate::limits::check_request(request.method, request.headers) {
-            invalid.get_or_insert_with(|| e.to_string());
+            invalid.get_or_insert(e.into());
         }
 
         // Permissions: call setting > policy function > inference > default.
@@ -514,43 +559,8 @@ impl Call {
                 .then_some((h.after, h.max_in_flight))
         });
 
-        for (name, d) in [
-            ("deadline", options.deadline),
-            ("attempt_timeout", options.attempt_timeout),
-        ] {
-            if d.is_some_and(|d| d.is_zero()) {
-                invalid.get_or_insert_with(|| {
-                    format!("call setting `{name}` must be greater than zero")
-                });
-            }
-        }
-        for (name, n, max) in [
-            (
-                "attempts_per_endpoint",
-                options.attempts_per_endpoint,
-                crate::policy::MAX_ATTEMPTS_PER_ENDPOINT,
-            ),
-            (
-                "max_attempts",
-                options.max_attempts,
-                crate::policy::MAX_ATTEMPTS,
-            ),
-        ] {
-            if let Some(n) = n.filter(|n| *n == 0 || *n > max) {
-                invalid.get_or_insert_with(|| {
-                    format!("call setting `{name}` = {n}: must be 1 to {max}")
-                });
-            }
-        }
-        for (name, d) in [
-            ("deadline", options.deadline),
-            ("attempt_timeout", options.attempt_timeout),
-        ] {
-            if d.is_some_and(|d| d > crate::policy::MAX_DURATION) {
-                invalid.get_or_insert_with(|| {
-                    format!("call setting `{name}` = {d:?}: longer than 10 years")
-                });
-            }
+        if let Some(why) = check_options(&options) {
+            invalid.get_or_insert(why);
         }
         let deadline = options.deadline.or(settings.deadline).map(|d| add(now, d));
 
@@ -1452,7 +1462,7 @@ impl Call {
             }
             AttemptOutcome::Failure(FailureClass::RejectedLocally) => {
                 self.cancel_in_flight(now, AttemptResult::Cancelled);
-                self.stop_invalid(now, "the request could not be built for the endpoint");
+                self.stop_invalid(now, CallRejection::NotBuilt);
                 return true;
             }
             _ => {}
@@ -1751,12 +1761,8 @@ impl Call {
         Ok((d, reason))
     }
 
-    fn stop_invalid(&mut self, now: Instant, why: &str) {
-        self.finish_with(
-            now,
-            StopReason::InvalidCall,
-            ErrorKind::InvalidCall(why.to_string()),
-        );
+    fn stop_invalid(&mut self, now: Instant, why: CallRejection) {
+        self.finish_with(now, StopReason::InvalidCall, ErrorKind::InvalidCall(why));
     }
 
     fn stop(&mut self, now: Instant, stop: Stop) {

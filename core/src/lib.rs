@@ -104,8 +104,8 @@ pub use proxy::{Proxy, ProxyEnv, Route};
 pub use redact::{redact_url, scrub_urls, Origin};
 pub use redirect::{CrossOrigin, Hop, Redirect, Redirects};
 pub use report::{
-    AttemptFailure, AttemptRecord, AttemptResult, Error, ErrorKind, FailureClass, Outcome, Report,
-    StopReason, TimeoutPhase,
+    AttemptFailure, AttemptRecord, AttemptResult, CallRejection, Error, ErrorKind, FailureClass,
+    Outcome, Report, StopReason, TimeoutPhase,
 };
 pub use retry_after::{parse_retry_after, retry_after_from_headers, MAX_RETRY_AFTER_VALUE};
 pub use status::StatusSet;

@@ -268,7 +268,47 @@ pub enum ErrorKind {
     /// A rate limiter refused the next attempt.
     RateLimited,
     /// The call's settings or request are invalid; nothing was sent.
-    InvalidCall(String),
+    InvalidCall(CallRejection),
+}
+
+/// Why a call was rejected before anything was sent (SPEC 5): a reason a caller can match
+/// on, naming the option and the value.
+///
+/// ```
+/// use baton_core::CallRejection;
+/// let r = CallRejection::Setting {
+///     setting: "deadline",
+///     value: "0ns".into(),
+///     reason: "must be greater than zero".into(),
+/// };
+/// assert_eq!(r.to_string(), "call setting `deadline` = 0ns: must be greater than zero");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallRejection {
+    /// The caller's request id (call option or header) is not valid.
+    #[error(transparent)]
+    RequestId(#[from] crate::id::RequestIdError),
+    /// The idempotency key cannot be sent unchanged on every attempt.
+    #[error("idempotency key: {0}")]
+    IdempotencyKey(&'static str),
+    /// The request breaks a limit or carries a framing header.
+    #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
+    /// A per-call setting is out of range.
+    #[error("call setting `{setting}` = {value}: {reason}")]
+    Setting {
+        /// The setting, as in [`CallOptions`](crate::CallOptions).
+        setting: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The adapter could not build the request for an endpoint (an invalid URL or header
+    /// given to its request builder; the adapter's error says which).
+    #[error("the request could not be built for the endpoint")]
+    NotBuilt,
 }
 
 impl ErrorKind {

@@ -1259,7 +1259,9 @@ fn invalid_request_id_is_rejected_before_anything_is_sent() {
     assert!(run.report.attempts.is_empty());
     assert_eq!(run.executions("a"), 0);
     let err = run.report.into_error().unwrap();
-    assert!(matches!(err.kind, ErrorKind::InvalidCall(ref m) if m.contains("bad id!")));
+    assert!(
+        matches!(err.kind, ErrorKind::InvalidCall(CallRejection::RequestId(ref e)) if e.to_string().contains("bad id!"))
+    );
 }
 
 #[test]
