@@ -891,6 +891,17 @@ struct Played {
     cut_body: bool,
 }
 
+impl Played {
+    fn new(after: Duration, reply: SimReply, redirects: Option<Redirects>, cut_body: bool) -> Self {
+        Played {
+            after,
+            reply,
+            redirects: redirects.map(Redirects::into_followed).unwrap_or_default(),
+            cut_body,
+        }
+    }
+}
+
 /// The provider of a simulated URL: `http://ID.test` is endpoint or host `ID`.
 fn sim_provider<'v>(v: &'v Vector, uri: &http::Uri) -> Option<(usize, &'v EndpointSpec)> {
     let id = uri.host()?.strip_suffix(".test")?;
@@ -916,13 +927,7 @@ fn play_attempt(
     loop {
         let Some((index, spec)) = provider else {
             // A host no provider plays: its name does not resolve.
-            let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
-            return Ok(Played {
-                after: spent,
-                reply: SimReply::Undelivered,
-                redirects,
-                cut_body: false,
-            });
+            return Ok(Played::new(spent, SimReply::Undelivered, redirects, false));
         };
         let n = counters[index];
         counters[index] += 1;
@@ -954,13 +959,7 @@ fn play_attempt(
         spent += after;
         let cut_body = matches!(step.fault, Some(Fault::Stall | Fault::HalfBody));
         let SimReply::Status(code, hs) = &reply else {
-            let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
-            return Ok(Played {
-                after: spent,
-                reply,
-                redirects,
-                cut_body,
-            });
+            return Ok(Played::new(spent, reply, redirects, cut_body));
         };
         let status = http::StatusCode::from_u16(*code).map_err(|e| e.to_string())?;
         let map = header_map(hs);
@@ -968,13 +967,7 @@ fn play_attempt(
             Redirects::for_attempt(policy, a, request.body, &request.target, &request.method)
         });
         let Some(hop) = state.next(status, &map) else {
-            let redirects = redirects.map(Redirects::into_followed).unwrap_or_default();
-            return Ok(Played {
-                after: spent,
-                reply,
-                redirects,
-                cut_body,
-            });
+            return Ok(Played::new(spent, reply, redirects, cut_body));
         };
         state.prepare(policy, &hop, &mut request.headers);
         if hop.cross_origin {

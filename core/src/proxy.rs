@@ -20,7 +20,7 @@
 //! refused when the client is built ([`ProxyEnv::check`]): a proxy never receives an
 //! endpoint's credentials except inside a tunnel.
 
-use std::net::IpAddr;
+use core::net::IpAddr;
 
 use http::header::HeaderValue;
 use http::Uri;
