@@ -118,6 +118,14 @@ impl StdError for InvalidRequest {}
 /// `scheme://host:port` (SPEC 4: paths and queries of provider URLs hold keys). The
 /// original error is kept for programs ([`Scrubbed::inner`]); `Debug` shows the scrubbed
 /// text only, and `source()` is `None` (the original's chain may quote the URL again).
+///
+/// ```
+/// fn log(e: &baton_tokio::Scrubbed) {
+///     eprintln!("{e}"); // URLs as scheme://host:port only
+///     let _original: &(dyn std::error::Error + Send + Sync) = e.inner();
+/// }
+/// # let _ = log;
+/// ```
 pub struct Scrubbed {
     text: String,
     inner: BoxError,

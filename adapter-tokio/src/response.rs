@@ -34,7 +34,16 @@ pub struct Response {
     deadline: Option<Instant>,
 }
 
-/// The body timeout or the call's deadline passed while the body was being read.
+/// The body timeout or the call's deadline passed while the body was being read: the
+/// source of an [`Error::Body`].
+///
+/// ```
+/// fn cut_by_time(e: &baton_tokio::Error) -> bool {
+///     std::error::Error::source(e).is_some_and(|s| s.is::<baton_tokio::BodyDeadline>())
+/// }
+/// # let _ = cut_by_time;
+/// assert!(baton_tokio::BodyDeadline.to_string().contains("deadline"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyDeadline;
 

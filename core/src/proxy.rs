@@ -154,6 +154,12 @@ impl Proxy {
 }
 
 /// How one request goes out.
+///
+/// ```
+/// use baton_core::{ProxyEnv, Route};
+/// assert_eq!(ProxyEnv::none().route(&"https://a.example/".parse().unwrap()), Route::Direct);
+/// assert!(Route::Direct.proxy().is_none());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route<'a> {
     /// Straight to the endpoint.

@@ -133,6 +133,18 @@ impl fmt::Debug for Redirect {
 }
 
 /// The next request of an attempt that follows a redirect.
+///
+/// ```
+/// use baton_core::{BodyKind, Endpoint, Policy, Redirects};
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "https://a.example/")).build().unwrap();
+/// let url: http::Uri = "https://a.example/old".parse().unwrap();
+/// let mut r = Redirects::new(&policy, 0, 1, BodyKind::Replayable, &url, &http::Method::PUT);
+/// let mut h = http::HeaderMap::new();
+/// h.insert("location", "/new".parse().unwrap());
+/// let hop = r.next(http::StatusCode::PERMANENT_REDIRECT, &h).unwrap();
+/// assert_eq!(hop.uri, "https://a.example/new");
+/// assert_eq!((hop.method, hop.body, hop.cross_origin), (http::Method::PUT, true, false));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hop {
     /// Where to send it.

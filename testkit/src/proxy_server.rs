@@ -13,6 +13,15 @@ use std::time::Duration;
 
 /// What the proxy received: the request line's method and target, and the headers
 /// (names lowercased) of a forwarded request or of a `CONNECT`.
+///
+/// ```
+/// let r = testkit::ProxyRequest {
+///     method: "CONNECT".into(),
+///     target: "127.0.0.1:443".into(),
+///     headers: vec![("host".into(), "127.0.0.1:443".into())],
+/// };
+/// assert_eq!(r.header("Host"), Some("127.0.0.1:443"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyRequest {
     /// `GET`, `POST`, `CONNECT`, ...
