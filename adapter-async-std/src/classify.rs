@@ -141,13 +141,13 @@ impl TransportError {
     }
 
     /// The outcome handed to the engine.
-    pub fn outcome(&self) -> AttemptOutcome<'static> {
+    pub fn outcome(&self) -> AttemptOutcome {
         outcome(self.phase, self.timed_out)
     }
 }
 
 /// The engine input for a failure in `phase` (a timeout or not).
-pub(crate) fn outcome(phase: Phase, timed_out: bool) -> AttemptOutcome<'static> {
+pub(crate) fn outcome(phase: Phase, timed_out: bool) -> AttemptOutcome {
     match (timed_out, phase.class()) {
         (true, FailureClass::Undelivered) => AttemptOutcome::Timeout(TimeoutPhase::Connect),
         (true, _) => AttemptOutcome::Timeout(TimeoutPhase::Response),

@@ -14,8 +14,8 @@ use std::time::{Instant, SystemTime};
 
 use async_io::Timer;
 use baton_core::{
-    apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, FailureClass, Outcome, Redirects, RequestInfo, ResponseInfo,
+    apply_attempt_headers, attempt_uri, Action, Answer, Attempt, AttemptOutcome, BodyKind, Call,
+    CallOptions, Done, FailureClass, Input, Redirects, RequestInfo,
 };
 use http::header::{HeaderMap, HOST};
 use http::{Method, Uri};
@@ -57,10 +57,21 @@ struct Flight {
     fut: AttemptFuture,
 }
 
-struct Kept {
+/// A response as the engine reads it: the exchange (head and connection) and its
+/// attempt.
+pub(crate) struct Kept {
     number: u32,
     endpoint: usize,
     exchange: Box<Exchange>,
+}
+
+impl Answer for Kept {
+    fn status(&self) -> http::StatusCode {
+        self.exchange.head.status
+    }
+    fn headers(&self) -> &HeaderMap {
+        &self.exchange.head.headers
+    }
 }
 
 /// Why no request could be made for an attempt.
@@ -88,22 +99,21 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
         uri: &uri,
         headers: &headers,
     };
-    let mut call = Call::new(
-        inner.engine.clone(),
-        &info,
-        body_kind,
-        options,
-        Instant::now(),
-    );
+    let mut call: Call<'_, Kept> =
+        Call::new(&inner.engine, &info, body_kind, options, Instant::now());
     if let Some(limit) = not_buffered {
-        call.body_not_buffered(limit, Instant::now());
+        call.handle(Input::BodyNotBuffered { limit }, Instant::now());
     }
     let mut flights: SmallVec<[Flight; 2]> = SmallVec::new();
-    let mut kept: SmallVec<[Kept; 1]> = SmallVec::new();
     let mut last_error: Option<TransportError> = None;
     let mut timer: Option<Timer> = None;
     loop {
-        match call.poll_action(Instant::now()) {
+        let action = call.poll();
+        let until = match action {
+            Action::WaitUntil(t) => Some(t),
+            _ => None,
+        };
+        match action {
             Action::Send(a) => {
                 let built = match &invalid {
                     Some(why) => Err(NotBuilt::Rejected(why.clone())),
@@ -140,11 +150,9 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                             false,
                             why,
                         ));
-                        call.handle_outcome(
-                            a.number,
-                            AttemptOutcome::Failure(FailureClass::RejectedLocally),
-                            Instant::now(),
-                        );
+                        let outcome = AttemptOutcome::Failure(FailureClass::RejectedLocally);
+                        let attempt = a.number;
+                        call.handle(Input::Failed { attempt, outcome }, Instant::now());
                     }
                     Err(NotBuilt::Replay(e)) => {
                         last_error = Some(TransportError::new(
@@ -154,20 +162,12 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                             false,
                             e,
                         ));
-                        call.replay_failed(a.number, Instant::now());
+                        call.handle(Input::ReplayFailed { attempt: a.number }, Instant::now());
                     }
                 }
             }
-            Action::Discard(n) => {
-                flights.retain(|f| f.number != n);
-                kept.retain(|k| k.number != n);
-            }
-            Action::Wait(until) => {
-                if flights.is_empty() && until.is_none() {
-                    // Nothing can wake us: the engine would wait forever (never expected).
-                    call.cancel(Instant::now());
-                    continue;
-                }
+            Action::Discard(n) => flights.retain(|f| f.number != n),
+            Action::WaitUntil(_) | Action::WaitForAttempt => {
                 if let Some(t) = until {
                     match timer.as_mut() {
                         Some(tm) => tm.set_at(t),
@@ -191,6 +191,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                 })
                 .await;
                 let Some((mut flight, end)) = finished else {
+                    call.handle(Input::Timer, Instant::now());
                     continue;
                 };
                 let number = flight.number;
@@ -216,57 +217,72 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                     end => end,
                 };
                 if let Some(r) = flight.redirects.take() {
-                    call.redirected(number, r.into_followed(), Instant::now());
+                    let redirects = r.into_followed();
+                    call.handle(
+                        Input::Redirected {
+                            attempt: number,
+                            redirects,
+                        },
+                        Instant::now(),
+                    );
                 }
-                match end {
-                    AttemptEnd::Response(ex) => {
-                        call.handle_outcome(
-                            number,
-                            AttemptOutcome::Response(
-                                ResponseInfo::new(ex.head.status, &ex.head.headers)
-                                    .wall(SystemTime::now()),
-                            ),
-                            Instant::now(),
-                        );
-                        kept.push(Kept {
+                let input = match end {
+                    AttemptEnd::Response(ex) => Input::Response {
+                        attempt: number,
+                        response: Kept {
                             number,
                             endpoint: flight.endpoint,
                             exchange: ex,
-                        });
-                    }
-                    AttemptEnd::Failed(e) => {
-                        call.handle_outcome(number, e.outcome(), Instant::now());
-                        last_error = Some(e);
-                    }
-                }
-            }
-            Action::Done(report) => {
-                drop(flights);
-                let keep = report.outcome.kept_attempt();
-                let response = keep
-                    .and_then(|n| kept.iter().position(|k| k.number == n))
-                    .map(|i| kept.swap_remove(i));
-                drop(kept);
-                let make = |k: Kept, report: Box<baton_core::Report>| {
-                    Response::new(
-                        *k.exchange,
-                        inner.ids[k.endpoint].clone(),
-                        k.number,
-                        report,
-                        call.body_read_by(Instant::now()),
-                    )
-                };
-                return match report.outcome {
-                    Outcome::Response { .. } => match response {
-                        Some(k) => Ok(make(k, Box::new(report))),
-                        None => Err(call_error(report, None, last_error)),
+                        },
+                        wall: Some(SystemTime::now()),
                     },
-                    Outcome::Error { .. } => {
-                        let response = response.map(|k| make(k, Box::new(report.clone())));
-                        Err(call_error(report, response, last_error))
+                    AttemptEnd::Failed(e) => {
+                        let outcome = e.outcome();
+                        last_error = Some(e);
+                        Input::Failed {
+                            attempt: number,
+                            outcome,
+                        }
                     }
                 };
+                call.handle(input, Instant::now());
             }
+            Action::Done => {
+                drop(flights);
+                let read_by = call.body_read_by(Instant::now());
+                return finish(&inner, call.into_done(), read_by, last_error);
+            }
+            // An action this adapter does not know: end the call with what it has.
+            _ => call.handle(Input::Cancel, Instant::now()),
+        }
+    }
+}
+
+/// The call's result: the kept response, or the error with the retained one.
+fn finish(
+    inner: &Inner,
+    done: Done<Kept>,
+    read_by: Option<Instant>,
+    transport: Option<TransportError>,
+) -> Result<Response, Error> {
+    let make = |k: Kept, report: Box<baton_core::Report>| {
+        Response::new(
+            *k.exchange,
+            inner.ids[k.endpoint].clone(),
+            k.number,
+            report,
+            read_by,
+        )
+    };
+    match done.into_result() {
+        Ok((k, report)) => Ok(make(k, Box::new(report))),
+        Err((error, retained)) => {
+            let response = retained.map(|k| make(k, error.report.clone()));
+            Err(Error::Call(Box::new(CallError {
+                error,
+                response,
+                transport,
+            })))
         }
     }
 }
@@ -277,7 +293,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
 #[allow(clippy::too_many_arguments)]
 fn follow(
     inner: &Arc<Inner>,
-    call: &Call,
+    call: &Call<'_, Kept>,
     method: &Method,
     uri: &Uri,
     headers: &HeaderMap,
@@ -394,35 +410,12 @@ fn body_kind_of(body: &Source) -> BodyKind {
     }
 }
 
-fn call_error(
-    mut report: baton_core::Report,
-    response: Option<Response>,
-    transport: Option<TransportError>,
-) -> Error {
-    if matches!(report.outcome, Outcome::Response { .. }) {
-        // The answer's response is missing (never expected: every response is kept until
-        // the engine discards it). Report the call as failed rather than panic.
-        report.outcome = Outcome::Error {
-            kind: baton_core::ErrorKind::Failover,
-            retained: None,
-        };
-    }
-    let error = report
-        .into_error()
-        .unwrap_or_else(|| unreachable!("an error outcome converts into an error"));
-    Error::Call(Box::new(CallError {
-        error,
-        response,
-        transport,
-    }))
-}
-
 /// Builds the request of one attempt: the endpoint's URL, the caller's headers plus the
 /// attempt's (request id, key, attempt number, Host rule, endpoint headers), and the body.
 #[allow(clippy::too_many_arguments)]
 fn build(
     inner: &Inner,
-    call: &Call,
+    call: &Call<'_, Kept>,
     a: &Attempt,
     method: &Method,
     uri: &Uri,

@@ -74,7 +74,7 @@
 //! - **Seed**: [`ClientBuilder::build`] seeds the engine's random source (jitter, request
 //!   ids) from OS randomness (std's `RandomState`, mixed with the time and process id)
 //!   unless the policy set a seed of its own (a prebuilt policy given to
-//!   [`Client::with_policy`] too: a seed left at `DEFAULT_SEED` is replaced).
+//!   [`Client::with_policy`] too: without a seed in the policy, OS randomness is used).
 //! - **Host**: a request without a Host header gets the endpoint's host (with the port
 //!   when it is not the default), as every HTTP client does; a caller's Host follows the
 //!   engine's Host rule.
@@ -154,7 +154,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
     BreakerState, Endpoint, EndpointHealth, Engine, Event, EventSink, Policy, PolicyBuilder,
-    Settings,
 };
 use futures_rustls::rustls::ClientConfig;
 use http::Method;
@@ -213,7 +212,7 @@ impl Client {
     }
 
     /// A client for a policy built elsewhere, with default transport settings. A seed left
-    /// at `DEFAULT_SEED` is replaced with OS randomness; any other is used as given.
+    /// unset means OS randomness; a seed set is used as given.
     pub fn with_policy(policy: Policy) -> Result<Client, BuildError> {
         ClientBuilder::from_policy(policy).build()
     }
@@ -354,8 +353,8 @@ impl ClientBuilder {
         }
     }
 
-    /// A builder for an already built policy: a seed left at `DEFAULT_SEED` is replaced
-    /// with OS randomness (any other is kept), and an event callback set here replaces the
+    /// A builder for an already built policy: without a seed in it, OS randomness is used
+    /// (a seed set is kept), and an event callback set here replaces the
     /// policy's own sink. [`endpoint`](Self::endpoint)
     /// and [`policy`](Self::policy) have no effect then.
     pub fn from_policy(policy: Policy) -> Self {
@@ -453,14 +452,9 @@ impl ClientBuilder {
                     reason: "set `body_timeout` in the prebuilt policy's settings".into(),
                 })
             }
-            Some(p) if p.settings().seed == baton_core::DEFAULT_SEED => p.with_seed(os_seed()),
             Some(p) => p,
             None => {
-                let default_seed = Settings::default().seed;
                 let mut pb = std::mem::take(&mut self.policy).configure(|s| {
-                    if s.seed == default_seed {
-                        s.seed = os_seed();
-                    }
                     if body_timeout.is_some() {
                         s.body_timeout = body_timeout;
                     }
@@ -510,7 +504,8 @@ impl ClientBuilder {
         let n = policy.endpoints().len();
         Ok(Client {
             inner: Arc::new(Inner {
-                engine: Arc::new(Engine::new(policy)),
+                // OS randomness once per client; a seed set in the policy wins.
+                engine: Arc::new(Engine::with_entropy(policy, os_seed())),
                 pool: Arc::new(pool::Pool::new(n, self.max_idle, self.idle_timeout)),
                 tls: Arc::new(connect::harden(tls)),
                 http1: Arc::new(hyper::client::conn::http1::Builder::new()),

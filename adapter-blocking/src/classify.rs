@@ -193,7 +193,7 @@ fn connect_until() -> Option<Instant> {
 /// before anything happened is rejected locally, anything else is undelivered. After:
 /// a timeout is a response timeout, anything else ambiguous. An unknown phase is
 /// ambiguous.
-pub(crate) fn classify(err: &ureq::Error, phase: Phase) -> AttemptOutcome<'static> {
+pub(crate) fn classify(err: &ureq::Error, phase: Phase) -> AttemptOutcome {
     use ureq::Error as E;
     match phase {
         Phase::Ready | Phase::Unknown => match err {
@@ -446,7 +446,7 @@ mod tests {
         ureq::Error::Io(io::Error::new(kind, "test"))
     }
 
-    fn class(o: AttemptOutcome<'_>) -> String {
+    fn class(o: AttemptOutcome) -> String {
         format!("{o:?}")
     }
 

@@ -12,9 +12,8 @@ use std::thread;
 use std::time::{Instant, SystemTime};
 
 use baton_core::{
-    apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, ErrorKind, FailureClass, Outcome, Redirect, Redirects, Report, RequestInfo,
-    ResponseInfo, Route,
+    apply_attempt_headers, attempt_uri, Action, Answer, Attempt, AttemptOutcome, BodyKind, Call,
+    CallOptions, Done, FailureClass, Input, Redirect, Redirects, RequestInfo, Route,
 };
 use ureq::http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use ureq::{AsSendBody, Body, SendBody};
@@ -63,8 +62,20 @@ pub(crate) struct Prepared {
 
 enum Sent {
     Response(Response<Body>),
-    Failed(AttemptOutcome<'static>, Option<ureq::Error>),
+    Failed(AttemptOutcome, Option<ureq::Error>),
     ReplayFailed,
+}
+
+/// A ureq response as the engine reads it.
+pub(crate) struct Reply(Response<Body>);
+
+impl Answer for Reply {
+    fn status(&self) -> StatusCode {
+        self.0.status()
+    }
+    fn headers(&self) -> &HeaderMap {
+        self.0.headers()
+    }
 }
 
 /// Runs the call to its end.
@@ -75,120 +86,91 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
         uri: &p.uri,
         headers: &p.headers,
     };
-    let mut call = Call::new(
-        inner.engine.clone(),
-        &info,
-        p.body.kind(),
-        options,
-        Instant::now(),
-    );
-    // Responses of attempts that ended with a head, until Done or Discard.
-    let mut kept: Vec<(u32, Response<Body>)> = Vec::new();
+    let kind = p.body.kind();
+    let mut call: Call<'_, Reply> = Call::new(&inner.engine, &info, kind, options, Instant::now());
     let mut last_error: Option<ureq::Error> = None;
-    // The time of the latest input: an outcome is reported and the next action asked for
-    // at the same instant.
-    let mut now = Instant::now();
     loop {
-        match call.poll_action(now) {
+        match call.poll() {
             Action::Send(attempt) => {
                 let (sent, redirects) = send(inner, &call, &attempt, &mut p);
-                now = Instant::now();
+                let now = Instant::now();
                 if !redirects.is_empty() {
-                    call.redirected(attempt.number, redirects, now);
+                    let number = attempt.number;
+                    call.handle(
+                        Input::Redirected {
+                            attempt: number,
+                            redirects,
+                        },
+                        now,
+                    );
                 }
-                match sent {
+                last_error = None;
+                let input = match sent {
                     Sent::Response(resp) => {
-                        last_error = None;
                         let status = resp.status();
-                        let mut info = ResponseInfo::new(status, resp.headers());
-                        if status == StatusCode::TOO_MANY_REQUESTS
-                            || status == StatusCode::SERVICE_UNAVAILABLE
-                        {
-                            // For an HTTP-date Retry-After without a Date header.
-                            info = info.wall(SystemTime::now());
+                        // For an HTTP-date Retry-After without a Date header.
+                        let wall = (status == StatusCode::TOO_MANY_REQUESTS
+                            || status == StatusCode::SERVICE_UNAVAILABLE)
+                            .then(SystemTime::now);
+                        let response = Reply(resp);
+                        Input::Response {
+                            attempt: attempt.number,
+                            response,
+                            wall,
                         }
-                        call.handle_outcome(attempt.number, AttemptOutcome::Response(info), now);
-                        kept.push((attempt.number, resp));
                     }
                     Sent::Failed(outcome, err) => {
                         last_error = err;
-                        call.handle_outcome(attempt.number, outcome, now);
+                        Input::Failed {
+                            attempt: attempt.number,
+                            outcome,
+                        }
                     }
-                    Sent::ReplayFailed => {
-                        call.replay_failed(attempt.number, now);
-                    }
-                }
+                    Sent::ReplayFailed => Input::ReplayFailed {
+                        attempt: attempt.number,
+                    },
+                };
+                call.handle(input, now);
             }
-            Action::Discard(number) => kept.retain(|(n, _)| *n != number),
-            Action::Wait(Some(until)) => {
-                now = Instant::now();
+            // One attempt is in flight at a time and it has ended before the next poll:
+            // there is never anything to cancel or wait for.
+            Action::Discard(_) | Action::WaitForAttempt => {
+                call.handle(Input::Cancel, Instant::now())
+            }
+            Action::WaitUntil(until) => {
+                let now = Instant::now();
                 if until > now {
                     thread::sleep(until - now);
                 }
-                now = Instant::now();
+                call.handle(Input::Timer, Instant::now());
             }
-            Action::Wait(None) => {
-                // Nothing is ever in flight between two polls here; waiting for an attempt
-                // would never end. Not expected from the engine: end the call instead.
-                now = Instant::now();
-                call.cancel(now);
-            }
-            Action::Done(report) => return finish(report, kept, last_error),
+            Action::Done => return finish(call.into_done(), last_error),
+            // An action this adapter does not know: end the call with what it has.
+            _ => call.handle(Input::Cancel, Instant::now()),
         }
     }
 }
 
-fn finish(
-    report: Report,
-    mut kept: Vec<(u32, Response<Body>)>,
-    last_error: Option<ureq::Error>,
-) -> Result<Response<Body>, Error> {
-    let keep = report.outcome.kept_attempt();
-    let resp = keep.and_then(|n| {
-        kept.iter()
-            .position(|(k, _)| *k == n)
-            .map(|i| kept.swap_remove(i).1)
-    });
-    drop(kept);
-    match (&report.outcome, resp) {
-        (Outcome::Response { attempt, .. }, Some(resp)) => {
-            let attempt = *attempt;
-            Ok(response::finish(resp, report, attempt))
+fn finish(done: Done<Reply>, last_error: Option<ureq::Error>) -> Result<Response<Body>, Error> {
+    let kept = done.report().outcome.kept_attempt().unwrap_or(0);
+    match done.into_result() {
+        Ok((resp, report)) => Ok(response::finish(resp.0, report, kept)),
+        Err((error, retained)) => {
+            let retained = retained.map(|r| response::finish(r.0, (*error.report).clone(), kept));
+            Err(Error::new(error, last_error, retained))
         }
-        // The engine named a response this driver does not hold (not expected): an error.
-        (Outcome::Response { .. }, None) => Err(into_error(report, last_error, None)),
-        (Outcome::Error { .. }, resp) => {
-            let retained = match (resp, keep) {
-                (Some(r), Some(n)) => Some(response::finish(r, report.clone(), n)),
-                _ => None,
-            };
-            Err(into_error(report, last_error, retained))
-        }
-    }
-}
-
-fn into_error(
-    mut report: Report,
-    last_error: Option<ureq::Error>,
-    retained: Option<Response<Body>>,
-) -> Error {
-    if matches!(report.outcome, Outcome::Response { .. }) {
-        report.outcome = Outcome::Error {
-            kind: ErrorKind::Failover,
-            retained: None,
-        };
-    }
-    match report.into_error() {
-        Some(e) => Error::new(e, last_error, retained),
-        None => unreachable!("into_error is Some for every error outcome"),
     }
 }
 
 /// Sends one attempt and classifies how it ended, following the redirects the engine's
 /// rules allow ([`Redirects`], SPEC 3) within the attempt; ureq follows none itself.
-fn send(inner: &Inner, call: &Call, attempt: &Attempt, p: &mut Prepared) -> (Sent, Vec<Redirect>) {
-    const REJECTED: AttemptOutcome<'static> =
-        AttemptOutcome::Failure(FailureClass::RejectedLocally);
+fn send(
+    inner: &Inner,
+    call: &Call<'_, Reply>,
+    attempt: &Attempt,
+    p: &mut Prepared,
+) -> (Sent, Vec<Redirect>) {
+    const REJECTED: AttemptOutcome = AttemptOutcome::Failure(FailureClass::RejectedLocally);
     // Why the call is rejected travels as the error's source, like every adapter's.
     let rejected = |why: String| {
         let e = ureq::Error::Other(why.into());
@@ -303,7 +285,7 @@ fn send(inner: &Inner, call: &Call, attempt: &Attempt, p: &mut Prepared) -> (Sen
 #[allow(clippy::too_many_arguments)]
 fn send_one(
     inner: &Inner,
-    call: &Call,
+    call: &Call<'_, Reply>,
     attempt: &Attempt,
     body: &mut SendData,
     method: &Method,

@@ -388,9 +388,6 @@ impl ClientBuilder {
         let mut hedge = false;
         let mut policy = self.policy.configure(|s| {
             hedge = s.hedge.is_some();
-            if s.seed == Settings::default().seed {
-                s.seed = os_seed();
-            }
         });
         if hedge {
             return Err(BuildError::HedgingUnsupported);
@@ -429,7 +426,8 @@ impl ClientBuilder {
         };
         Ok(Client {
             inner: Arc::new(Inner {
-                engine: Arc::new(Engine::new(policy)),
+                // OS randomness once per client; a seed set in the policy wins.
+                engine: Arc::new(Engine::with_entropy(policy, os_seed())),
                 agent,
                 proxies,
             }),
@@ -471,19 +469,31 @@ mod tests {
         assert_send_sync::<Client>();
     }
 
+    /// The request id of a call to a closed port (refused at once, nothing sent).
+    fn first_request_id(client: &Client) -> String {
+        let err = client.get("/").call().unwrap_err();
+        err.report().request_id.to_string()
+    }
+
     #[test]
-    fn default_seed_is_replaced_and_explicit_seed_kept() {
-        let a = Client::builder()
-            .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
-            .build()
-            .unwrap();
-        assert_ne!(a.policy().settings().seed, Settings::default().seed);
-        let b = Client::builder()
-            .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
-            .configure(|s| s.seed = 42)
-            .build()
-            .unwrap();
-        assert_eq!(b.policy().settings().seed, 42);
+    fn clients_without_a_seed_draw_from_the_os_and_a_seed_repeats_exactly() {
+        let client = |seed: Option<u64>| {
+            Client::builder()
+                .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+                .configure(|s| s.seed = seed)
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (client(None), client(None));
+        assert_eq!(a.policy().settings().seed, None);
+        assert_ne!(
+            first_request_id(&a),
+            first_request_id(&b),
+            "both drew the same ids"
+        );
+        let (c, d) = (client(Some(42)), client(Some(42)));
+        assert_eq!(c.policy().settings().seed, Some(42));
+        assert_eq!(first_request_id(&c), first_request_id(&d));
     }
 
     #[test]

@@ -162,7 +162,7 @@ impl<'c> RequestBuilder<'c> {
         self
     }
 
-    /// Sends this call's events to `sink` (instead of the client's).
+    /// Also sends this call's events to `sink` (after the client's).
     pub fn on_event(mut self, sink: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
         self.options.events = Some(Arc::new(sink));
         self

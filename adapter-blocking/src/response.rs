@@ -117,8 +117,7 @@ pub(crate) fn finish(response: Response<Body>, report: Report, attempt: u32) -> 
         .attempts
         .iter()
         .find(|a| a.number == attempt)
-        .map(|a| a.endpoint_id.clone())
-        .unwrap_or_else(|| Arc::from(""));
+        .map_or_else(|| Arc::from(""), |a| Arc::from(&*a.endpoint_id));
     let mut builder = Body::builder();
     if let Some(m) = body.mime_type() {
         builder = builder.mime_type(m);

@@ -117,7 +117,7 @@ pub(crate) enum Kind {
 }
 
 impl Classified {
-    pub(crate) fn outcome(self) -> AttemptOutcome<'static> {
+    pub(crate) fn outcome(self) -> AttemptOutcome {
         match self.kind {
             Kind::Failure(c) => AttemptOutcome::Failure(c),
             Kind::Timeout(p) => AttemptOutcome::Timeout(p),

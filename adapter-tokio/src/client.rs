@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
     CallOptions, EndpointHealth, Engine, Event, EventSink, Permission, Policy, PolicyBuilder,
-    UrlMode, DEFAULT_SEED,
+    UrlMode,
 };
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Method, Uri, Version};
@@ -67,15 +67,15 @@ pub struct ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// A builder for a client with this policy. The engine's random seed (jitter, generated
-    /// request ids) is drawn from the OS unless the policy sets one other than the default.
+    /// A builder for a client with this policy. The engine's randomness (jitter, generated
+    /// request ids) is drawn from the OS unless the policy sets a seed.
     pub fn new(policy: PolicyBuilder) -> Self {
         Self::with_source(PolicySource::Builder(policy))
     }
 
-    /// A builder for a client with an already built policy. A seed left at
-    /// [`DEFAULT_SEED`](baton_core::DEFAULT_SEED) is replaced with OS randomness (any other
-    /// seed is kept), and an event callback set here runs after the policy's own sink.
+    /// A builder for a client with an already built policy. Without a seed in the policy
+    /// the engine draws from OS randomness, and an event callback set here runs after the
+    /// policy's own sink.
     pub fn from_policy(policy: Policy) -> Self {
         Self::with_source(PolicySource::Built(policy))
     }
@@ -175,26 +175,14 @@ impl ClientBuilder {
         };
         let policy = match policy {
             PolicySource::Builder(b) => {
-                let b = b.configure(|s| {
-                    if s.seed == DEFAULT_SEED {
-                        s.seed = os_seed();
-                    }
-                });
                 let events = effective(b.event_sink_ref());
                 b.event_sink(events).build()?
             }
             PolicySource::Built(p) => {
-                let p = if p.settings().seed == DEFAULT_SEED {
-                    p.with_seed(os_seed())
-                } else {
-                    p
-                };
                 let events = effective(p.event_sink());
                 p.with_event_sink(events)
             }
         };
-        let sink = policy.event_sink().cloned();
-        let call_sink = None;
         let urls = (policy.settings().url_mode == UrlMode::Complete).then(|| {
             policy
                 .endpoints()
@@ -203,10 +191,9 @@ impl ClientBuilder {
                 .collect()
         });
         Ok(Shared {
-            engine: Arc::new(Engine::new(policy)),
+            // OS randomness once per client; a seed set in the policy wins.
+            engine: Arc::new(Engine::with_entropy(policy, os_seed())),
             urls,
-            call_sink,
-            client_sink: sink,
             buffer_limit,
         })
     }

@@ -3,8 +3,8 @@
 //! whether to retry, how long to wait, all come from [`baton_core::Call`].
 //!
 //! Every in-flight attempt is a future owned by the call's future (no spawned task), so
-//! dropping the call's future cancels them all; a guard then cancels the [`Call`], which
-//! reports the attempts as cancelled and frees any half-open probe slot at once.
+//! dropping the call's future cancels them all and drops the [`Call`], which reports the
+//! attempts as cancelled and frees any half-open probe slot at once.
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -13,9 +13,8 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
-    apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, Engine, ErrorKind, Event, EventSink, Outcome, Redirects, Report, RequestInfo,
-    ResponseInfo, TimeoutPhase,
+    Action, Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, Done, EndpointId, Engine,
+    Event, EventSink, Input, Outcome, Redirects, Report, RequestInfo, TimeoutPhase,
 };
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
@@ -52,10 +51,6 @@ pub(crate) struct Shared {
     pub(crate) engine: Arc<Engine>,
     /// Pre-parsed endpoint URLs (complete mode only: the request's path is ignored).
     pub(crate) urls: Option<Vec<Option<reqwest::Url>>>,
-    /// Sink the client installs per call (when the policy does not carry it).
-    pub(crate) call_sink: Option<EventSink>,
-    /// The client's event sink, to combine with a call's own sink.
-    pub(crate) client_sink: Option<EventSink>,
     /// Default body-buffering limit.
     pub(crate) buffer_limit: Option<usize>,
 }
@@ -155,12 +150,32 @@ pub(crate) struct Finished {
     /// When body reads must end (the body timeout, the call's deadline).
     pub(crate) deadline: Option<Instant>,
     pub(crate) report: Report,
-    pub(crate) endpoint: Arc<str>,
+    pub(crate) endpoint: EndpointId,
 }
 
-type Flight<F> = Pin<Box<F>>;
+/// A reqwest response as the engine reads it.
+pub(crate) struct Reply(reqwest::Response);
 
-struct InFlight<F> {
+impl Answer for Reply {
+    fn status(&self) -> StatusCode {
+        self.0.status()
+    }
+    fn headers(&self) -> &HeaderMap {
+        self.0.headers()
+    }
+}
+
+/// One attempt's send under its timer.
+type Flight<'a> = Pin<
+    Box<
+        dyn Future<
+                Output = Result<Result<reqwest::Response, SendError>, tokio::time::error::Elapsed>,
+            > + Send
+            + 'a,
+    >,
+>;
+
+struct InFlight<'a> {
     number: u32,
     endpoint: usize,
     timeout: Duration,
@@ -173,19 +188,7 @@ struct InFlight<F> {
     at: tokio::time::Instant,
     /// The attempt's redirects, once it met one.
     redirects: Option<Box<Redirects>>,
-    fut: Flight<F>,
-}
-
-/// Cancels the call when the driver's future is dropped before the call ended: the
-/// attempts are reported cancelled and probe slots are freed at once (SPEC 2.5).
-struct Guard(Call);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if !self.0.is_done() {
-            self.0.cancel(Instant::now());
-        }
-    }
+    fut: Flight<'a>,
 }
 
 /// Why a request could not be built for an attempt.
@@ -206,15 +209,8 @@ pub(crate) async fn drive<T: Transport>(
     shared: &Shared,
     transport: &T,
     mut req: Prepared,
-    mut options: CallOptions,
+    options: CallOptions,
 ) -> Result<Finished, Error> {
-    // Events: the call's own sink, plus the client's.
-    options.events = match (options.events.take(), &shared.client_sink) {
-        (Some(call), Some(client)) => Some(combine(client.clone(), call)),
-        (Some(call), None) => Some(call),
-        (None, _) => shared.call_sink.clone(),
-    };
-
     // Opt-in buffering of a streaming body (SPEC 2.4), before the call starts.
     let mut over_limit = None;
     if let (Some(limit), Body::Stream(stream)) =
@@ -231,247 +227,283 @@ pub(crate) async fn drive<T: Transport>(
         }
     }
 
-    let engine = &shared.engine;
+    let engine = &*shared.engine;
     let info = RequestInfo {
         method: &req.method,
         uri: &req.uri,
         headers: &req.headers,
     };
-    let mut call = Guard(Call::new(
-        engine.clone(),
-        &info,
-        req.body.kind(),
-        options,
-        Instant::now(),
-    ));
+    let kind = req.body.kind();
+    // Dropping the driver's future drops the call, which cancels it (SPEC 2.5).
+    let mut call: Call<'_, Reply> = Call::new(engine, &info, kind, options, Instant::now());
     if let Some(limit) = over_limit {
-        call.0.body_not_buffered(limit, Instant::now());
+        call.handle(Input::BodyNotBuffered { limit }, Instant::now());
+    }
+    let mut driver = Driver {
+        shared,
+        transport,
+        flights: SmallVec::new(),
+        errors: SmallVec::new(),
+        sleep: None,
+    };
+    loop {
+        match call.poll() {
+            Action::Send(a) => driver.send(&mut req, &mut call, &a),
+            Action::Discard(n) => driver.flights.retain(|f| f.number != n),
+            Action::WaitUntil(t) => driver.wait(&req, &mut call, Some(t)).await,
+            Action::WaitForAttempt => driver.wait(&req, &mut call, None).await,
+            Action::Done => break,
+            // An action this adapter does not know: end the call with what it has.
+            _ => call.handle(Input::Cancel, Instant::now()),
+        }
+    }
+    driver.flights.clear();
+    let deadline = call.body_read_by(Instant::now());
+    driver.finish(engine, call.into_done(), deadline)
+}
+
+/// The state of one call's driver besides the engine's.
+struct Driver<'a, T> {
+    shared: &'a Shared,
+    transport: &'a T,
+    flights: SmallVec<[InFlight<'a>; 2]>,
+    /// The last attempt's error, for the call error's `source()`.
+    errors: SmallVec<[AttemptError; 1]>,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+impl<'a, T: Transport> Driver<'a, T> {
+    /// Builds and sends attempt `a`, or tells the call why it could not be sent.
+    fn send(&mut self, req: &mut Prepared, call: &mut Call<'_, Reply>, a: &Attempt) {
+        let now = Instant::now();
+        let mut request = match build(self.shared, req, call, a) {
+            Ok(request) => request,
+            Err(BuildFail::Replay) => {
+                call.handle(Input::ReplayFailed { attempt: a.number }, now);
+                return;
+            }
+            Err(BuildFail::Rejected(e)) => {
+                let id = endpoint_id(&self.shared.engine, a.endpoint);
+                self.errors.clear();
+                self.errors
+                    .push(AttemptError::new(a.number, id, FailureCause::Rejected, e));
+                let outcome = AttemptOutcome::Failure(baton_core::FailureClass::RejectedLocally);
+                call.handle(
+                    Input::Failed {
+                        attempt: a.number,
+                        outcome,
+                    },
+                    now,
+                );
+                return;
+            }
+        };
+        let connect_timeout = self.transport.connect_timeout(a.endpoint);
+        let phase = match connect_timeout {
+            Some(ct) if a.timeout > ct => TimeoutPhase::Response,
+            _ => TimeoutPhase::Unknown,
+        };
+        // The attempt timer may fire before the connection is ready: learn whether the
+        // request was handed to a connection (SPEC 2.6). Only with baton's own reqwest
+        // clients: a middleware stack may read or rebuild the body (signing), so its timer
+        // expiries stay ambiguous.
+        let tracked = matches!(connect_timeout, Some(ct) if a.timeout <= ct);
+        let written = tracked.then(|| {
+            let (body, written) = crate::body::Tracked::wrap(request.body_mut().take());
+            *request.body_mut() = Some(body);
+            written
+        });
+        let at = tokio::time::Instant::from_std(now + a.timeout);
+        self.flights.push(InFlight {
+            number: a.number,
+            endpoint: a.endpoint,
+            timeout: a.timeout,
+            phase,
+            written,
+            at,
+            redirects: None,
+            fut: Box::pin(send_by(self.transport, a.endpoint, request, at)),
+        });
     }
 
-    let mut flights: SmallVec<[InFlight<_>; 2]> = SmallVec::new();
-    let mut kept: SmallVec<[(u32, reqwest::Response); 1]> = SmallVec::new();
-    let mut errors: SmallVec<[AttemptError; 1]> = SmallVec::new();
-    let mut sleep: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    /// Waits until `until` (or, without it, for an attempt) and hands the call what
+    /// happened: an attempt's end, or the timer.
+    async fn wait(&mut self, req: &Prepared, call: &mut Call<'_, Reply>, until: Option<Instant>) {
+        match until {
+            Some(t) => {
+                let t = tokio::time::Instant::from_std(t);
+                match &mut self.sleep {
+                    Some(s) => s.as_mut().reset(t),
+                    None => self.sleep = Some(Box::pin(tokio::time::sleep_until(t))),
+                }
+            }
+            None => self.sleep = None,
+        }
+        let flights = &mut self.flights;
+        let sleep = &mut self.sleep;
+        let done = poll_fn(|cx| {
+            for (i, f) in flights.iter_mut().enumerate() {
+                if let Poll::Ready(out) = f.fut.as_mut().poll(cx) {
+                    return Poll::Ready(Some((i, out)));
+                }
+            }
+            if let Some(s) = sleep {
+                if s.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        let now = Instant::now();
+        match done {
+            None => call.handle(Input::Timer, now),
+            Some((i, out)) => {
+                let f = self.flights.swap_remove(i);
+                self.landed(req, call, f, out).await;
+            }
+        }
+    }
 
-    // The clock is read once after every await: between two awaits only microseconds of
-    // engine and request-building work pass, and `Instant::now` is not free on every VM.
-    let mut now = Instant::now();
-    loop {
-        match call.0.poll_action(now) {
-            Action::Send(a) => match build(shared, &mut req, &call.0, &a) {
-                Ok(mut request) => {
-                    let phase = match transport.connect_timeout(a.endpoint) {
-                        Some(ct) if a.timeout > ct => TimeoutPhase::Response,
-                        _ => TimeoutPhase::Unknown,
-                    };
-                    // The attempt timer may fire before the connection is ready: learn
-                    // whether the request was handed to a connection (SPEC 2.6). Only with
-                    // baton's own reqwest clients: a middleware stack may read or rebuild
-                    // the body (signing), so its timer expiries stay ambiguous.
-                    let tracked = matches!(
-                        transport.connect_timeout(a.endpoint),
-                        Some(ct) if a.timeout <= ct
-                    );
-                    let written = tracked.then(|| {
-                        let (body, written) = crate::body::Tracked::wrap(request.body_mut().take());
-                        *request.body_mut() = Some(body);
-                        written
-                    });
-                    let at = tokio::time::Instant::from_std(now + a.timeout);
-                    flights.push(InFlight {
-                        number: a.number,
-                        endpoint: a.endpoint,
-                        timeout: a.timeout,
-                        phase,
-                        written,
-                        at,
-                        redirects: None,
-                        fut: Box::pin(send_by(transport, a.endpoint, request, at)),
-                    });
-                }
-                Err(BuildFail::Replay) => {
-                    call.0.replay_failed(a.number, now);
-                }
-                Err(BuildFail::Rejected(e)) => {
-                    errors.clear();
-                    errors.push(AttemptError::new(
-                        a.number,
-                        endpoint_id(engine, a.endpoint),
-                        FailureCause::Rejected,
-                        e,
-                    ));
-                    call.0.handle_outcome(
-                        a.number,
-                        AttemptOutcome::Failure(baton_core::FailureClass::RejectedLocally),
-                        now,
-                    );
-                }
+    /// An attempt's send ended: follow a redirect, or hand the call the response or the
+    /// classified failure.
+    async fn landed(
+        &mut self,
+        req: &Prepared,
+        call: &mut Call<'_, Reply>,
+        mut f: InFlight<'a>,
+        out: Result<Result<reqwest::Response, SendError>, tokio::time::error::Elapsed>,
+    ) {
+        // One table of response limits on every adapter (`baton_core::limits`): an
+        // over-limit head is a protocol failure after the request was sent.
+        let out = match out {
+            Ok(Ok(r)) => match baton_core::check_response_head(r.headers()) {
+                Ok(()) => Ok(Ok(r)),
+                Err(e) => Ok(Err(SendError::Other(Box::new(e)))),
             },
-            Action::Discard(n) => {
-                flights.retain(|f| f.number != n);
-                kept.retain(|k| k.0 != n);
-            }
-            Action::Wait(until) => {
-                if flights.is_empty() && until.is_none() {
-                    // Nothing can wake us: never expected from the engine; end the call
-                    // rather than hang.
-                    call.0.cancel(now);
-                    continue;
-                }
-                match until {
-                    Some(t) => {
-                        let t = tokio::time::Instant::from_std(t);
-                        match &mut sleep {
-                            Some(s) => s.as_mut().reset(t),
-                            None => sleep = Some(Box::pin(tokio::time::sleep_until(t))),
-                        }
-                    }
-                    None => sleep = None,
-                }
-                let done = poll_fn(|cx| {
-                    for (i, f) in flights.iter_mut().enumerate() {
-                        if let Poll::Ready(out) = f.fut.as_mut().poll(cx) {
-                            return Poll::Ready(Some((i, out)));
-                        }
-                    }
-                    if let Some(s) = &mut sleep {
-                        if s.as_mut().poll(cx).is_ready() {
-                            return Poll::Ready(None);
-                        }
-                    }
-                    Poll::Pending
-                })
-                .await;
-                now = Instant::now();
-                let Some((i, out)) = done else { continue };
-                let mut f = flights.swap_remove(i);
-                // One table of response limits on every adapter (`baton_core::limits`): an
-                // over-limit head is a protocol failure after the request was sent.
-                let out = match out {
-                    Ok(Ok(r)) => match baton_core::check_response_head(r.headers()) {
-                        Ok(()) => Ok(Ok(r)),
-                        Err(e) => Ok(Err(SendError::Other(Box::new(e)))),
-                    },
-                    other => other,
-                };
-                // A redirect the engine's rules follow: the attempt's next request, on the
-                // same timer (SPEC 3). reqwest follows none itself.
-                let out = match out {
-                    Ok(Ok(r)) if r.status().is_redirection() => {
-                        match next_hop(shared, &req, &call.0, &mut f, &r) {
-                            Some(request) => {
-                                drop(r);
-                                f.fut = Box::pin(send_by(transport, f.endpoint, request, f.at));
-                                flights.push(f);
-                                continue;
-                            }
-                            None => Ok(Ok(r)),
-                        }
-                    }
-                    other => other,
-                };
-                if let Some(r) = f.redirects.take() {
-                    call.0.redirected(f.number, r.into_followed(), now);
-                }
-                let id = || endpoint_id(engine, f.endpoint);
-                match out {
-                    Ok(Ok(response)) => {
-                        let status = response.status();
-                        let mut info = ResponseInfo::new(status, response.headers());
-                        // The wall time only matters for an HTTP-date `Retry-After`, which
-                        // the engine reads on 429 and 503 only.
-                        if status == StatusCode::TOO_MANY_REQUESTS
-                            || status == StatusCode::SERVICE_UNAVAILABLE
-                        {
-                            info = info.wall(SystemTime::now());
-                        }
-                        if call
-                            .0
-                            .handle_outcome(f.number, AttemptOutcome::Response(info), now)
-                        {
-                            kept.push((f.number, response));
-                        }
-                    }
-                    Ok(Err(e)) => {
-                        let (classified, source): (_, BoxError) = match e {
-                            // The text of a reqwest error quotes the URL (keys, ids): kept
-                            // without it (SPEC 4); classified first.
-                            SendError::Reqwest(e) => (classify(&e), Box::new(e.without_url())),
-                            SendError::Other(e) => {
-                                let classified = classify_dyn(&*e);
-                                (classified, crate::error::scrubbed(e))
-                            }
-                        };
-                        errors.clear();
-                        errors.push(AttemptError::new(f.number, id(), classified.cause, source));
-                        call.0.handle_outcome(f.number, classified.outcome(), now);
-                    }
-                    Err(_elapsed) => {
-                        let unsent = match &f.written {
-                            Some(w) => unsent_after_cancel(w).await,
-                            None => false,
-                        };
-                        now = Instant::now();
-                        let phase = if unsent {
-                            TimeoutPhase::Connect
-                        } else {
-                            f.phase
-                        };
-                        errors.clear();
-                        errors.push(AttemptError::new(
-                            f.number,
-                            id(),
-                            if unsent {
-                                FailureCause::ConnectTimeout
-                            } else {
-                                FailureCause::Timeout
-                            },
-                            Box::new(AttemptTimeout { after: f.timeout }),
-                        ));
-                        call.0
-                            .handle_outcome(f.number, AttemptOutcome::Timeout(phase), now);
-                    }
+            other => other,
+        };
+        // A redirect the engine's rules follow: the attempt's next request, on the same
+        // timer (SPEC 3). reqwest follows none itself.
+        if let Ok(Ok(r)) = &out {
+            if r.status().is_redirection() {
+                if let Some(request) = next_hop(self.shared, req, call, &mut f, r) {
+                    f.fut = Box::pin(send_by(self.transport, f.endpoint, request, f.at));
+                    self.flights.push(f);
+                    return;
                 }
             }
-            Action::Done(mut report) => {
-                flights.clear();
-                let kept_n = report.outcome.kept_attempt();
-                let response = kept_n.and_then(|n| {
-                    let i = kept.iter().position(|k| k.0 == n)?;
-                    Some(kept.swap_remove(i).1)
+        }
+        let now = Instant::now();
+        if let Some(r) = f.redirects.take() {
+            let redirects = r.into_followed();
+            call.handle(
+                Input::Redirected {
+                    attempt: f.number,
+                    redirects,
+                },
+                now,
+            );
+        }
+        let attempt = f.number;
+        let input = match out {
+            Ok(Ok(response)) => {
+                let status = response.status();
+                // The wall time only matters for an HTTP-date `Retry-After`, which the
+                // engine reads on 429 and 503 only.
+                let wall = (status == StatusCode::TOO_MANY_REQUESTS
+                    || status == StatusCode::SERVICE_UNAVAILABLE)
+                    .then(SystemTime::now);
+                Input::Response {
+                    attempt,
+                    response: Reply(response),
+                    wall,
+                }
+            }
+            Ok(Err(e)) => {
+                let (classified, source): (_, BoxError) = match e {
+                    // The text of a reqwest error quotes the URL (keys, ids): kept without
+                    // it (SPEC 4); classified first.
+                    SendError::Reqwest(e) => (classify(&e), Box::new(e.without_url())),
+                    SendError::Other(e) => {
+                        let classified = classify_dyn(&*e);
+                        (classified, crate::error::scrubbed(e))
+                    }
+                };
+                self.fail(&f, classified.cause, source);
+                Input::Failed {
+                    attempt,
+                    outcome: classified.outcome(),
+                }
+            }
+            Err(_elapsed) => {
+                let unsent = match &f.written {
+                    Some(w) => unsent_after_cancel(w).await,
+                    None => false,
+                };
+                let (phase, cause) = if unsent {
+                    (TimeoutPhase::Connect, FailureCause::ConnectTimeout)
+                } else {
+                    (f.phase, FailureCause::Timeout)
+                };
+                self.fail(&f, cause, Box::new(AttemptTimeout { after: f.timeout }));
+                Input::Failed {
+                    attempt,
+                    outcome: AttemptOutcome::Timeout(phase),
+                }
+            }
+        };
+        call.handle(input, Instant::now());
+    }
+
+    /// Keeps attempt `f`'s error as the call's last cause.
+    fn fail(&mut self, f: &InFlight<'a>, cause: FailureCause, source: BoxError) {
+        let id = endpoint_id(&self.shared.engine, f.endpoint);
+        self.errors.clear();
+        self.errors
+            .push(AttemptError::new(f.number, id, cause, source));
+    }
+
+    /// The call's result: the response, or the error carrying the last attempt's cause
+    /// and any retained response.
+    // The client's own error type, returned as is by every call (boxing it here would
+    // only move the allocation).
+    #[allow(clippy::result_large_err)]
+    fn finish(
+        mut self,
+        engine: &Engine,
+        done: Done<Reply>,
+        deadline: Option<Instant>,
+    ) -> Result<Finished, Error> {
+        let last_number = done.report().attempts.last().map(|a| a.number);
+        let last = self
+            .errors
+            .pop()
+            .filter(|e| Some(e.attempt()) == last_number);
+        let kept_endpoint = |report: &Report| match report.outcome {
+            Outcome::Response { endpoint, .. } => endpoint_id(engine, endpoint),
+            Outcome::Error { retained, .. } => retained
+                .and_then(|n| report.attempts.iter().find(|a| a.number == n))
+                .map(|a| a.endpoint_id.clone())
+                .unwrap_or_else(|| EndpointId::from("?")),
+        };
+        match done.into_result() {
+            Ok((response, report)) => Ok(Finished {
+                response: response.0,
+                deadline,
+                endpoint: kept_endpoint(&report),
+                report,
+            }),
+            Err((error, retained)) => {
+                let retained = retained.map(|r| {
+                    let report = (*error.report).clone();
+                    let endpoint = kept_endpoint(&report);
+                    Box::new(Response::new(r.0, report, endpoint, deadline))
                 });
-                kept.clear();
-                let endpoint = kept_n
-                    .and_then(|n| report.attempts.iter().find(|a| a.number == n))
-                    .map(|a| a.endpoint_id.clone());
-                let last_number = report.attempts.last().map(|a| a.number);
-                let last = errors.pop().filter(|e| Some(e.attempt()) == last_number);
-                if matches!(report.outcome, Outcome::Response { .. }) {
-                    if let (Some(response), Some(endpoint)) = (response, endpoint.clone()) {
-                        return Ok(Finished {
-                            response,
-                            deadline: call.0.body_read_by(Instant::now()),
-                            report,
-                            endpoint,
-                        });
-                    }
-                    // Unreachable: the engine only answers with a response it was given.
-                    report.outcome = Outcome::Error {
-                        kind: ErrorKind::Failover,
-                        retained: None,
-                    };
-                    return Err(call_error(report, last, None));
-                }
-                let retained = match (response, endpoint) {
-                    (Some(r), Some(ep)) => Some(Box::new(Response::new(
-                        r,
-                        report.clone(),
-                        ep,
-                        call.0.body_read_by(Instant::now()),
-                    ))),
-                    _ => None,
-                };
-                return Err(call_error(report, last, retained));
+                Err(Error::Call {
+                    error,
+                    last,
+                    retained,
+                })
             }
         }
     }
@@ -491,11 +523,11 @@ fn send_by<T: Transport>(
 /// follow ([`Redirects`]); `None`: the response is the attempt's answer. The hop's headers
 /// are the attempt's built again (the healthy path copies them once), then prepared for
 /// the hop; a hop that needs the body gets a copy of a buffered one.
-fn next_hop<F>(
+fn next_hop(
     shared: &Shared,
     req: &Prepared,
-    call: &Call,
-    f: &mut InFlight<F>,
+    call: &Call<'_, Reply>,
+    f: &mut InFlight<'_>,
     response: &reqwest::Response,
 ) -> Option<reqwest::Request> {
     let policy = shared.engine.policy();
@@ -516,7 +548,7 @@ fn next_hop<F>(
     });
     let hop = state.next(response.status(), response.headers())?;
     let mut headers = req.headers.clone();
-    let built = apply_attempt_headers(
+    let built = baton_core::apply_attempt_headers(
         policy,
         endpoint,
         &req.uri,
@@ -562,28 +594,11 @@ async fn unsent_after_cancel(written: &std::sync::atomic::AtomicBool) -> bool {
     !written.load(Ordering::Acquire)
 }
 
-fn call_error(
-    report: Report,
-    last: Option<AttemptError>,
-    retained: Option<Box<Response>>,
-) -> Error {
-    let error = report
-        .into_error()
-        .expect("an error outcome always converts into an error");
-    Error::Call {
-        error,
-        last,
-        retained,
-    }
-}
-
-fn endpoint_id(engine: &Engine, index: usize) -> Arc<str> {
+fn endpoint_id(engine: &Engine, index: usize) -> EndpointId {
     engine
-        .policy()
-        .endpoints()
-        .get(index)
-        .map(|e| Arc::from(e.id()))
-        .unwrap_or_else(|| Arc::from("?"))
+        .endpoint_id(index)
+        .cloned()
+        .unwrap_or_else(|| EndpointId::from("?"))
 }
 
 /// Builds the request of one attempt (SPEC 3): the endpoint's URL, the caller's headers
@@ -591,46 +606,51 @@ fn endpoint_id(engine: &Engine, index: usize) -> Arc<str> {
 fn build(
     shared: &Shared,
     req: &mut Prepared,
-    call: &Call,
+    call: &Call<'_, Reply>,
     a: &Attempt,
 ) -> Result<reqwest::Request, BuildFail> {
     if let Some(why) = &req.invalid {
         return Err(BuildFail::Rejected(Box::new(InvalidRequest(why.clone()))));
     }
-    let policy = shared.engine.policy();
-    let url = match shared
+    let complete = shared
         .urls
         .as_ref()
-        .and_then(|u| u.get(a.endpoint).cloned().flatten())
-    {
+        .and_then(|u| u.get(a.endpoint).cloned().flatten());
+    let mut headers = req.headers.clone();
+    let rejected = |e: baton_core::DestinationError| BuildFail::Rejected(Box::new(e));
+    let url = match complete {
+        // Complete mode: the endpoint's URL, parsed once; the request's path is ignored,
+        // but a bad scheme is still rejected.
         Some(url) => {
-            // Complete mode ignores the request's path, but still rejects a bad scheme.
-            if let Some(s) = req.uri.scheme_str() {
-                if s != "http" && s != "https" {
-                    return Err(BuildFail::Rejected(Box::new(
-                        baton_core::DestinationError::Scheme(s.to_string()),
-                    )));
-                }
+            if let Some(s) = req
+                .uri
+                .scheme_str()
+                .filter(|s| *s != "http" && *s != "https")
+            {
+                return Err(rejected(baton_core::DestinationError::Scheme(
+                    s.to_string(),
+                )));
             }
+            baton_core::apply_attempt_headers(
+                shared.engine.policy(),
+                a.endpoint,
+                &req.uri,
+                call.request_id().as_str(),
+                call.idempotency_key(),
+                a.number,
+                &mut headers,
+            )
+            .map_err(rejected)?;
             url
         }
         None => {
-            let uri = attempt_uri(policy, a.endpoint, &req.uri)
-                .map_err(|e| BuildFail::Rejected(Box::new(e)))?;
-            reqwest::Url::parse(&uri.to_string()).map_err(|e| BuildFail::Rejected(Box::new(e)))?
+            let target = call
+                .attempt_parts(a, &req.uri, &mut headers)
+                .map_err(rejected)?;
+            reqwest::Url::parse(&target.to_string())
+                .map_err(|e| BuildFail::Rejected(Box::new(e)))?
         }
     };
-    let mut headers = req.headers.clone();
-    apply_attempt_headers(
-        policy,
-        a.endpoint,
-        &req.uri,
-        call.request_id().as_str(),
-        call.idempotency_key(),
-        a.number,
-        &mut headers,
-    )
-    .map_err(|e| BuildFail::Rejected(Box::new(e)))?;
     let body = match &mut req.body {
         Body::None => None,
         Body::Bytes(b) => Some(reqwest::Body::from(b.clone())),
@@ -686,8 +706,6 @@ mod overhead {
                     .collect(),
             ),
             engine: Arc::new(Engine::new(policy)),
-            call_sink: None,
-            client_sink: None,
             buffer_limit: None,
         };
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -712,7 +730,7 @@ mod overhead {
             println!(
                 "drive future: {} bytes, Call: {} bytes, Report: {} bytes",
                 std::mem::size_of_val(&fut),
-                std::mem::size_of::<Call>(),
+                std::mem::size_of::<Call<'_, Reply>>(),
                 std::mem::size_of::<Report>()
             );
             drop(fut);

@@ -4,7 +4,6 @@
 
 use std::error::Error as StdError;
 use std::fmt;
-use std::sync::Arc;
 
 use baton_core::{ErrorKind, Report};
 
@@ -27,14 +26,19 @@ pub type BoxError = Box<dyn StdError + Send + Sync>;
 #[derive(Debug)]
 pub struct AttemptError {
     attempt: u32,
-    endpoint: Arc<str>,
+    endpoint: baton_core::EndpointId,
     cause: FailureCause,
     source: BoxError,
 }
 
 impl AttemptError {
     /// An attempt error (mostly for tests; the client builds these).
-    pub fn new(attempt: u32, endpoint: Arc<str>, cause: FailureCause, source: BoxError) -> Self {
+    pub fn new(
+        attempt: u32,
+        endpoint: baton_core::EndpointId,
+        cause: FailureCause,
+        source: BoxError,
+    ) -> Self {
         AttemptError {
             attempt,
             endpoint,
@@ -198,7 +202,7 @@ pub enum Error {
     /// Reading the response body failed after the response head arrived.
     Body {
         /// The endpoint that sent the response.
-        endpoint: Arc<str>,
+        endpoint: baton_core::EndpointId,
         /// The call's report.
         report: Box<Report>,
         /// Why: a `reqwest::Error` (`is_decode()` tells a decoding error from a transport

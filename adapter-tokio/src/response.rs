@@ -1,7 +1,6 @@
 //! The response a call returns: reqwest's response plus the call's report. Its body is read
 //! by the caller, after the call: a failure then is a body error naming the endpoint.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use baton_core::Report;
@@ -28,7 +27,7 @@ use crate::error::{BoxError, Error};
 pub struct Response {
     inner: reqwest::Response,
     report: Report,
-    endpoint: Arc<str>,
+    endpoint: baton_core::EndpointId,
     /// When reading the body through this response must end: the policy's `body_timeout`
     /// from the headers, never past the call's deadline.
     deadline: Option<Instant>,
@@ -70,7 +69,7 @@ impl Response {
     pub(crate) fn new(
         inner: reqwest::Response,
         report: Report,
-        endpoint: Arc<str>,
+        endpoint: baton_core::EndpointId,
         deadline: Option<Instant>,
     ) -> Self {
         Response {
@@ -85,7 +84,7 @@ impl Response {
     /// past it, a body error (the report's `may_have_executed` unchanged).
     async fn by_deadline<T>(
         deadline: Option<Instant>,
-        endpoint: Arc<str>,
+        endpoint: baton_core::EndpointId,
         report: Report,
         read: impl std::future::Future<Output = reqwest::Result<T>>,
     ) -> Result<T, Error> {

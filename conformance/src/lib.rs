@@ -132,7 +132,7 @@ use std::time::{Duration, Instant, SystemTime};
 use baton_core::serde_duration;
 use baton_core::{
     Action, AttemptOutcome, AttemptResult, BodyKind, Call, CallOptions, Endpoint, Engine,
-    FailureClass, Outcome, Permission, Policy, Redirect, Redirects, RequestInfo, ResponseInfo,
+    FailureClass, Head, Input, Outcome, Permission, Policy, Redirect, Redirects, RequestInfo,
     Settings, TimeoutPhase,
 };
 use serde::Deserialize;
@@ -754,32 +754,23 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
             headers: &headers,
         };
         let start = now;
-        let mut call = Call::new(engine.clone(), &info, c.body_kind(), c.options(), now);
+        let mut call: Call<'_, Head> = Call::new(&engine, &info, c.body_kind(), c.options(), now);
         let mut seen: BTreeMap<String, Vec<SeenRequest>> = BTreeMap::new();
         let mut pending: Vec<(u32, usize, Instant, SimReply, Vec<Redirect>)> = Vec::new();
         let mut cut_body: Vec<u32> = Vec::new();
         let report = loop {
-            match call.poll_action(now) {
+            let action = call.poll();
+            match action {
                 Action::Send(a) => {
                     let policy = engine.policy();
-                    let built =
-                        baton_core::attempt_uri(policy, a.endpoint, &uri).and_then(|target| {
-                            let mut h = headers.clone();
-                            baton_core::apply_attempt_headers(
-                                policy,
-                                a.endpoint,
-                                &uri,
-                                call.request_id().as_str(),
-                                call.idempotency_key(),
-                                a.number,
-                                &mut h,
-                            )
-                            .map(|()| (target, h))
-                        });
-                    let Ok((target, h)) = built else {
-                        call.handle_outcome(
-                            a.number,
-                            AttemptOutcome::Failure(FailureClass::RejectedLocally),
+                    let mut h = headers.clone();
+                    let Ok(target) = call.attempt_parts(&a, &uri, &mut h) else {
+                        let outcome = AttemptOutcome::Failure(FailureClass::RejectedLocally);
+                        call.handle(
+                            Input::Failed {
+                                attempt: a.number,
+                                outcome,
+                            },
                             now,
                         );
                         continue;
@@ -803,7 +794,11 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
                     ));
                 }
                 Action::Discard(n) => pending.retain(|p| p.0 != n),
-                Action::Wait(until) => {
+                Action::WaitUntil(_) | Action::WaitForAttempt => {
+                    let until = match action {
+                        Action::WaitUntil(t) => Some(t),
+                        _ => None,
+                    };
                     let next = pending
                         .iter()
                         .enumerate()
@@ -814,52 +809,52 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
                             let (number, _, at, reply, redirects) = pending.remove(i);
                             now = now.max(at);
                             if !redirects.is_empty() {
-                                call.redirected(number, redirects, now);
+                                call.handle(
+                                    Input::Redirected {
+                                        attempt: number,
+                                        redirects,
+                                    },
+                                    now,
+                                );
                             }
                             let wall = SystemTime::UNIX_EPOCH
                                 + Duration::from_secs(1_700_000_000)
                                 + now.duration_since(origin);
-                            match reply {
+                            let failed = |outcome| Input::Failed {
+                                attempt: number,
+                                outcome,
+                            };
+                            let input = match reply {
                                 SimReply::Status(code, hs) => {
-                                    let map = header_map(&hs);
                                     let status = http::StatusCode::from_u16(code)
                                         .map_err(|e| e.to_string())?;
-                                    call.handle_outcome(
-                                        number,
-                                        AttemptOutcome::Response(
-                                            ResponseInfo::new(status, &map).wall(wall),
-                                        ),
-                                        now,
-                                    );
+                                    Input::Response {
+                                        attempt: number,
+                                        response: Head::with_headers(status, header_map(&hs)),
+                                        wall: Some(wall),
+                                    }
                                 }
                                 SimReply::Undelivered => {
-                                    call.handle_outcome(
-                                        number,
-                                        AttemptOutcome::Failure(FailureClass::Undelivered),
-                                        now,
-                                    );
+                                    failed(AttemptOutcome::Failure(FailureClass::Undelivered))
                                 }
                                 SimReply::Ambiguous => {
-                                    call.handle_outcome(
-                                        number,
-                                        AttemptOutcome::Failure(FailureClass::Ambiguous),
-                                        now,
-                                    );
+                                    failed(AttemptOutcome::Failure(FailureClass::Ambiguous))
                                 }
                                 SimReply::Timeout => {
-                                    call.handle_outcome(
-                                        number,
-                                        AttemptOutcome::Timeout(TimeoutPhase::Response),
-                                        now,
-                                    );
+                                    failed(AttemptOutcome::Timeout(TimeoutPhase::Response))
                                 }
-                            }
+                            };
+                            call.handle(input, now);
                         }
-                        (_, Some(u)) => now = now.max(u),
+                        (_, Some(u)) => {
+                            now = now.max(u);
+                            call.handle(Input::Timer, now);
+                        }
                         _ => return Err("engine waited with nothing in flight".into()),
                     }
                 }
-                Action::Done(report) => break report,
+                Action::Done => break call.into_done().into_report(),
+                _ => return Err("the engine asked for an action this runner does not know".into()),
             }
         };
         let mut o = Observed::from_report(&report);

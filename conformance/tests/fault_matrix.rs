@@ -199,7 +199,7 @@ fn run_round(job: Job, send: &Sender<'_>, totals: &Totals) {
         .attempt_timeout(ATTEMPT_TIMEOUT)
         .connect_timeout(CONNECT_TIMEOUT)
         .configure(|s| {
-            s.seed = seed;
+            s.seed = Some(seed);
             s.backoff = Backoff {
                 initial: Duration::from_millis(10),
                 multiplier: 2.0,

@@ -3,28 +3,44 @@
 //! Shared by all calls of one client. Each first attempt deposits `ratio` tokens; each extra
 //! attempt (retry, failover, hedge) withdraws one; deposits and withdrawals count for
 //! `window`; a reserve of `min_per_sec x window` tokens is always available on top. The
-//! window is kept as ten fixed slots, so the state is a few words behind one short lock and
+//! window is kept as ten fixed slots, so the state is a few words behind short locks and
 //! never allocates. Attempts after an undelivered failure are free and never ask.
+//!
+//! Deposits are made by every call, so they are striped per thread (`stripe.rs`): a
+//! healthy call locks only its own thread's stripe. Withdrawals are rare (only calls that
+//! repeat) and are serialized by one lock, under which every stripe's deposits are summed:
+//! two withdrawals never both spend the last token.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::policy::Budget;
+use crate::stripe::{Padded, STRIPES};
 use crate::time::since;
 
 const SLOTS: usize = 10;
 
+/// Counts per window slot, each tagged with the slot's index in time.
 #[derive(Debug, Clone, Copy, Default)]
-struct Slot {
-    index: u64,
-    deposits: u64,
-    withdrawals: u64,
-}
+struct Ring([(u64, u64); SLOTS]);
 
-#[derive(Debug)]
-struct Inner {
-    origin: Option<Instant>,
-    slots: [Slot; SLOTS],
+impl Ring {
+    fn add(&mut self, index: u64) {
+        let s = &mut self.0[(index % SLOTS as u64) as usize];
+        if s.0 != index {
+            *s = (index, 0);
+        }
+        s.1 = s.1.saturating_add(1);
+    }
+
+    /// The count over the window that ends with slot `index`.
+    fn total(&self, index: u64) -> u64 {
+        self.0
+            .iter()
+            .filter(|(i, _)| i + (SLOTS as u64) > index && *i <= index)
+            .map(|(_, n)| n)
+            .sum()
+    }
 }
 
 /// The budget state of one client.
@@ -32,7 +48,15 @@ struct Inner {
 pub(crate) struct BudgetState {
     cfg: Budget,
     slot_width: Duration,
-    inner: Mutex<Inner>,
+    /// The time slot indexes count from (the first use).
+    origin: OnceLock<Instant>,
+    deposits: Box<[Padded<Mutex<Ring>>; STRIPES]>,
+    withdrawals: Mutex<Ring>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing inside the lock can panic; recover the data if it ever did.
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl BudgetState {
@@ -41,36 +65,15 @@ impl BudgetState {
         BudgetState {
             cfg,
             slot_width,
-            inner: Mutex::new(Inner {
-                origin: None,
-                slots: [Slot::default(); SLOTS],
-            }),
+            origin: OnceLock::new(),
+            deposits: Box::default(),
+            withdrawals: Mutex::new(Ring::default()),
         }
     }
 
-    fn slot_index(&self, inner: &mut Inner, now: Instant) -> u64 {
-        let origin = *inner.origin.get_or_insert(now);
+    fn slot_index(&self, now: Instant) -> u64 {
+        let origin = *self.origin.get_or_init(|| now);
         (since(now, origin).as_nanos() / self.slot_width.as_nanos().max(1)) as u64 + SLOTS as u64
-    }
-
-    fn current(inner: &mut Inner, index: u64) -> &mut Slot {
-        let s = &mut inner.slots[(index % SLOTS as u64) as usize];
-        if s.index != index {
-            *s = Slot {
-                index,
-                deposits: 0,
-                withdrawals: 0,
-            };
-        }
-        s
-    }
-
-    fn totals(inner: &Inner, index: u64) -> (u64, u64) {
-        inner
-            .slots
-            .iter()
-            .filter(|s| s.index + (SLOTS as u64) > index && s.index <= index)
-            .fold((0, 0), |(d, w), s| (d + s.deposits, w + s.withdrawals))
     }
 
     /// The reserve available in every window.
@@ -78,24 +81,23 @@ impl BudgetState {
         self.cfg.min_per_sec * self.cfg.window.as_secs_f64()
     }
 
-    /// A first attempt deposits `ratio` tokens.
+    fn balance_at(&self, withdrawals: &Ring, index: u64) -> f64 {
+        let deposits: u64 = self.deposits.iter().map(|d| lock(&d.0).total(index)).sum();
+        self.reserve() + self.cfg.ratio * deposits as f64 - withdrawals.total(index) as f64
+    }
+
+    /// A first attempt deposits `ratio` tokens (on the calling thread's stripe).
     pub(crate) fn deposit(&self, now: Instant) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let idx = self.slot_index(&mut inner, now);
-        let slot = Self::current(&mut inner, idx);
-        slot.deposits = slot.deposits.saturating_add(1);
+        let idx = self.slot_index(now);
+        lock(&self.deposits[crate::stripe::current()].0).add(idx);
     }
 
     /// An extra attempt asks for one token; returns whether it got it.
     pub(crate) fn try_withdraw(&self, now: Instant) -> bool {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let idx = self.slot_index(&mut inner, now);
-        Self::current(&mut inner, idx);
-        let (deposits, withdrawals) = Self::totals(&inner, idx);
-        let balance = self.reserve() + self.cfg.ratio * deposits as f64 - withdrawals as f64;
-        if balance >= 1.0 {
-            let slot = Self::current(&mut inner, idx);
-            slot.withdrawals = slot.withdrawals.saturating_add(1);
+        let idx = self.slot_index(now);
+        let mut withdrawals = lock(&self.withdrawals);
+        if self.balance_at(&withdrawals, idx) >= 1.0 {
+            withdrawals.add(idx);
             true
         } else {
             false
@@ -104,10 +106,9 @@ impl BudgetState {
 
     /// Tokens available now (for inspection and tests).
     pub(crate) fn balance(&self, now: Instant) -> f64 {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let idx = self.slot_index(&mut inner, now);
-        let (d, w) = Self::totals(&inner, idx);
-        self.reserve() + self.cfg.ratio * d as f64 - w as f64
+        let idx = self.slot_index(now);
+        let withdrawals = lock(&self.withdrawals);
+        self.balance_at(&withdrawals, idx)
     }
 }
 

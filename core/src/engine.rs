@@ -2,8 +2,10 @@
 //! budget. Everything behind `&self`, cheap on the healthy path, no I/O, no timers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
+
+use crate::rng::{mix, Rng};
+use crate::stripe::{Padded, STRIPES};
 
 use crate::budget::BudgetState;
 use crate::event::{Event, EventKind};
@@ -12,17 +14,17 @@ use crate::limit::{LimitScope, LimiterState};
 use crate::policy::Policy;
 
 /// One client's engine: policy, per-endpoint health and budget, shared by all its calls
-/// (wrap it in an [`Arc`] and hand it to [`Call::new`](crate::Call::new)).
+/// (each [`Call`](crate::Call) borrows it; share it between threads by reference or in an
+/// [`Arc`](std::sync::Arc)). A healthy call writes nothing that another thread's calls write.
 ///
 /// ```
-/// use std::sync::Arc;
 /// use std::time::Instant;
 /// use baton_core::{BreakerState, Endpoint, Engine, Policy};
 /// let policy = Policy::builder()
 ///     .endpoint(Endpoint::new("a", "https://a.example/"))
 ///     .build()
 ///     .unwrap();
-/// let engine = Arc::new(Engine::new(policy));
+/// let engine = Engine::with_entropy(policy, 0x1234_5678);
 /// let now = Instant::now();
 /// assert_eq!(engine.health(0, now).unwrap().state, BreakerState::Closed);
 /// assert!(engine.reset("a", now));
@@ -33,18 +35,64 @@ pub struct Engine {
     pub(crate) policy: Policy,
     pub(crate) health: Health,
     pub(crate) budget: Option<BudgetState>,
-    pub(crate) ids: Vec<Arc<str>>,
+    pub(crate) ids: Vec<crate::id::EndpointId>,
     /// One limiter (client scope) or one per endpoint; empty when rate limiting is off.
     pub(crate) limiters: Vec<LimiterState>,
-    calls: AtomicU64,
+    seeds: Seeds,
 }
 
+/// Where each call's random seed comes from.
+#[derive(Debug)]
+enum Seeds {
+    /// The n-th call of the engine gets `mix(seed, n)`, whichever thread makes it: runs
+    /// repeat exactly (the policy's seed, or an engine built without entropy).
+    Sequential { seed: u64, next: AtomicU64 },
+    /// Each thread counts its own calls on its own stripe: no shared counter.
+    PerThread {
+        entropy: u64,
+        next: Box<[Padded<AtomicU64>; STRIPES]>,
+    },
+}
+
+/// The seed of an engine built without entropy and without a seed in its policy.
+const FIXED_SEED: u64 = 0x5EED_BA70;
+
 impl Engine {
-    /// A fresh engine: every endpoint closed, budget full.
+    /// A fresh engine, deterministic: every endpoint closed, budget full, and each call's
+    /// random source drawn from one sequence (the policy's seed, or a fixed one). For
+    /// simulations and tests; adapters use [`with_entropy`](Engine::with_entropy).
     pub fn new(policy: Policy) -> Self {
+        let seed = policy.settings.seed.unwrap_or(FIXED_SEED);
+        Self::build(
+            policy,
+            Seeds::Sequential {
+                seed,
+                next: AtomicU64::new(0),
+            },
+        )
+    }
+
+    /// A fresh engine whose calls draw jitter and request ids from `entropy` (an adapter
+    /// passes OS randomness, once per client, so that clients that failed together do not
+    /// back off in lock-step), each thread from its own sequence. A seed in the policy
+    /// wins: the engine is then deterministic, as with [`new`](Engine::new).
+    pub fn with_entropy(policy: Policy, entropy: u64) -> Self {
+        if policy.settings.seed.is_some() {
+            return Self::new(policy);
+        }
+        Self::build(
+            policy,
+            Seeds::PerThread {
+                entropy,
+                next: Box::default(),
+            },
+        )
+    }
+
+    fn build(policy: Policy, seeds: Seeds) -> Self {
         let health = Health::new(policy.settings.breaker, policy.endpoints.len());
         let budget = policy.settings.budget.map(BudgetState::new);
-        let ids = policy.endpoints.iter().map(|e| Arc::from(e.id())).collect();
+        let ids = policy.endpoints.iter().map(|e| e.id().into()).collect();
         let limiters = match policy.settings.rate_limit {
             None => Vec::new(),
             Some(rl) => {
@@ -61,13 +109,18 @@ impl Engine {
             budget,
             ids,
             limiters,
-            calls: AtomicU64::new(0),
+            seeds,
         }
     }
 
     /// The policy.
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// The id of endpoint `index` (cheap to clone: short ids are stored inline).
+    pub fn endpoint_id(&self, index: usize) -> Option<&crate::id::EndpointId> {
+        self.ids.get(index)
     }
 
     /// A snapshot of endpoint `index`'s health at `now`.
@@ -119,8 +172,17 @@ impl Engine {
         }
     }
 
-    /// The sequence number of the next call (seeds its random source).
-    pub(crate) fn next_call(&self) -> u64 {
-        self.calls.fetch_add(1, Ordering::Relaxed)
+    /// The random source of a new call.
+    pub(crate) fn call_rng(&self) -> Rng {
+        let seed = match &self.seeds {
+            Seeds::Sequential { seed, next } => mix(*seed, next.fetch_add(1, Ordering::Relaxed)),
+            Seeds::PerThread { entropy, next } => {
+                let stripe = crate::stripe::current();
+                let n = next[stripe].0.fetch_add(1, Ordering::Relaxed);
+                // Unique per call: the stripe in the low bits, its count above.
+                mix(*entropy, n * STRIPES as u64 + stripe as u64)
+            }
+        };
+        Rng::new(seed)
     }
 }

@@ -20,7 +20,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 
 use crate::backoff::{Backoff, Jitter};
-use crate::call::{Action, AttemptOutcome, BodyKind, Call, CallOptions, ResponseInfo};
+use crate::call::{Action, AttemptOutcome, BodyKind, Call, CallOptions, Head, Input};
 use crate::engine::Engine;
 use crate::health::BreakerState;
 use crate::permission::Permission;
@@ -110,7 +110,7 @@ impl FuzzSettings {
                 .hedge_ms
                 .map(|h| Hedge::after(Duration::from_millis(u64::from(h % 1_000)))),
             max_retry_after: Duration::from_secs(3),
-            seed: self.seed,
+            seed: Some(self.seed),
             ..Settings::default()
         };
         let mut b = Policy::builder().settings(settings);
@@ -211,8 +211,9 @@ enum Op {
     Redirected { call: u8, cross_origin: bool },
 }
 
-struct Tracked {
-    call: Call,
+struct Tracked<'e> {
+    /// The call, until its result was taken.
+    call: Option<Call<'e, Head>>,
     in_flight: Vec<(u32, usize)>,
     sent: Vec<(u32, usize, Instant)>,
     finished: bool,
@@ -224,29 +225,40 @@ struct Tracked {
     redirected: Vec<u32>,
 }
 
-fn outcome_for<'a>(kind: u8, status: u16, headers: &'a HeaderMap) -> AttemptOutcome<'a> {
+impl Tracked<'_> {
+    /// Hands the call an input, while it has not been taken.
+    fn input(&mut self, input: Input<Head>, now: Instant) {
+        if let Some(call) = self.call.as_mut() {
+            call.handle(input, now);
+        }
+    }
+}
+
+fn outcome_for(kind: u8, status: u16, attempt: u32, headers: HeaderMap) -> Input<Head> {
+    let failed = |outcome| Input::Failed { attempt, outcome };
     match kind % 7 {
-        0 | 1 => AttemptOutcome::Response(
-            ResponseInfo::new(
+        0 | 1 => Input::Response {
+            attempt,
+            response: Head::with_headers(
                 StatusCode::from_u16(100 + status % 500).unwrap_or(StatusCode::OK),
                 headers,
-            )
-            .wall(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
-        ),
-        2 => AttemptOutcome::Failure(FailureClass::Undelivered),
-        3 => AttemptOutcome::Failure(FailureClass::Ambiguous),
-        4 => AttemptOutcome::Timeout(TimeoutPhase::Connect),
-        5 => AttemptOutcome::Timeout(TimeoutPhase::Response),
-        _ => AttemptOutcome::Failure(if status % 50 == 0 {
+            ),
+            wall: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
+        },
+        2 => failed(AttemptOutcome::Failure(FailureClass::Undelivered)),
+        3 => failed(AttemptOutcome::Failure(FailureClass::Ambiguous)),
+        4 => failed(AttemptOutcome::Timeout(TimeoutPhase::Connect)),
+        5 => failed(AttemptOutcome::Timeout(TimeoutPhase::Response)),
+        _ => failed(AttemptOutcome::Failure(if status % 50 == 0 {
             FailureClass::RejectedLocally
         } else {
             FailureClass::Ambiguous
-        }),
+        })),
     }
 }
 
 /// Checks the invariants that can be read off a call's attempts so far.
-fn check_call(engine: &Engine, t: &Tracked, eligible: [bool; 4]) {
+fn check_call(engine: &Engine, t: &Tracked<'_>, eligible: [bool; 4]) {
     let policy = engine.policy();
     let settings = policy.settings();
     let sends = t.sent.len();
@@ -351,12 +363,13 @@ fn drive(
             }
         }
     });
-    let engine = Arc::new(Engine::new(policy));
+    let engine = Engine::new(policy);
+    let engine = &engine;
     let mut now = origin;
     let uri: http::Uri = "/".parse().expect("static");
     let empty = HeaderMap::new();
-    let mut calls: Vec<Tracked> = Vec::new();
-    let start = |fc: &FuzzCall, now: Instant, calls: &mut Vec<Tracked>| {
+    let mut calls: Vec<Tracked<'_>> = Vec::new();
+    let start = |fc: &FuzzCall, now: Instant, calls: &mut Vec<_>| {
         let method = fc.method();
         let mut options = fc.options();
         options.events = Some(sink.clone());
@@ -365,9 +378,9 @@ fn drive(
             uri: &uri,
             headers: &empty,
         };
-        let call = Call::new(engine.clone(), &info, fc.body(), options.clone(), now);
+        let call = Call::new(engine, &info, fc.body(), options.clone(), now);
         calls.push(Tracked {
-            call,
+            call: Some(call),
             in_flight: Vec::new(),
             sent: Vec::new(),
             finished: false,
@@ -404,15 +417,14 @@ fn drive(
                             HeaderValue::from(u32::from(s % 8)),
                         );
                     }
-                    t.call
-                        .handle_outcome(number, outcome_for(kind, status, &headers), now);
+                    t.input(outcome_for(kind, status, number, headers), now);
                 }
             }
             Op::Advance(ms) => now += Duration::from_millis(u64::from(ms % 4_000)),
             Op::Cancel(k) => {
                 let len = calls.len().max(1);
                 if let Some(t) = calls.get_mut(k as usize % len) {
-                    t.call.cancel(now);
+                    t.input(Input::Cancel, now);
                 }
             }
             Op::Drop(k) => {
@@ -424,7 +436,7 @@ fn drive(
                 let len = calls.len().max(1);
                 if let Some(t) = calls.get_mut(k as usize % len) {
                     if let Some((number, _)) = t.in_flight.pop() {
-                        t.call.replay_failed(number, now);
+                        t.input(Input::ReplayFailed { attempt: number }, now);
                     }
                 }
             }
@@ -447,7 +459,14 @@ fn drive(
                             to: http::Uri::from_static("https://elsewhere.example/"),
                             cross_origin,
                         };
-                        t.call.redirected(number, vec![hop], now);
+                        let redirects = vec![hop];
+                        t.input(
+                            Input::Redirected {
+                                attempt: number,
+                                redirects,
+                            },
+                            now,
+                        );
                         t.redirected.push(number);
                     }
                 }
@@ -455,8 +474,11 @@ fn drive(
         }
         // Poll every call until it waits, checking invariants after every step.
         for t in calls.iter_mut() {
+            // Time passed for every call (the adapter's timer input).
+            t.input(Input::Timer, now);
             for _ in 0..64 {
-                match t.call.poll_action(now) {
+                let Some(call) = t.call.as_mut() else { break };
+                match call.poll() {
                     Action::Send(a) => {
                         assert!(a.endpoint < n);
                         assert!(!t.finished, "send after done");
@@ -464,25 +486,27 @@ fn drive(
                         t.sent.push((a.number, a.endpoint, now));
                     }
                     Action::Discard(number) => t.in_flight.retain(|(x, _)| *x != number),
-                    Action::Wait(until) => {
-                        if let Some(u) = until {
-                            assert!(
-                                u > now || !t.in_flight.is_empty(),
-                                "wait until a past time with nothing in flight"
-                            );
-                        } else {
-                            assert!(!t.in_flight.is_empty(), "wait for nothing");
-                        }
+                    Action::WaitUntil(u) => {
+                        assert!(
+                            u > now || !t.in_flight.is_empty(),
+                            "wait until a past time with nothing in flight"
+                        );
                         break;
                     }
-                    Action::Done(report) => {
+                    Action::WaitForAttempt => {
+                        assert!(!t.in_flight.is_empty(), "wait for nothing");
+                        break;
+                    }
+                    Action::Done => {
                         t.in_flight.clear();
-                        if t.finished {
-                            // Polled again after the end: the same outcome, no attempt list.
-                            assert!(report.attempts.is_empty());
-                            break;
-                        }
+                        assert!(!t.finished, "result handed out twice");
                         t.finished = true;
+                        // A finished call stays finished: later input changes nothing.
+                        call.handle(Input::Cancel, now);
+                        call.handle(Input::Timer, now);
+                        assert_eq!(call.poll(), Action::Done, "a finished call acted again");
+                        let Some(call) = t.call.take() else { break };
+                        let report = call.into_done().into_report();
                         assert_eq!(report.attempts.len(), t.sent.len());
                         let executed = report.attempts.iter().any(|a| {
                             a.result
@@ -512,7 +536,7 @@ fn drive(
                     }
                 }
             }
-            check_call(&engine, t, eligible);
+            check_call(engine, t, eligible);
         }
         for i in 0..n {
             if let Some(h) = engine.health(i, now) {

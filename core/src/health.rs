@@ -3,9 +3,9 @@
 //!
 //! States move closed -> open -> half-open -> closed | open, plus a manual reset to closed,
 //! and only when a call (or a caller) asks at a given time: there are no background timers.
-//! With the consecutive rule, a success on a closed endpoint with no failure streak touches
-//! nothing but one atomic load; every other path takes a per-endpoint lock held for a few
-//! instructions. Outcomes of attempts started before the endpoint's last state change are
+//! A success on a closed endpoint with no failure streak (and, with the failure-rate rule,
+//! a window already full of successes) touches nothing but one atomic load; every other
+//! path takes a per-endpoint lock held for a few instructions. Outcomes of attempts started before the endpoint's last state change are
 //! stale and change nothing.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -168,7 +168,7 @@ impl Health {
         };
         let slots = (0..endpoints)
             .map(|_| Slot {
-                quiet: AtomicBool::new(!matches!(breaker.rule, BreakerRule::FailureRate { .. })),
+                quiet: AtomicBool::new(ring == 0),
                 epoch: AtomicU64::new(0),
                 inner: Mutex::new(Inner {
                     state: State::Closed,
@@ -191,12 +191,20 @@ impl Health {
         matches!(self.breaker.rule, BreakerRule::FailureRate { .. })
     }
 
+    /// A slot is quiet when a success there would change nothing: closed, no failure
+    /// streak, no cooldown, and either the rule records no successes (consecutive,
+    /// disabled) or its failure-rate window is full of successes (one more leaves the same
+    /// window). The healthy path then reads one atomic and writes nothing.
     fn update_quiet(&self, slot: &Slot, inner: &Inner) {
+        let window_settled = !self.records_successes()
+            || (inner.ring_len == inner.ring.len() && inner.ring_failures == 0);
         let quiet = inner.state == State::Closed
             && inner.streak == 0
             && inner.not_before.is_none()
-            && !self.records_successes();
-        slot.quiet.store(quiet, Ordering::Release);
+            && window_settled;
+        if slot.quiet.load(Ordering::Relaxed) != quiet {
+            slot.quiet.store(quiet, Ordering::Release);
+        }
     }
 
     fn transition(&self, slot: &Slot, inner: &mut Inner, to: State, out: &mut Transitions) {
@@ -325,11 +333,12 @@ impl Health {
             return None;
         }
         if ticket.probe.is_none() {
-            if let Record::Success(_) = record {
-                if slot.quiet.load(Ordering::Acquire) {
-                    // The healthy path: nothing to write.
-                    return None;
-                }
+            if matches!(record, Record::Success(_))
+                && !self.is_failure(record)
+                && slot.quiet.load(Ordering::Acquire)
+            {
+                // The healthy path: nothing to write.
+                return None;
             }
             if record == Record::Nothing {
                 return None;

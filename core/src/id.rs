@@ -87,6 +87,11 @@ impl RequestId {
         })
     }
 
+    /// Validates a caller-chosen id given as an owned string.
+    pub(crate) fn parse_owned(value: String) -> Result<Self, RequestIdError> {
+        Self::parse(&value)
+    }
+
     /// Generates a 26-character id from the call's random source.
     pub(crate) fn generate(rng: &mut Rng) -> Self {
         let mut buf = [0u8; REQUEST_ID_MAX_LEN];
@@ -122,6 +127,108 @@ impl fmt::Debug for RequestId {
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// An endpoint's id as a report carries it: ids of up to 30 bytes are stored inline, so
+/// recording an attempt copies bytes and touches no reference count that other threads'
+/// calls write; longer ids share one allocation with the policy.
+///
+/// ```
+/// use baton_core::EndpointId;
+/// let id = EndpointId::from("primary");
+/// assert_eq!(&*id, "primary");
+/// assert_eq!(id, "primary");
+/// assert_eq!(EndpointId::from("x".repeat(40).as_str()).len(), 40);
+/// ```
+#[derive(Clone)]
+pub struct EndpointId(IdRepr);
+
+#[derive(Clone)]
+enum IdRepr {
+    Inline {
+        len: u8,
+        buf: [u8; ENDPOINT_ID_INLINE],
+    },
+    Shared(std::sync::Arc<str>),
+}
+
+/// Longest endpoint id stored inline.
+const ENDPOINT_ID_INLINE: usize = 30;
+
+impl From<&str> for EndpointId {
+    fn from(id: &str) -> Self {
+        if id.len() <= ENDPOINT_ID_INLINE {
+            let mut buf = [0u8; ENDPOINT_ID_INLINE];
+            buf[..id.len()].copy_from_slice(id.as_bytes());
+            EndpointId(IdRepr::Inline {
+                len: id.len() as u8,
+                buf,
+            })
+        } else {
+            EndpointId(IdRepr::Shared(id.into()))
+        }
+    }
+}
+
+impl std::ops::Deref for EndpointId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match &self.0 {
+            // Only whole `str`s are ever copied in.
+            IdRepr::Inline { len, buf } => std::str::from_utf8(&buf[..*len as usize]).unwrap_or(""),
+            IdRepr::Shared(s) => s,
+        }
+    }
+}
+
+impl AsRef<str> for EndpointId {
+    fn as_ref(&self) -> &str {
+        self
+    }
+}
+
+impl std::borrow::Borrow<str> for EndpointId {
+    fn borrow(&self) -> &str {
+        self
+    }
+}
+
+impl PartialEq for EndpointId {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for EndpointId {}
+
+impl std::hash::Hash for EndpointId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state)
+    }
+}
+
+impl PartialEq<str> for EndpointId {
+    fn eq(&self, other: &str) -> bool {
+        &**self == other
+    }
+}
+
+impl PartialEq<&str> for EndpointId {
+    fn eq(&self, other: &&str) -> bool {
+        &**self == *other
+    }
+}
+
+impl fmt::Debug for EndpointId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl fmt::Display for EndpointId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self)
     }
 }
 

@@ -72,11 +72,13 @@ pub mod sim;
 mod status;
 #[cfg(feature = "proptest")]
 pub mod strategies;
+mod stripe;
 mod time;
 
 pub use backoff::{Backoff, Jitter};
 pub use call::{
-    Action, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, ResponseInfo, MIN_ATTEMPT_TIME,
+    Action, Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, Done, Head, Input,
+    MIN_ATTEMPT_TIME,
 };
 pub use destination::{
     apply_attempt_headers, attempt_uri, original_authority, request_uri, DestinationError,
@@ -84,7 +86,9 @@ pub use destination::{
 pub use engine::Engine;
 pub use event::{AttemptKind, Event, EventKind, WaitReason};
 pub use health::{BreakerState, EndpointHealth};
-pub use id::{RequestId, RequestIdError, GENERATED_ID_LEN, REQUEST_ID_MAX_LEN, REQUEST_ID_MIN_LEN};
+pub use id::{
+    EndpointId, RequestId, RequestIdError, GENERATED_ID_LEN, REQUEST_ID_MAX_LEN, REQUEST_ID_MIN_LEN,
+};
 pub use limit::{LimitScope, Limiter, OnLimit, RateLimit};
 pub use limits::{
     append_request_header, check_request, check_response_head, is_framing_header, LimitError,
@@ -97,8 +101,7 @@ pub use policy::serde_duration;
 pub use policy::{
     Breaker, BreakerRule, Budget, ClassifyFn, ConfigError, EligibleFn, Endpoint, EventSink, Hedge,
     PermissionFn, Policy, PolicyBuilder, RequestInfo, ResponseView, Settings, Unavailable, UrlMode,
-    Verdict, DEFAULT_SEED, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION, MAX_ENDPOINTS,
-    MAX_REDIRECTS,
+    Verdict, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION, MAX_ENDPOINTS, MAX_REDIRECTS,
 };
 pub use proxy::{Proxy, ProxyEnv, Route};
 pub use redact::{redact_url, scrub_urls, Origin};

@@ -24,11 +24,6 @@ use crate::status::StatusSet;
 /// set of providers" baton is for.
 pub const MAX_ENDPOINTS: usize = 64;
 
-/// The seed a policy has until one is chosen: adapters replace it with OS randomness so
-/// that clients that failed together do not back off in lock-step; tests and simulations
-/// set their own.
-pub const DEFAULT_SEED: u64 = 0x5EED_BA70;
-
 /// Most redirects one attempt follows (`max_redirects`).
 pub const MAX_REDIRECTS: u32 = 32;
 
@@ -683,9 +678,12 @@ pub struct Settings {
     /// Redirects to another origin than the endpoint's: followed without the endpoint's
     /// headers (`follow`, the default) or returned as the answer (`return`).
     pub cross_origin_redirects: CrossOrigin,
-    /// Seed of the engine's random source (jitter, generated request ids). Adapters set it
-    /// from the OS; tests and simulations fix it.
-    pub seed: u64,
+    /// Seed of the engine's random source (jitter, generated request ids), for runs that
+    /// must repeat exactly (tests, simulations): every call then draws from one sequence.
+    /// Unset (the default), adapters seed each engine from the OS
+    /// ([`Engine::with_entropy`](crate::Engine::with_entropy)) and each thread's calls draw
+    /// from their own sequence, so concurrent calls share no counter.
+    pub seed: Option<u64>,
 }
 
 impl Default for Settings {
@@ -715,7 +713,7 @@ impl Default for Settings {
             env_proxies: true,
             max_redirects: 10,
             cross_origin_redirects: CrossOrigin::Follow,
-            seed: DEFAULT_SEED,
+            seed: None,
         }
     }
 }
@@ -880,13 +878,6 @@ impl Policy {
     /// The same policy with another event sink (adapters combine theirs with the user's).
     pub fn with_event_sink(mut self, sink: Option<EventSink>) -> Self {
         self.events = sink;
-        self
-    }
-
-    /// The same policy with another random seed (adapters seed it from the OS when the
-    /// user left [`DEFAULT_SEED`]).
-    pub fn with_seed(mut self, seed: u64) -> Self {
-        self.settings.seed = seed;
         self
     }
 
@@ -1103,9 +1094,9 @@ impl PolicyBuilder {
         self
     }
 
-    /// Seed of the random source.
+    /// Seed of the random source (runs that must repeat exactly).
     pub fn seed(mut self, seed: u64) -> Self {
-        self.settings.seed = seed;
+        self.settings.seed = Some(seed);
         self
     }
 

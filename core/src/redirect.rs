@@ -336,7 +336,7 @@ impl Redirects {
         &self.followed
     }
 
-    /// The hops followed, for [`Call::redirected`](crate::Call::redirected).
+    /// The hops followed, for [`Input::Redirected`](crate::Input::Redirected).
     pub fn into_followed(self) -> Vec<Redirect> {
         self.followed
     }

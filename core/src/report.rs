@@ -159,8 +159,8 @@ impl fmt::Display for AttemptResult {
 pub struct AttemptRecord {
     /// Endpoint index in the policy.
     pub endpoint: usize,
-    /// Endpoint id (shared with the policy; cloning it never allocates).
-    pub endpoint_id: std::sync::Arc<str>,
+    /// Endpoint id.
+    pub endpoint_id: crate::id::EndpointId,
     /// Attempt number (1-based).
     pub number: u32,
     /// How it ended.
@@ -448,18 +448,7 @@ impl Report {
     /// Converts a failed call into an error; `None` when the call returned a response.
     pub fn into_error(self) -> Option<Error> {
         match &self.outcome {
-            Outcome::Error { kind, .. } => {
-                let last_cause = self.attempts.last().map(|a| AttemptFailure {
-                    endpoint_id: a.endpoint_id.to_string(),
-                    attempt: a.number,
-                    result: a.result,
-                });
-                Some(Error {
-                    kind: kind.clone(),
-                    report: Box::new(self),
-                    last_cause,
-                })
-            }
+            Outcome::Error { kind, .. } => Some(Error::new(kind.clone(), self)),
             Outcome::Response { .. } => None,
         }
     }
@@ -509,6 +498,20 @@ pub struct Error {
 }
 
 impl Error {
+    /// The error `kind` of the call that `report` describes.
+    pub(crate) fn new(kind: ErrorKind, report: Report) -> Self {
+        let last_cause = report.attempts.last().map(|a| AttemptFailure {
+            endpoint_id: a.endpoint_id.to_string(),
+            attempt: a.number,
+            result: a.result,
+        });
+        Error {
+            kind,
+            report: Box::new(report),
+            last_cause,
+        }
+    }
+
     /// The last attempt's failure, if there was an attempt.
     pub fn last_failure(&self) -> Option<&AttemptFailure> {
         self.last_cause.as_ref()

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 
-use crate::call::{Action, AttemptOutcome, BodyKind, Call, CallOptions, ResponseInfo};
+use crate::call::{Action, AttemptOutcome, BodyKind, Call, CallOptions, Head, Input};
 use crate::engine::Engine;
 use crate::policy::{Policy, RequestInfo};
 use crate::report::{FailureClass, Report, TimeoutPhase};
@@ -390,10 +390,9 @@ impl Sim {
     /// Runs one call.
     pub fn run_request(&mut self, request: SimRequest, mut options: CallOptions) -> SimRun {
         let log: Arc<Mutex<Vec<SimEvent>>> = Arc::new(Mutex::new(Vec::new()));
-        let user_sink = options
-            .events
-            .take()
-            .or_else(|| self.engine.policy().events.clone());
+        // The policy's sink hears the call from the engine itself; the simulator's log
+        // stands in for the call's own sink and forwards to it.
+        let user_sink = options.events.take();
         let origin = self.origin;
         let l2 = log.clone();
         options.events = Some(Arc::new(move |e: &crate::Event<'_>| {
@@ -413,14 +412,16 @@ impl Sim {
             headers: &request.headers,
         };
         let start = self.now;
-        let mut call = Call::new(self.engine.clone(), &info, request.body, options, start);
+        let engine = self.engine.clone();
+        let mut call: Call<'_, Head> = Call::new(&engine, &info, request.body, options, start);
         let n = self.scripts.len();
         let mut executed: Vec<Vec<Execution>> = vec![Vec::new(); n];
         let mut pending: Vec<Pending> = Vec::new();
         let mut max_in_flight = 0;
         let mut stuck = false;
         let report = loop {
-            match call.poll_action(self.now) {
+            let action = call.poll();
+            match action {
                 Action::Send(a) => {
                     let i = a.endpoint;
                     let step = self.scripts[i].step(self.requests[i]).clone();
@@ -473,7 +474,11 @@ impl Sim {
                     max_in_flight = max_in_flight.max(pending.len());
                 }
                 Action::Discard(number) => pending.retain(|p| p.number != number),
-                Action::Wait(until) => {
+                Action::WaitUntil(_) | Action::WaitForAttempt => {
+                    let until = match action {
+                        Action::WaitUntil(t) => Some(t),
+                        _ => None,
+                    };
                     let next = pending
                         .iter()
                         .enumerate()
@@ -486,14 +491,17 @@ impl Sim {
                             let _ = p.endpoint;
                             deliver(&mut call, p, self.now, self.wall);
                         }
-                        (_, Some(u)) => self.set_now(u),
+                        (_, Some(u)) => {
+                            self.set_now(u);
+                            call.handle(Input::Timer, self.now);
+                        }
                         _ => {
                             stuck = true;
-                            call.cancel(self.now);
+                            call.handle(Input::Cancel, self.now);
                         }
                     }
                 }
-                Action::Done(report) => break report,
+                Action::Done => break call.into_done().into_report(),
             }
         };
         let events = log.lock().map(|v| v.clone()).unwrap_or_default();
@@ -522,8 +530,9 @@ impl Sim {
     }
 }
 
-fn deliver(call: &mut Call, p: Pending, now: Instant, wall: SystemTime) {
-    match p.outcome {
+fn deliver(call: &mut Call<'_, Head>, p: Pending, now: Instant, wall: SystemTime) {
+    let attempt = p.number;
+    let input = match p.outcome {
         PendingOutcome::Response(code, headers) => {
             let mut map = HeaderMap::new();
             for (k, v) in headers {
@@ -532,17 +541,20 @@ fn deliver(call: &mut Call, p: Pending, now: Instant, wall: SystemTime) {
                 }
             }
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            call.handle_outcome(
-                p.number,
-                AttemptOutcome::Response(ResponseInfo::new(status, &map).wall(wall)),
-                now,
-            );
+            Input::Response {
+                attempt,
+                response: Head::with_headers(status, map),
+                wall: Some(wall),
+            }
         }
-        PendingOutcome::Failure(c) => {
-            call.handle_outcome(p.number, AttemptOutcome::Failure(c), now);
-        }
-        PendingOutcome::Timeout(ph) => {
-            call.handle_outcome(p.number, AttemptOutcome::Timeout(ph), now);
-        }
-    }
+        PendingOutcome::Failure(c) => Input::Failed {
+            attempt,
+            outcome: AttemptOutcome::Failure(c),
+        },
+        PendingOutcome::Timeout(ph) => Input::Failed {
+            attempt,
+            outcome: AttemptOutcome::Timeout(ph),
+        },
+    };
+    call.handle(input, now);
 }

@@ -198,7 +198,7 @@ pub fn settings() -> impl Strategy<Value = Settings> {
                         window: Duration::from_secs(10),
                         min_per_sec: 0.5,
                     }),
-                    seed,
+                    seed: Some(seed),
                     ..Settings::default()
                 }
             },

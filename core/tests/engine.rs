@@ -5,7 +5,10 @@ use std::time::{Duration, Instant};
 
 use baton_core::sim::{Script, Sim, SimRequest};
 use baton_core::*;
-use http::Method;
+
+mod common;
+use common::{Action, AttemptOutcome, Drive, ResponseInfo};
+use http::{Method, StatusCode};
 
 fn endpoints(ids: &[&str]) -> PolicyBuilder {
     let mut b = Policy::builder().jitter(Jitter::None).seed(7);
@@ -520,7 +523,7 @@ fn later_attempts_ask_for_a_fresh_body_copy_and_a_failed_copy_ends_the_call() {
     };
     let t = Instant::now();
     let mut call = Call::new(
-        engine,
+        &engine,
         &info,
         BodyKind::Replayable,
         CallOptions::default(),
@@ -536,9 +539,8 @@ fn later_attempts_ask_for_a_fresh_body_copy_and_a_failed_copy_ends_the_call() {
     };
     assert!(a2.fresh_body);
     assert!(call.replay_failed(a2.number, t));
-    let Action::Done(r) = call.poll_action(t) else {
-        panic!()
-    };
+    assert_eq!(call.poll_action(t), Action::Done);
+    let r = common::report(call);
     assert_eq!(r.stop_reason, StopReason::ReplayFailed);
     assert_eq!(r.attempts[1].result, AttemptResult::ReplayFailed);
     assert!(!r.may_have_executed);
@@ -640,20 +642,14 @@ fn failed_probe_reopens_with_grown_open_time_up_to_the_cap() {
     );
 }
 
-fn raw_call(engine: &Arc<Engine>, method: Method, t: Instant) -> Call {
+fn raw_call(engine: &Arc<Engine>, method: Method, t: Instant) -> Call<'_> {
     let (uri, headers) = ("/".parse().unwrap(), http::HeaderMap::new());
     let info = RequestInfo {
         method: &method,
         uri: &uri,
         headers: &headers,
     };
-    Call::new(
-        engine.clone(),
-        &info,
-        BodyKind::Empty,
-        CallOptions::default(),
-        t,
-    )
+    Call::new(engine, &info, BodyKind::Empty, CallOptions::default(), t)
 }
 
 fn open_engine(ids: &[&str]) -> (Arc<Engine>, Instant) {
@@ -741,7 +737,7 @@ fn stale_outcomes_change_no_state() {
     let t = Instant::now();
     let h = http::HeaderMap::new();
     // Five calls start at a before anything fails.
-    let mut calls: Vec<Call> = (0..5).map(|_| raw_call(&engine, Method::GET, t)).collect();
+    let mut calls: Vec<Call<'_>> = (0..5).map(|_| raw_call(&engine, Method::GET, t)).collect();
     let nums: Vec<u32> = calls
         .iter_mut()
         .map(|c| match c.poll_action(t) {
@@ -1031,7 +1027,7 @@ fn attempt_timeout_is_clipped_to_the_deadline() {
         deadline: Some(ms(250)),
         ..CallOptions::default()
     };
-    let mut call = Call::new(engine, &info, BodyKind::Empty, opts, t);
+    let mut call = Call::new(&engine, &info, BodyKind::Empty, opts, t);
     let Action::Send(a) = call.poll_action(t) else {
         panic!()
     };
@@ -1105,9 +1101,8 @@ fn cancel_ends_the_call_with_cancelled_and_counts_nothing() {
     };
     c.cancel(t);
     assert_eq!(c.poll_action(t), Action::Discard(a.number));
-    let Action::Done(r) = c.poll_action(t) else {
-        panic!()
-    };
+    assert_eq!(c.poll_action(t), Action::Done);
+    let r = common::report(c);
     assert_eq!(r.stop_reason, StopReason::Cancelled);
     assert_eq!(r.into_error().unwrap().kind, ErrorKind::Cancelled);
     assert_eq!(engine.health(0, t).unwrap().consecutive_failures, 0);
@@ -1150,43 +1145,93 @@ fn retained_response_is_not_returned_when_a_later_attempt_may_have_executed_a_ke
     }
 }
 
+/// A response that says when it was closed (dropped).
+struct Closing {
+    head: Head,
+    closed: Arc<Mutex<Vec<StatusCode>>>,
+}
+
+impl Answer for Closing {
+    fn status(&self) -> StatusCode {
+        self.head.status
+    }
+    fn headers(&self) -> &http::HeaderMap {
+        &self.head.headers
+    }
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        self.closed.lock().unwrap().push(self.head.status);
+    }
+}
+
 #[test]
 fn newer_triggering_response_replaces_the_older_one_and_the_older_is_discarded() {
     let policy = endpoints(&["a", "b", "c"]).build().unwrap();
-    let engine = Arc::new(Engine::new(policy));
+    let engine = Engine::new(policy);
     let t = Instant::now();
-    let h = http::HeaderMap::new();
-    let mut c = raw_call(&engine, Method::GET, t);
-    let Action::Send(a1) = c.poll_action(t) else {
+    let closed = Arc::new(Mutex::new(Vec::new()));
+    let respond = |status| Closing {
+        head: Head::new(status),
+        closed: closed.clone(),
+    };
+    let (uri, headers) = ("/".parse().unwrap(), http::HeaderMap::new());
+    let info = RequestInfo {
+        method: &Method::GET,
+        uri: &uri,
+        headers: &headers,
+    };
+    let mut c: Call<'_, Closing> =
+        Call::new(&engine, &info, BodyKind::Empty, CallOptions::default(), t);
+    let baton_core::Action::Send(a1) = c.poll() else {
         panic!()
     };
-    c.handle_outcome(
-        a1.number,
-        AttemptOutcome::Response(ResponseInfo::new(http::StatusCode::BAD_GATEWAY, &h)),
+    let response = respond(StatusCode::BAD_GATEWAY);
+    c.handle(
+        Input::Response {
+            attempt: a1.number,
+            response,
+            wall: None,
+        },
         t,
     );
-    let Action::Send(a2) = c.poll_action(t) else {
+    let baton_core::Action::Send(a2) = c.poll() else {
         panic!()
     };
-    c.handle_outcome(
-        a2.number,
-        AttemptOutcome::Response(ResponseInfo::new(http::StatusCode::SERVICE_UNAVAILABLE, &h)),
+    assert!(closed.lock().unwrap().is_empty(), "the 502 is retained");
+    let response = respond(StatusCode::SERVICE_UNAVAILABLE);
+    c.handle(
+        Input::Response {
+            attempt: a2.number,
+            response,
+            wall: None,
+        },
         t,
     );
-    assert_eq!(c.poll_action(t), Action::Discard(1));
-    let Action::Send(a3) = c.poll_action(t) else {
+    assert_eq!(
+        *closed.lock().unwrap(),
+        [StatusCode::BAD_GATEWAY],
+        "the older response is closed as soon as the newer one replaces it"
+    );
+    let baton_core::Action::Send(a3) = c.poll() else {
         panic!()
     };
-    c.handle_outcome(
-        a3.number,
-        AttemptOutcome::Failure(FailureClass::Undelivered),
+    let outcome = baton_core::AttemptOutcome::Failure(FailureClass::Undelivered);
+    c.handle(
+        Input::Failed {
+            attempt: a3.number,
+            outcome,
+        },
         t,
     );
-    let Action::Done(r) = c.poll_action(t) else {
+    assert_eq!(c.poll(), baton_core::Action::Done);
+    let Done::Answer { response, report } = c.into_done() else {
         panic!()
     };
-    assert_eq!(r.outcome.kept_attempt(), Some(2));
-    assert_eq!(r.status(), Some(http::StatusCode::SERVICE_UNAVAILABLE));
+    assert_eq!(report.outcome.kept_attempt(), Some(2));
+    assert_eq!(report.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
 }
 
 #[test]

@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 use baton_core::sim::{Sim, SimRun};
 use baton_core::strategies::{scenario, script, Scenario};
 use baton_core::*;
+
+mod common;
+use common::{Action, AttemptOutcome, Drive, ResponseInfo};
 use proptest::prelude::*;
 
 const CASES: u32 = 1_000;
@@ -317,7 +320,7 @@ proptest! {
         let mut t = Instant::now();
         let headers = http::HeaderMap::new();
         let uri: http::Uri = "/".parse().unwrap();
-        let mut calls: Vec<(Call, Vec<u32>)> = Vec::new();
+        let mut calls: Vec<(Call<'_>, Vec<u32>)> = Vec::new();
         let mut step = 0usize;
         for (which, gap, reset) in ops {
             t += Duration::from_millis(gap);
@@ -329,7 +332,7 @@ proptest! {
             if which == 0 || calls.is_empty() {
                 let info = RequestInfo { method: &s.method, uri: &uri, headers: &headers };
                 let opts = CallOptions { events: Some(sink.clone()), ..CallOptions::default() };
-                calls.push((Call::new(engine.clone(), &info, BodyKind::Empty, opts, t), Vec::new()));
+                calls.push((Call::new(&engine, &info, BodyKind::Empty, opts, t), Vec::new()));
             }
             let k = which % calls.len();
             let (call, in_flight) = &mut calls[k];
@@ -392,7 +395,7 @@ proptest! {
         let uri: http::Uri = "/".parse().unwrap();
         let info = RequestInfo { method: &s.method, uri: &uri, headers: &headers };
         let base = Instant::now() + Duration::from_secs(10);
-        let mut call = Call::new(engine.clone(), &info, s.body, s.options.clone(), base);
+        let mut call = Call::new(&engine, &info, s.body, s.options.clone(), base);
         for (op, n, dt) in ops {
             let t = if dt < 0 { base.checked_sub(Duration::from_millis((-dt) as u64)).unwrap_or(base) } else { base + Duration::from_millis(dt as u64) };
             match op {
@@ -408,7 +411,7 @@ proptest! {
         call.cancel(base + Duration::from_secs(60));
         let mut done = false;
         for _ in 0..100 {
-            if let Action::Done(_) = call.poll_action(base + Duration::from_secs(60)) { done = true; break; }
+            if let Action::Done = call.poll_action(base + Duration::from_secs(60)) { done = true; break; }
         }
         prop_assert!(done);
     }

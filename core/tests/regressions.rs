@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 
 use baton_core::sim::{Script, Sim};
 use baton_core::*;
+
+mod common;
+use common::{Action, AttemptOutcome, Drive, ResponseInfo};
 use http::Method;
 
 fn endpoints(ids: &[&str]) -> PolicyBuilder {
@@ -205,7 +208,7 @@ fn idempotency_key_from_header_is_sent_unchanged() {
     };
     let now = Instant::now();
     let mut call = Call::new(
-        engine.clone(),
+        &engine,
         &info,
         BodyKind::Replayable,
         CallOptions::default(),
@@ -213,9 +216,12 @@ fn idempotency_key_from_header_is_sent_unchanged() {
     );
     // Decision: a key that is not visible ASCII cannot be kept byte for byte through every
     // HTTP client, so the call is rejected before anything is sent instead of altering it.
-    let Action::Done(report) = call.poll_action(now) else {
-        panic!("a non-ASCII idempotency key must be rejected before any attempt")
-    };
+    assert_eq!(
+        call.poll_action(now),
+        Action::Done,
+        "a non-ASCII idempotency key must be rejected before any attempt"
+    );
+    let report = common::report(call);
     assert!(report.attempts.is_empty());
     assert!(matches!(
         report.outcome,
@@ -269,13 +275,7 @@ fn stale_retry_after_does_not_set_not_before_after_a_manual_reset() {
         headers: &headers,
     };
     let t0 = Instant::now();
-    let mut call = Call::new(
-        engine.clone(),
-        &info,
-        BodyKind::Empty,
-        CallOptions::default(),
-        t0,
-    );
+    let mut call = Call::new(&engine, &info, BodyKind::Empty, CallOptions::default(), t0);
     let Action::Send(a) = call.poll_action(t0) else {
         panic!("first attempt expected")
     };
@@ -365,8 +365,9 @@ fn direct_call(
     headers: http::HeaderMap,
     options: CallOptions,
     now: Instant,
-) -> Call {
-    let engine = Arc::new(Engine::new(policy));
+) -> Call<'static> {
+    // Each test's engine lives as long as the test process: the call borrows it.
+    let engine: &'static Engine = Box::leak(Box::new(Engine::new(policy)));
     let uri: http::Uri = "/".parse().unwrap();
     let info = RequestInfo {
         method: &method,
@@ -408,14 +409,18 @@ fn timer_clipped_to_the_deadline_firing_early_is_the_deadline_not_the_endpoint()
         AttemptOutcome::Timeout(TimeoutPhase::Response),
         t1,
     );
-    let Action::Done(report) = call.poll_action(t1) else {
-        panic!("an attempt was started with 1 ms left")
-    };
+    assert_eq!(
+        call.poll_action(t1),
+        Action::Done,
+        "an attempt was started with 1 ms left"
+    );
+    let engine = call.engine();
+    let report = common::report(call);
     assert_eq!(report.attempts.len(), 1);
     assert_eq!(report.attempts[0].result, AttemptResult::Deadline);
     assert_eq!(report.stop_reason, StopReason::Deadline);
     assert_eq!(
-        call.engine().health_of("a", t1).unwrap().state,
+        engine.health_of("a", t1).unwrap().state,
         BreakerState::Closed,
         "the caller's deadline tripped the endpoint's breaker"
     );
@@ -438,9 +443,8 @@ fn framing_headers_and_too_many_headers_reject_the_call_before_any_send() {
     for headers in [framing, many] {
         let policy = endpoints(&["a"]).build().unwrap();
         let mut call = direct_call(policy, Method::POST, headers, CallOptions::default(), t0);
-        let Action::Done(report) = call.poll_action(t0) else {
-            panic!("an attempt was sent")
-        };
+        assert_eq!(call.poll_action(t0), Action::Done, "an attempt was sent");
+        let report = common::report(call);
         assert!(report.attempts.is_empty());
         assert_eq!(report.stop_reason, StopReason::InvalidCall);
     }
@@ -498,15 +502,18 @@ fn failure_after_a_followed_redirect_is_ambiguous() {
     let Action::Send(a) = call.poll_action(t0) else {
         panic!()
     };
-    call.redirected(
-        a.number,
-        vec![Redirect {
+    let redirects = vec![Redirect {
+        attempt: a.number,
+        status: http::StatusCode::TEMPORARY_REDIRECT,
+        from: "https://a.example/".parse().unwrap(),
+        to: "https://elsewhere.example/".parse().unwrap(),
+        cross_origin: true,
+    }];
+    call.handle(
+        Input::Redirected {
             attempt: a.number,
-            status: http::StatusCode::TEMPORARY_REDIRECT,
-            from: "https://a.example/".parse().unwrap(),
-            to: "https://elsewhere.example/".parse().unwrap(),
-            cross_origin: true,
-        }],
+            redirects,
+        },
         t0,
     );
     call.handle_outcome(
@@ -514,13 +521,47 @@ fn failure_after_a_followed_redirect_is_ambiguous() {
         AttemptOutcome::Failure(FailureClass::Undelivered),
         t0,
     );
-    let Action::Done(report) = call.poll_action(t0) else {
-        panic!("failed over")
-    };
+    assert_eq!(call.poll_action(t0), Action::Done, "failed over");
+    let report = common::report(call);
     assert_eq!(
         report.attempts[0].result,
         AttemptResult::Failed(FailureClass::Ambiguous)
     );
     assert!(report.may_have_executed);
     assert_eq!(report.redirects.len(), 1);
+}
+
+/// SPEC 4: the result event comes once per call, also when the result is taken and the
+/// call dropped (a dropped call that had ended is not cancelled again).
+#[test]
+fn result_event_is_delivered_once_when_the_result_is_taken() {
+    let results = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let r2 = results.clone();
+    let sink: EventSink = Arc::new(move |e: &Event<'_>| {
+        if matches!(e.kind, EventKind::Result { .. }) {
+            r2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    let policy = endpoints(&["a"]).event_sink(Some(sink)).build().unwrap();
+    let t0 = Instant::now();
+    let mut call = direct_call(
+        policy,
+        Method::GET,
+        http::HeaderMap::new(),
+        CallOptions::default(),
+        t0,
+    );
+    let Action::Send(a) = call.poll_action(t0) else {
+        panic!()
+    };
+    let h = http::HeaderMap::new();
+    call.handle_outcome(
+        a.number,
+        AttemptOutcome::Response(ResponseInfo::new(http::StatusCode::OK, &h)),
+        t0,
+    );
+    assert_eq!(call.poll_action(t0), Action::Done);
+    let report = common::report(call);
+    assert_eq!(report.stop_reason, StopReason::Answered);
+    assert_eq!(results.load(std::sync::atomic::Ordering::Relaxed), 1);
 }

@@ -1,0 +1,280 @@
+//! What kind of call this is, decided once when it starts: its identity (SPEC 3: request
+//! id, idempotency key), its permissions (SPEC 2.2), whether it is hedged (SPEC 2.8), and
+//! its per-call settings, validated (SPEC 5). Nothing here changes while the call runs.
+
+use std::time::{Duration, Instant};
+
+use http::Method;
+
+use crate::engine::Engine;
+use crate::id::RequestId;
+use crate::permission::{self, Permission, PermissionOverride, PermissionSource, Resolved};
+use crate::policy::{
+    EventSink, RequestInfo, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION,
+};
+use crate::report::CallRejection;
+use crate::rng::Rng;
+use crate::time::add;
+
+/// Per-call settings (SPEC 2.2, 2.6, 3). Everything unset comes from the policy.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::{CallOptions, Permission};
+/// let opts = CallOptions {
+///     idempotency_key: Some("charge-42".into()),
+///     deadline: Some(Duration::from_secs(3)),
+///     failover: Some(Permission::Never),
+///     ..CallOptions::default()
+/// };
+/// assert!(!opts.deny);
+/// ```
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    /// Retry permission for this call.
+    pub retry: Option<Permission>,
+    /// Failover permission for this call.
+    pub failover: Option<Permission>,
+    /// At most one attempt (both permissions `Never`).
+    pub deny: bool,
+    /// Preferred endpoint id (moved to the front when eligible and available).
+    pub prefer: Option<String>,
+    /// Deadline for the whole call, from its start.
+    pub deadline: Option<Duration>,
+    /// Attempt timeout for this call.
+    pub attempt_timeout: Option<Duration>,
+    /// Attempts per endpoint per round for this call.
+    pub attempts_per_endpoint: Option<u32>,
+    /// Cap on this call's attempts.
+    pub max_attempts: Option<u32>,
+    /// Caller-chosen request id (validated: 8-128 of `A-Z a-z 0-9 . _ : -`).
+    pub request_id: Option<String>,
+    /// Idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Opt in to hedging for a call that is not a safe method.
+    pub hedge: bool,
+    /// Event sink for this call. It receives the call's events after the policy's sink
+    /// (which sees every call's): a per-call sink never hides a call from the client's.
+    pub events: Option<EventSink>,
+}
+
+impl std::fmt::Debug for CallOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallOptions")
+            .field("retry", &self.retry)
+            .field("failover", &self.failover)
+            .field("deny", &self.deny)
+            .field("prefer", &self.prefer)
+            .field("deadline", &self.deadline)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("attempts_per_endpoint", &self.attempts_per_endpoint)
+            .field("max_attempts", &self.max_attempts)
+            .field("request_id", &self.request_id)
+            .field("idempotency_key", &self.idempotency_key)
+            .field("hedge", &self.hedge)
+            .field("events", &self.events.is_some())
+            .finish()
+    }
+}
+
+/// The call's identity, sent unchanged on every attempt.
+pub(crate) struct Identity {
+    pub(crate) request_id: RequestId,
+    pub(crate) key: Option<String>,
+}
+
+/// The call's class: identity, permissions, hedging and its own timing settings.
+pub(crate) struct Class {
+    pub(crate) identity: Identity,
+    pub(crate) method: Method,
+    pub(crate) perms: Resolved,
+    /// `(after, max_in_flight)` when the call is hedged.
+    pub(crate) hedging: Option<(Duration, u32)>,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) attempt_timeout: Option<Duration>,
+}
+
+impl Class {
+    /// Whether the call carries an idempotency key.
+    pub(crate) fn keyed(&self) -> bool {
+        self.identity.key.is_some()
+    }
+
+    /// Whether the call relies on its idempotency key for a repeat (SPEC 2.3: such a call
+    /// triggers on the narrow, key-reliant status set).
+    pub(crate) fn key_reliant(&self) -> bool {
+        self.perms.retry_source == PermissionSource::IdempotencyKey
+            || self.perms.failover_source == PermissionSource::IdempotencyKey
+    }
+
+    /// Whether some repeat is allowed even after the work may have been done.
+    pub(crate) fn repeatable(&self) -> bool {
+        self.perms.retry == Permission::Always || self.perms.failover == Permission::Always
+    }
+}
+
+/// Decides the call's class. The request id is drawn from `rng` when the caller gave none
+/// (or gave an invalid one: events still need an id). Returns the first reason the call
+/// is rejected, if any, in this order: request id, idempotency key, request limits,
+/// per-call settings.
+pub(crate) fn classify(
+    engine: &Engine,
+    request: &RequestInfo<'_>,
+    options: &mut CallOptions,
+    rng: &mut Rng,
+    now: Instant,
+) -> (Class, Option<CallRejection>) {
+    let policy = &engine.policy;
+    let mut invalid = None;
+    let request_id = request_id(
+        engine,
+        request,
+        options.request_id.take(),
+        rng,
+        &mut invalid,
+    );
+    let key = idempotency_key(
+        engine,
+        request,
+        options.idempotency_key.take(),
+        &mut invalid,
+    );
+    if let Err(e) = crate::limits::check_request(request.method, request.headers) {
+        invalid.get_or_insert(e.into());
+    }
+    if let Some(why) = check_options(options) {
+        invalid.get_or_insert(why);
+    }
+    // Permissions: call setting > policy function > inference > default.
+    let call_override = if options.deny {
+        PermissionOverride::deny()
+    } else {
+        PermissionOverride {
+            retry: options.retry,
+            failover: options.failover,
+        }
+    };
+    let from_fn = match (
+        &policy.permission,
+        call_override.retry.and(call_override.failover),
+    ) {
+        (Some(f), None) => Some(f(request)),
+        _ => None,
+    };
+    let keyed = key.is_some();
+    let perms = permission::resolve(call_override, from_fn, request.method, keyed);
+    let hedging = policy.settings.hedge.and_then(|h| {
+        let read = permission::is_safe_method(request.method) || options.hedge;
+        (read && perms.failover == Permission::Always && !keyed)
+            .then_some((h.after, h.max_in_flight))
+    });
+    let deadline = options.deadline.or(policy.settings.deadline);
+    let class = Class {
+        identity: Identity { request_id, key },
+        method: request.method.clone(),
+        perms,
+        hedging,
+        deadline: deadline.map(|d| add(now, d)),
+        attempt_timeout: options.attempt_timeout,
+    };
+    (class, invalid)
+}
+
+/// Request identity: the call option, then the header on the request, then generated.
+fn request_id(
+    engine: &Engine,
+    request: &RequestInfo<'_>,
+    given: Option<String>,
+    rng: &mut Rng,
+    invalid: &mut Option<CallRejection>,
+) -> RequestId {
+    let parsed = match given {
+        Some(id) => Some(RequestId::parse_owned(id)),
+        None => request
+            .headers
+            .get(&engine.policy.request_id_header)
+            .map(|v| RequestId::parse(v.to_str().unwrap_or("<not text>"))),
+    };
+    match parsed {
+        Some(Ok(id)) => id,
+        Some(Err(e)) => {
+            invalid.get_or_insert(e.into());
+            RequestId::generate(rng)
+        }
+        None => RequestId::generate(rng),
+    }
+}
+
+/// The idempotency key: the call option, then the header. Sent unchanged means kept byte
+/// for byte: a key that is not visible ASCII is rejected rather than altered.
+fn idempotency_key(
+    engine: &Engine,
+    request: &RequestInfo<'_>,
+    given: Option<String>,
+    invalid: &mut Option<CallRejection>,
+) -> Option<String> {
+    let key = match given {
+        Some(k) => Some(k),
+        None => match request.headers.get(&engine.policy.idempotency_key_header) {
+            None => None,
+            Some(v) => match v.to_str() {
+                Ok(k) => Some(k.to_owned()),
+                Err(_) => {
+                    invalid.get_or_insert(CallRejection::IdempotencyKey(
+                        "the header is not visible ASCII text",
+                    ));
+                    None
+                }
+            },
+        },
+    };
+    if let Some(k) = &key {
+        if k.is_empty() || http::HeaderValue::from_str(k).is_err() {
+            invalid.get_or_insert(CallRejection::IdempotencyKey(
+                "not a valid, non-empty header value",
+            ));
+        }
+    }
+    key
+}
+
+/// The first per-call setting out of range, if any (SPEC 5: invalid per-call settings fail
+/// the call before any send).
+fn check_options(options: &CallOptions) -> Option<CallRejection> {
+    let bad = |setting, value: String, reason: String| CallRejection::Setting {
+        setting,
+        value,
+        reason,
+    };
+    for (name, d) in [
+        ("deadline", options.deadline),
+        ("attempt_timeout", options.attempt_timeout),
+    ] {
+        match d {
+            Some(d) if d.is_zero() => {
+                return Some(bad(
+                    name,
+                    format!("{d:?}"),
+                    "must be greater than zero".into(),
+                ))
+            }
+            Some(d) if d > MAX_DURATION => {
+                return Some(bad(name, format!("{d:?}"), "longer than 10 years".into()))
+            }
+            _ => {}
+        }
+    }
+    for (name, n, max) in [
+        (
+            "attempts_per_endpoint",
+            options.attempts_per_endpoint,
+            MAX_ATTEMPTS_PER_ENDPOINT,
+        ),
+        ("max_attempts", options.max_attempts, MAX_ATTEMPTS),
+    ] {
+        if let Some(n) = n.filter(|n| *n == 0 || *n > max) {
+            return Some(bad(name, n.to_string(), format!("must be 1 to {max}")));
+        }
+    }
+    None
+}

@@ -1,0 +1,185 @@
+//! What the call did: one record per attempt (attempt `n` is record `n - 1`), the attempts
+//! in flight, the triggering response it retains, and the redirects attempts followed.
+//! "Attempted", "executed somewhere", "ambiguous", per-endpoint counts and the last
+//! outcome are all read from the records, never kept beside them.
+
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use smallvec::SmallVec;
+
+use crate::health::Ticket;
+use crate::redirect::Redirect;
+use crate::report::{AttemptRecord, AttemptResult, FailureClass, TimeoutPhase};
+use crate::status::StatusSet;
+
+/// A set of endpoint indexes (the policy has at most 64 endpoints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Bits(pub(crate) u64);
+
+impl Bits {
+    pub(crate) fn has(self, i: usize) -> bool {
+        i < 64 && self.0 & (1u64 << i) != 0
+    }
+    pub(crate) fn set(&mut self, i: usize) {
+        if i < 64 {
+            self.0 |= 1u64 << i;
+        }
+    }
+}
+
+/// An attempt in flight.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Flight {
+    pub(crate) number: u32,
+    pub(crate) endpoint: u8,
+    /// The attempt's timer ends at the call's deadline: its timeout is the deadline's cut.
+    pub(crate) clipped: bool,
+    pub(crate) started: Instant,
+    pub(crate) ticket: Ticket,
+}
+
+/// A triggering response kept in case every later attempt fails (SPEC 2.10), or the answer.
+#[derive(Debug)]
+pub(crate) struct Kept<R> {
+    pub(crate) attempt: u32,
+    pub(crate) endpoint: usize,
+    pub(crate) status: StatusCode,
+    pub(crate) response: R,
+    /// How many attempts had ended possibly executed when it was kept (itself included):
+    /// more later means an attempt may have done the work after this response.
+    pub(crate) executed_before: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct History<R> {
+    pub(crate) records: SmallVec<[AttemptRecord; 2]>,
+    pub(crate) flights: SmallVec<[Flight; 2]>,
+    pub(crate) kept: Option<Kept<R>>,
+    pub(crate) redirects: Vec<Redirect>,
+    /// The endpoint and result of the attempt that ended last.
+    pub(crate) last: Option<(usize, AttemptResult)>,
+}
+
+impl<R> History<R> {
+    pub(crate) fn new() -> Self {
+        History {
+            records: SmallVec::new(),
+            flights: SmallVec::new(),
+            kept: None,
+            redirects: Vec::new(),
+            last: None,
+        }
+    }
+
+    /// Attempts made so far (sent or asked to be sent).
+    pub(crate) fn made(&self) -> u32 {
+        self.records.len() as u32
+    }
+
+    /// The record of attempt `number`.
+    pub(crate) fn record_mut(&mut self, number: u32) -> Option<&mut AttemptRecord> {
+        self.records.get_mut(number.checked_sub(1)? as usize)
+    }
+
+    /// Takes attempt `number` out of flight.
+    pub(crate) fn land(&mut self, number: u32) -> Option<Flight> {
+        let pos = self.flights.iter().position(|f| f.number == number)?;
+        Some(self.flights.remove(pos))
+    }
+
+    /// Endpoints the call attempted.
+    pub(crate) fn attempted(&self) -> Bits {
+        let mut b = Bits(0);
+        for r in &self.records {
+            b.set(r.endpoint);
+        }
+        b
+    }
+
+    /// Endpoints that may have done the work: an attempt there ended and nothing proves it
+    /// did not execute (attempts still in flight are not counted until they end).
+    pub(crate) fn executed(&self, not_processed: &StatusSet) -> Bits {
+        let mut b = Bits(0);
+        for r in self.ended_executed(not_processed) {
+            b.set(r.endpoint);
+        }
+        b
+    }
+
+    fn ended_executed<'a>(
+        &'a self,
+        not_processed: &'a StatusSet,
+    ) -> impl Iterator<Item = &'a AttemptRecord> + 'a {
+        self.records.iter().filter(|r| {
+            r.result != AttemptResult::InFlight && r.result.may_have_executed(not_processed)
+        })
+    }
+
+    /// How many attempts ended possibly executed.
+    pub(crate) fn executed_count(&self, not_processed: &StatusSet) -> usize {
+        self.ended_executed(not_processed).count()
+    }
+
+    /// Whether an attempt ended ambiguous (it may have done the work, and no response says
+    /// what happened).
+    pub(crate) fn any_ambiguous(&self) -> bool {
+        self.records.iter().any(|r| {
+            matches!(
+                r.result,
+                AttemptResult::Failed(FailureClass::Ambiguous)
+                    | AttemptResult::TimedOut(TimeoutPhase::Response | TimeoutPhase::Unknown)
+            )
+        })
+    }
+
+    /// Endpoints with an attempt in flight.
+    pub(crate) fn in_flight(&self) -> Bits {
+        let mut b = Bits(0);
+        for f in &self.flights {
+            b.set(f.endpoint as usize);
+        }
+        b
+    }
+
+    /// Attempts at `endpoint` numbered `from` or later.
+    pub(crate) fn count_at(&self, endpoint: usize, from: u32) -> u32 {
+        self.records
+            .iter()
+            .filter(|r| r.endpoint == endpoint && r.number >= from)
+            .count() as u32
+    }
+
+    /// Whether the last attempt to end put no load on any provider (nothing was sent).
+    pub(crate) fn last_undelivered(&self) -> bool {
+        matches!(
+            self.last,
+            Some((
+                _,
+                AttemptResult::Failed(FailureClass::Undelivered)
+                    | AttemptResult::TimedOut(TimeoutPhase::Connect)
+            ))
+        )
+    }
+
+    /// Whether attempt `number` followed a redirect.
+    pub(crate) fn redirected(&self, number: u32) -> bool {
+        self.redirects.iter().any(|r| r.attempt == number)
+    }
+
+    /// Records how a landed attempt ended.
+    pub(crate) fn close(&mut self, flight: &Flight, result: AttemptResult, now: Instant) {
+        let elapsed = crate::time::since(now, flight.started);
+        if let Some(rec) = self.record_mut(flight.number) {
+            rec.result = result;
+            rec.elapsed = elapsed;
+        }
+    }
+
+    /// The elapsed time of attempt `number`, once it ended.
+    pub(crate) fn elapsed(&self, number: u32) -> Duration {
+        self.records
+            .get(number.saturating_sub(1) as usize)
+            .map_or(Duration::ZERO, |r| r.elapsed)
+    }
+}

@@ -1,0 +1,565 @@
+//! One call's state machine.
+//!
+//! The call order, for an adapter:
+//!
+//! 1. [`Call::new`] with the shared [`Engine`] (borrowed: a call writes nothing to it on
+//!    the healthy path), the request's method, URL and headers, the kind of body, the
+//!    call's options and the time.
+//! 2. Drain [`Call::poll`] until it says wait or done:
+//!    - [`Action::Send`]: send the attempt to its endpoint ([`Call::attempt_parts`] builds
+//!      its URL and headers; a fresh copy of the body when [`Attempt::fresh_body`] says so,
+//!      and if the copy fails, [`Input::ReplayFailed`]).
+//!    - [`Action::Discard`]: cancel that in-flight attempt. Report nothing more for it.
+//!    - [`Action::WaitUntil`]: sleep until then, or until an in-flight attempt ends.
+//!    - [`Action::WaitForAttempt`]: wait until an in-flight attempt ends.
+//!    - [`Action::Done`]: the call is over; [`Call::into_done`] gives the response to return
+//!      or the error.
+//! 3. Hand every event to [`Call::handle`] with the time it happened: an attempt's
+//!    response or failure, the redirects it followed, a failed body copy, a cancel, or
+//!    [`Input::Timer`] when a wait ends. Then drain the actions again.
+//!
+//! Time enters only with inputs: polling does not move the clock, and a call dropped
+//! before it ended is cancelled at the time of its last input (its attempts count for
+//! nothing and free their half-open probe slots at once). The call never reads
+//! a clock or OS randomness, never sleeps and never does I/O: the same inputs give the same
+//! actions.
+//!
+//! The decisions live in one module per section of the spec: [`class`] (what kind of call),
+//! [`order`] (which endpoint next), [`trigger`] (does an outcome call for another
+//! attempt), [`gate`] (may it be made), [`schedule`] (when), [`history`] (what happened),
+//! [`outcome`] (an attempt ended) and [`result`] (what the call returns).
+
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use crate::engine::Engine;
+use crate::event::{AttemptKind, Event, EventKind};
+use crate::health::{Record, Transitions};
+use crate::id::RequestId;
+use crate::permission::{Permission, PermissionSource};
+use crate::policy::RequestInfo;
+use crate::report::{AttemptRecord, AttemptResult, CallRejection, StopReason};
+use crate::time::{add, since};
+
+mod class;
+mod gate;
+mod history;
+mod order;
+mod outcome;
+mod result;
+mod schedule;
+mod surface;
+mod trigger;
+
+pub use class::CallOptions;
+pub use schedule::MIN_ATTEMPT_TIME;
+pub use surface::{Action, Answer, Attempt, AttemptOutcome, BodyKind, Done, Head, Input};
+
+use class::Class;
+use gate::Admission;
+use history::{Flight, History};
+use order::Order;
+use result::Ending;
+use schedule::{Plan, Schedule, Step};
+
+/// Why the call stops (the answer aside).
+pub(crate) enum Stop {
+    Reason(StopReason),
+    RetryAfter(Duration),
+    UnknownEndpoint(String),
+    Invalid(CallRejection),
+}
+
+/// Where the call is in its life.
+enum Phase<R> {
+    Running,
+    /// Ended; the result waits for [`Call::into_done`].
+    Finished(Ending<R>),
+    /// The result was taken (the call is being consumed).
+    Taken,
+}
+
+/// One call's state machine. See the module docs for the call order.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use baton_core::*;
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("primary", "https://a.example/"))
+///     .endpoint(Endpoint::new("backup", "https://b.example/"))
+///     .build()
+///     .unwrap();
+/// let engine = Engine::new(policy);
+/// let (uri, headers) = ("/".parse().unwrap(), http::HeaderMap::new());
+/// let info = RequestInfo { method: &http::Method::POST, uri: &uri, headers: &headers };
+/// let t0 = Instant::now();
+/// let mut call: Call<'_, Head> =
+///     Call::new(&engine, &info, BodyKind::Replayable, CallOptions::default(), t0);
+///
+/// // The primary refuses the connection: nothing was sent, so a POST may fail over.
+/// let Action::Send(first) = call.poll() else { unreachable!() };
+/// let refused = AttemptOutcome::Failure(FailureClass::Undelivered);
+/// call.handle(Input::Failed { attempt: first.number, outcome: refused }, t0);
+/// let Action::Send(second) = call.poll() else { unreachable!() };
+/// assert_eq!(second.endpoint, 1);
+/// assert!(second.fresh_body);
+///
+/// // The backup times out waiting: it may have executed, so the call stops there.
+/// let t1 = t0 + Duration::from_secs(30);
+/// let waited = AttemptOutcome::Timeout(TimeoutPhase::Response);
+/// call.handle(Input::Failed { attempt: second.number, outcome: waited }, t1);
+/// assert_eq!(call.poll(), Action::Done);
+/// let Done::Error { report, .. } = call.into_done() else { unreachable!() };
+/// assert_eq!(report.stop_reason, StopReason::NotPermitted);
+/// assert!(report.may_have_executed);
+/// ```
+pub struct Call<'e, R = Head> {
+    engine: &'e Engine,
+    /// The call's own event sink (the policy's is read from the engine).
+    sink: Option<crate::policy::EventSink>,
+    class: Class,
+    body: BodyKind,
+    start: Instant,
+    /// The time of the last input.
+    now: Instant,
+    order: Order,
+    history: History<R>,
+    schedule: Schedule,
+    discards: SmallVec<[u32; 2]>,
+    phase: Phase<R>,
+}
+
+impl<R> std::fmt::Debug for Call<'_, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("request_id", &self.class.identity.request_id)
+            .field("plan", &self.schedule.plan)
+            .field("attempts", &self.history.records.len())
+            .field("in_flight", &self.history.flights.len())
+            .field("done", &self.is_done())
+            .finish()
+    }
+}
+
+impl<'e, R: Answer> Call<'e, R> {
+    /// Starts a call. Invalid call settings (a bad request id, an unknown preferred
+    /// endpoint, zero timeouts) do not panic: the first [`poll`](Call::poll) returns
+    /// [`Action::Done`] with the error, before any send.
+    pub fn new(
+        engine: &'e Engine,
+        request: &RequestInfo<'_>,
+        body: BodyKind,
+        mut options: CallOptions,
+        now: Instant,
+    ) -> Self {
+        let mut rng = engine.call_rng();
+        let (class, invalid) = class::classify(engine, request, &mut options, &mut rng, now);
+        let mut call = Call {
+            engine,
+            sink: options.events.take(),
+            class,
+            body,
+            start: now,
+            now,
+            order: Order::new(),
+            history: History::new(),
+            schedule: Schedule::new(rng, now),
+            discards: SmallVec::new(),
+            phase: Phase::Running,
+        };
+        if let Some(why) = invalid {
+            call.stop(now, Stop::Invalid(why));
+            return call;
+        }
+        let counts = (options.attempts_per_endpoint, options.max_attempts);
+        match call.order_start(request, options.prefer.as_deref(), counts, now) {
+            Ok(()) => {
+                call.schedule.plan = Plan::Send {
+                    endpoint: call.order.round.get(0) as u8,
+                    at: now,
+                    kind: AttemptKind::First,
+                }
+            }
+            Err(stop) => call.stop(now, stop),
+        }
+        call
+    }
+
+    /// Hands the call one input, with the time it happened. Then drain [`poll`](Call::poll).
+    pub fn handle(&mut self, input: Input<R>, now: Instant) {
+        self.now = self.now.max(now);
+        match input {
+            Input::Response {
+                attempt,
+                response,
+                wall,
+            } => self.on_response(attempt, response, wall),
+            Input::Failed { attempt, outcome } => self.on_failure(attempt, outcome),
+            Input::Redirected { attempt, redirects } => self.on_redirects(attempt, redirects),
+            Input::ReplayFailed { attempt } => self.on_replay_failed(attempt),
+            Input::BodyNotBuffered { limit } => {
+                self.emit(self.now, EventKind::BodyNotBuffered { limit })
+            }
+            Input::Cancel => self.cancel(),
+            Input::Timer => {}
+        }
+    }
+
+    /// The next action at the time of the last input. Drain until it says wait or done.
+    #[must_use = "the action says what to send, cancel or wait for"]
+    pub fn poll(&mut self) -> Action {
+        loop {
+            if let Some(n) = self.discards.pop() {
+                return Action::Discard(n);
+            }
+            if self.is_done() {
+                return Action::Done;
+            }
+            let now = self.now;
+            if self.class.deadline.is_some_and(|d| now >= d) {
+                self.cancel_in_flight(now, AttemptResult::Deadline);
+                self.stop(now, Stop::Reason(StopReason::Deadline));
+                continue;
+            }
+            match self.step() {
+                Step::Send(a) => return Action::Send(a),
+                Step::WaitUntil(t) => return Action::WaitUntil(t),
+                Step::WaitForAttempt => return Action::WaitForAttempt,
+                Step::Again => {}
+            }
+        }
+    }
+
+    /// The call's result: the response to return, or the error, with the report. Taken
+    /// once [`poll`](Call::poll) said [`Action::Done`]; a call taken before it ended is
+    /// cancelled first, at the time of its last input.
+    pub fn into_done(mut self) -> Done<R> {
+        let ending = match std::mem::replace(&mut self.phase, Phase::Taken) {
+            Phase::Finished(ending) => ending,
+            Phase::Running | Phase::Taken => {
+                let now = self.now;
+                self.cancel_in_flight(now, AttemptResult::Cancelled);
+                self.ending(now, Stop::Reason(StopReason::Cancelled))
+            }
+        };
+        self.hand_out(ending)
+    }
+}
+
+impl<'e, R> Call<'e, R> {
+    /// The call's request id (send it in the request-id header on every attempt).
+    pub fn request_id(&self) -> &RequestId {
+        &self.class.identity.request_id
+    }
+
+    /// The call's idempotency key, if any (send it unchanged on every attempt).
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.class.identity.key.as_deref()
+    }
+
+    /// The engine this call runs on.
+    pub fn engine(&self) -> &'e Engine {
+        self.engine
+    }
+
+    /// When the call was started.
+    pub fn started(&self) -> Instant {
+        self.start
+    }
+
+    /// The call's deadline, if any.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.class.deadline
+    }
+
+    /// When reading the body of a response that arrived at `now` must end: the policy's
+    /// `body_timeout` from `now`, never past the call's deadline (SPEC 2.6).
+    pub fn body_read_by(&self, now: Instant) -> Option<Instant> {
+        let timeout = self
+            .engine
+            .policy
+            .settings
+            .body_timeout
+            .map(|d| add(now, d));
+        match (timeout, self.class.deadline) {
+            (Some(t), Some(d)) => Some(t.min(d)),
+            (t, d) => t.or(d),
+        }
+    }
+
+    /// The resolved retry and failover permissions.
+    pub fn permissions(&self) -> (Permission, Permission) {
+        (self.class.perms.retry, self.class.perms.failover)
+    }
+
+    /// Where each resolved permission came from: (retry, failover).
+    pub fn permission_sources(&self) -> (PermissionSource, PermissionSource) {
+        (
+            self.class.perms.retry_source,
+            self.class.perms.failover_source,
+        )
+    }
+
+    /// Whether the call is hedged (SPEC 2.8).
+    pub fn is_hedged(&self) -> bool {
+        self.class.hedging.is_some()
+    }
+
+    /// Numbers of the attempts in flight.
+    pub fn in_flight(&self) -> impl Iterator<Item = u32> + '_ {
+        self.history.flights.iter().map(|f| f.number)
+    }
+
+    /// Whether the call has ended.
+    pub fn is_done(&self) -> bool {
+        !matches!(self.phase, Phase::Running)
+    }
+
+    /// The URL and headers of `attempt` (the driver kit: every adapter builds its requests
+    /// here). `uri` is the request's URL as the caller gave it and `headers` a copy of the
+    /// caller's headers; they get the endpoint's headers and credentials, the request id,
+    /// the idempotency key and the attempt header, by the destination rules (SPEC 3).
+    ///
+    /// ```
+    /// # use baton_core::{Action, BodyKind, Call, CallOptions, Endpoint, Engine, Head, Policy, RequestInfo};
+    /// # use std::time::Instant;
+    /// let policy = Policy::builder().endpoint(Endpoint::new("a", "https://a.example/v1/")).build().unwrap();
+    /// let engine = Engine::new(policy);
+    /// let (uri, headers) = ("/".parse().unwrap(), http::HeaderMap::new());
+    /// let info = RequestInfo { method: &http::Method::GET, uri: &uri, headers: &headers };
+    /// let mut call: Call<'_, Head> =
+    ///     Call::new(&engine, &info, BodyKind::Empty, CallOptions::default(), Instant::now());
+    /// let Action::Send(attempt) = call.poll() else { panic!() };
+    /// let mut h = headers.clone();
+    /// let url = call.attempt_parts(&attempt, &uri, &mut h).unwrap();
+    /// assert_eq!(url, "https://a.example/v1/");
+    /// assert!(h.contains_key("x-request-id"));
+    /// ```
+    pub fn attempt_parts(
+        &self,
+        attempt: &Attempt,
+        uri: &http::Uri,
+        headers: &mut http::HeaderMap,
+    ) -> Result<http::Uri, crate::DestinationError> {
+        let policy = &self.engine.policy;
+        let target = crate::attempt_uri(policy, attempt.endpoint, uri)?;
+        crate::apply_attempt_headers(
+            policy,
+            attempt.endpoint,
+            uri,
+            self.request_id().as_str(),
+            self.idempotency_key(),
+            attempt.number,
+            headers,
+        )?;
+        Ok(target)
+    }
+
+    // ----- events -----
+
+    fn has_sink(&self) -> bool {
+        self.sink.is_some() || self.engine.policy.events.is_some()
+    }
+
+    /// Delivers an event: to the policy's sink, then to the call's own.
+    fn emit(&self, at: Instant, kind: EventKind<'_>) {
+        if !self.has_sink() {
+            return;
+        }
+        let event = Event {
+            request_id: self.class.identity.request_id.as_str(),
+            idempotency_key: self.class.identity.key.as_deref(),
+            at,
+            kind,
+        };
+        for sink in [&self.engine.policy.events, &self.sink]
+            .into_iter()
+            .flatten()
+        {
+            sink(&event);
+        }
+    }
+
+    /// Reports breaker transitions (collected under the health lock, reported after it was
+    /// released).
+    fn report_transitions(&self, endpoint: usize, at: Instant, transitions: &Transitions) {
+        for t in transitions {
+            self.emit(
+                at,
+                EventKind::BreakerTransition {
+                    endpoint: &self.engine.ids[endpoint],
+                    from: t.from,
+                    to: t.to,
+                },
+            );
+        }
+    }
+
+    // ----- attempts -----
+
+    /// Re-checks the deadline, availability and the gate, then starts the attempt;
+    /// `Ok(None)` when a limiter re-planned it for later.
+    fn start_attempt(
+        &mut self,
+        planned: usize,
+        kind: AttemptKind,
+        now: Instant,
+    ) -> Result<Option<Attempt>, Stop> {
+        // A later attempt that could only get a sliver of the time left is not started:
+        // it would be cut by the deadline before any provider could answer.
+        if self.too_late_for(kind, now) {
+            return Err(Stop::Reason(StopReason::Deadline));
+        }
+        let endpoint = self.reroute_unavailable(planned, now)?;
+        let kind = if endpoint != planned && kind != AttemptKind::First {
+            self.kind_at(endpoint)
+        } else {
+            kind
+        };
+        let Admission::Go { endpoint, kind } = self.admit(endpoint, kind, now)? else {
+            return Ok(None);
+        };
+        self.schedule.paid = false;
+        if let Some((from, reason)) = self.history.last {
+            let moved =
+                kind == AttemptKind::Failover || (kind == AttemptKind::Retry && endpoint != from);
+            if moved {
+                self.emit(
+                    now,
+                    EventKind::Failover {
+                        from: &self.engine.ids[from],
+                        to: &self.engine.ids[endpoint],
+                        reason,
+                        status: reason.status(),
+                    },
+                );
+            }
+        }
+        Ok(Some(self.launch(endpoint, kind, now)))
+    }
+
+    /// Admits the attempt with the endpoint's health, records it and puts it in flight.
+    fn launch(&mut self, endpoint: usize, kind: AttemptKind, now: Instant) -> Attempt {
+        let mut transitions = Transitions::new();
+        let ticket = self.engine.health.begin(endpoint, now, &mut transitions);
+        if !transitions.is_empty() {
+            self.report_transitions(endpoint, now, &transitions);
+        }
+        let number = self.history.made() + 1;
+        let policy = &self.engine.policy;
+        let mut timeout = self
+            .class
+            .attempt_timeout
+            .unwrap_or_else(|| policy.attempt_timeout_for(endpoint));
+        let mut clipped = false;
+        if let Some(d) = self.class.deadline {
+            let left = since(d, now);
+            clipped = left <= timeout;
+            timeout = timeout.min(left);
+        }
+        let attempt = Attempt {
+            number,
+            endpoint,
+            kind,
+            connect_timeout: policy.connect_timeout_for(endpoint).min(timeout),
+            timeout,
+            fresh_body: number > 1 && self.body != BodyKind::Empty,
+            probe: ticket.probe.is_some(),
+        };
+        self.history.records.push(AttemptRecord {
+            endpoint,
+            endpoint_id: self.engine.ids[endpoint].clone(),
+            number,
+            result: AttemptResult::InFlight,
+            elapsed: Duration::ZERO,
+        });
+        self.history.flights.push(Flight {
+            number,
+            endpoint: endpoint as u8,
+            clipped,
+            started: now,
+            ticket,
+        });
+        self.launched_at(endpoint);
+        self.schedule.plan = Plan::Idle;
+        self.arm_hedge(now);
+        self.emit_started(endpoint, number, kind, attempt.probe, now);
+        attempt
+    }
+
+    fn emit_started(
+        &self,
+        endpoint: usize,
+        attempt: u32,
+        kind: AttemptKind,
+        probe: bool,
+        now: Instant,
+    ) {
+        let id = &self.engine.ids[endpoint];
+        if kind == AttemptKind::Hedge {
+            self.emit(
+                now,
+                EventKind::HedgeStarted {
+                    endpoint: id,
+                    attempt,
+                },
+            );
+        }
+        self.emit(
+            now,
+            EventKind::AttemptStarted {
+                endpoint: id,
+                attempt,
+                kind,
+                probe,
+            },
+        );
+    }
+
+    /// Cancels the call: in-flight attempts are discarded (and count for nothing), and the
+    /// call ends with what it has and the stop reason "cancelled".
+    fn cancel(&mut self) {
+        if self.is_done() {
+            return;
+        }
+        let now = self.now;
+        self.cancel_in_flight(now, AttemptResult::Cancelled);
+        self.stop(now, Stop::Reason(StopReason::Cancelled));
+    }
+
+    /// Ends every in-flight attempt with `result`: sent and not answered, so nothing proves
+    /// it did not execute. Each is discarded; none counts in health.
+    fn cancel_in_flight(&mut self, now: Instant, result: AttemptResult) {
+        let flights = std::mem::take(&mut self.history.flights);
+        for f in flights {
+            let endpoint = f.endpoint as usize;
+            self.history.close(&f, result, now);
+            let mut transitions = Transitions::new();
+            self.engine
+                .health
+                .finish(endpoint, f.ticket, Record::Nothing, now, &mut transitions);
+            self.discards.push(f.number);
+            self.emit(
+                now,
+                EventKind::AttemptCancelled {
+                    endpoint: &self.engine.ids[endpoint],
+                    attempt: f.number,
+                },
+            );
+            self.report_transitions(endpoint, now, &transitions);
+        }
+    }
+}
+
+impl<R> Drop for Call<'_, R> {
+    fn drop(&mut self) {
+        // A call dropped before it ended is cancelled (SPEC 2.5): its in-flight attempts
+        // end cancelled, count for nothing and free their probe slots at once, and the
+        // events say so. The time is the call's last input: no time is invented here.
+        if !self.is_done() {
+            self.cancel();
+        }
+    }
+}

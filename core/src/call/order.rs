@@ -1,0 +1,421 @@
+//! The order of endpoints (SPEC 2.1, 2.6): priority, the preferred endpoint, eligibility,
+//! rounds, per-endpoint counts, pinning, and unavailable endpoints tried last or skipped.
+//! It proposes the next endpoint; the gate decides whether the attempt may be made and the
+//! schedule when.
+
+use std::time::{Duration, Instant};
+
+use super::history::Bits;
+use super::{Call, Stop};
+use crate::event::{AttemptKind, EventKind, WaitReason};
+use crate::health::Transitions;
+use crate::policy::{Unavailable, MAX_ENDPOINTS};
+use crate::report::StopReason;
+
+/// A small ordered list of endpoint indexes, stored inline.
+#[derive(Clone, Copy)]
+pub(crate) struct List {
+    items: [u8; MAX_ENDPOINTS],
+    len: u8,
+}
+
+impl List {
+    pub(crate) fn new() -> Self {
+        List {
+            items: [0; MAX_ENDPOINTS],
+            len: 0,
+        }
+    }
+    pub(crate) fn push(&mut self, i: usize) {
+        if (self.len as usize) < MAX_ENDPOINTS {
+            self.items[self.len as usize] = i as u8;
+            self.len += 1;
+        }
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.len as usize
+    }
+    pub(crate) fn get(&self, p: usize) -> usize {
+        self.items[p] as usize
+    }
+    pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.items[..self.len as usize].iter().map(|&e| e as usize)
+    }
+    pub(crate) fn position(&self, i: usize) -> Option<usize> {
+        self.iter().position(|e| e == i)
+    }
+    /// Moves the item at `from` to position `to` (< `from`), shifting the rest back.
+    fn move_before(&mut self, from: usize, to: usize) {
+        if to < from && from < self.len as usize {
+            let v = self.items[from];
+            self.items.copy_within(to..from, to + 1);
+            self.items[to] = v;
+        }
+    }
+}
+
+/// The call's order and its counts.
+pub(crate) struct Order {
+    /// Eligible endpoints in priority order, preferred first.
+    pub(crate) base: List,
+    /// The current round: available first (then unavailable ones when tried last).
+    pub(crate) round: List,
+    /// Position in the round of the attempt launched last.
+    pub(crate) pos: usize,
+    /// The number of the first attempt of the current round.
+    pub(crate) round_start: u32,
+    /// Endpoints skipped for this round (skip mode).
+    pub(crate) skipped: Bits,
+    /// Attempts per endpoint per round.
+    pub(crate) per_endpoint: u32,
+    /// Attempts at the one endpoint of a pinned call.
+    pub(crate) pinned_limit: u32,
+    /// Cap on the call's attempts, and whether it was set explicitly.
+    pub(crate) max_attempts: u32,
+    pub(crate) max_explicit: bool,
+}
+
+impl Order {
+    pub(crate) fn new() -> Self {
+        Order {
+            base: List::new(),
+            round: List::new(),
+            pos: 0,
+            round_start: 1,
+            skipped: Bits(0),
+            per_endpoint: 1,
+            pinned_limit: 3,
+            max_attempts: 1,
+            max_explicit: false,
+        }
+    }
+}
+
+/// The endpoint proposed for the next attempt, and the wait before it (`None`: a failover,
+/// which goes at once).
+pub(crate) struct Next {
+    pub(crate) endpoint: usize,
+    pub(crate) kind: AttemptKind,
+    pub(crate) wait: Option<(Duration, WaitReason)>,
+}
+
+impl<R> Call<'_, R> {
+    /// Whether endpoint `i` is available now (reporting any transition that asking made).
+    pub(crate) fn available(&self, i: usize, now: Instant) -> bool {
+        let mut transitions = Transitions::new();
+        let available = self.engine.health.available(i, now, &mut transitions);
+        if !transitions.is_empty() {
+            self.report_transitions(i, now, &transitions);
+        }
+        available
+    }
+
+    /// Sets up the order at the call's start: eligibility (asked once per endpoint),
+    /// preference, the first round and the attempt caps. Returns why the call cannot start.
+    pub(crate) fn order_start(
+        &mut self,
+        request: &crate::policy::RequestInfo<'_>,
+        prefer: Option<&str>,
+        options: (Option<u32>, Option<u32>),
+        now: Instant,
+    ) -> Result<(), Stop> {
+        let policy = &self.engine.policy;
+        let mut eligible = Bits(0);
+        for (i, e) in policy.endpoints.iter().enumerate() {
+            if policy.eligible.as_ref().is_none_or(|f| f(e, request)) {
+                eligible.set(i);
+            }
+        }
+        let mut preferred = None;
+        if let Some(id) = prefer {
+            let i = policy
+                .endpoint_index(id)
+                .ok_or_else(|| Stop::UnknownEndpoint(id.to_owned()))?;
+            preferred = Some(i).filter(|i| eligible.has(*i));
+        }
+        let order = &mut self.order;
+        if let Some(p) = preferred {
+            order.base.push(p);
+        }
+        for i in 0..policy.endpoints.len() {
+            if eligible.has(i) && Some(i) != preferred {
+                order.base.push(i);
+            }
+        }
+        self.build_round(now);
+        let usable = self.order.round.len() as u32;
+        if usable == 0 {
+            return Err(Stop::Reason(StopReason::NoUsableEndpoint));
+        }
+        let settings = &self.engine.policy.settings;
+        let explicit_per = options.0.or(settings.attempts_per_endpoint);
+        let explicit_max = options.1.or(settings.max_attempts);
+        let order = &mut self.order;
+        order.per_endpoint = explicit_per.unwrap_or(if usable > 1 { 1 } else { 3 });
+        order.pinned_limit = settings.pinned_attempts.or(explicit_per).unwrap_or(3);
+        order.max_explicit = explicit_max.is_some();
+        order.max_attempts = explicit_max.unwrap_or(order.per_endpoint.saturating_mul(usable));
+        Ok(())
+    }
+
+    /// Builds a round: available endpoints of the base order first, then (tried-last mode)
+    /// the unavailable ones, or (skip mode) none of them, with an event per skip.
+    pub(crate) fn build_round(&mut self, now: Instant) {
+        let mut round = List::new();
+        let mut later = List::new();
+        for i in self.order.base.iter() {
+            if self.available(i, now) {
+                round.push(i);
+            } else {
+                later.push(i);
+            }
+        }
+        let skip = self.engine.policy.settings.unavailable == Unavailable::Skip;
+        let mut skipped = Bits(0);
+        for i in later.iter() {
+            if self.has_sink() {
+                self.emit_cooldown_skip(i, skip, now);
+            }
+            if skip {
+                skipped.set(i);
+            } else {
+                round.push(i);
+            }
+        }
+        let order = &mut self.order;
+        order.round = round;
+        order.skipped = skipped;
+        order.pos = 0;
+        order.round_start = self.history.made() + 1;
+    }
+
+    /// Attempts at `e` in the current round.
+    pub(crate) fn round_count(&self, e: usize) -> u32 {
+        self.history.count_at(e, self.order.round_start)
+    }
+
+    /// Whether `e` can take another attempt in this round (not in flight, not skipped, not
+    /// yet tried in it).
+    fn open_in_round(&self, e: usize, in_flight: Bits) -> bool {
+        !in_flight.has(e) && !self.order.skipped.has(e) && self.round_count(e) == 0
+    }
+
+    /// The kind of a later attempt at `e`: a retry when the call already attempted it, else
+    /// a failover (SPEC 1).
+    pub(crate) fn kind_at(&self, e: usize) -> AttemptKind {
+        if self.history.attempted().has(e) {
+            AttemptKind::Retry
+        } else {
+            AttemptKind::Failover
+        }
+    }
+
+    /// Pinned (SPEC 2.6): permission forbids every other endpoint but allows a retry of the
+    /// current one. A call with no other usable endpoint at all is not pinned: it follows
+    /// the ordinary schedule.
+    fn is_pinned(&self, current: usize) -> bool {
+        let mut others = self
+            .order
+            .base
+            .iter()
+            .filter(|&e| e != current && !self.order.skipped.has(e))
+            .peekable();
+        others.peek().is_some() && self.allowed(current) && !others.any(|e| self.allowed(e))
+    }
+
+    /// The next target after a triggering outcome at `current`: `Ok(Some(next))`, `Ok(None)`
+    /// to wait for attempts still in flight, or why the call stops.
+    pub(crate) fn next_target(
+        &mut self,
+        current: usize,
+        now: Instant,
+    ) -> Result<Option<Next>, Stop> {
+        self.may_continue()?;
+        let pinned = self.is_pinned(current)
+            && !self
+                .history
+                .flights
+                .iter()
+                .any(|f| f.endpoint as usize != current);
+        if (!pinned || self.order.max_explicit) && self.history.made() >= self.order.max_attempts {
+            return Err(Stop::Reason(StopReason::AttemptsExhausted));
+        }
+        let mut refused = false;
+        // 1. Retry the same endpoint (after a wait), within its per-round or pinned limit.
+        let limit_ok = if pinned {
+            self.history.count_at(current, 0) < self.order.pinned_limit
+        } else {
+            self.round_count(current) < self.order.per_endpoint
+        };
+        let hedged_in_flight = !self.history.flights.is_empty();
+        if limit_ok && !hedged_in_flight {
+            if self.allowed(current) {
+                let wait = self.wait_for(current, WaitReason::Retry, now)?;
+                return Ok(Some(Next {
+                    endpoint: current,
+                    kind: AttemptKind::Retry,
+                    wait: Some(wait),
+                }));
+            }
+            refused = true;
+        }
+        // 2. Fail over to the next endpoint of the round, at once.
+        if let Some(next) = self.failover_after(current, &mut refused) {
+            return Ok(Some(next));
+        }
+        if hedged_in_flight {
+            return Ok(None);
+        }
+        if pinned {
+            return Err(Stop::Reason(if limit_ok {
+                StopReason::NotPermitted
+            } else {
+                StopReason::AttemptsExhausted
+            }));
+        }
+        // 3. A new round, from the first permitted endpoint, after a backoff wait.
+        self.new_round(now, refused)
+    }
+
+    /// The next endpoint of the round after `current` that may take a failover.
+    fn failover_after(&self, current: usize, refused: &mut bool) -> Option<Next> {
+        let from = self.order.round.position(current).map_or(0, |p| p + 1);
+        let in_flight = self.history.in_flight();
+        for p in from..self.order.round.len() {
+            let e = self.order.round.get(p);
+            if !self.open_in_round(e, in_flight) {
+                continue;
+            }
+            if self.allowed(e) {
+                return Some(Next {
+                    endpoint: e,
+                    kind: self.kind_at(e),
+                    wait: None,
+                });
+            }
+            *refused = true;
+        }
+        None
+    }
+
+    /// Starts a new round when the attempt cap allows, from its first permitted endpoint.
+    fn new_round(&mut self, now: Instant, mut refused: bool) -> Result<Option<Next>, Stop> {
+        if self.history.made() < self.order.max_attempts {
+            self.build_round(now);
+            let first = self.order.round.iter().find(|&e| {
+                let ok = self.allowed(e);
+                refused |= !ok;
+                ok
+            });
+            if let Some(e) = first {
+                let wait = self.wait_for(e, WaitReason::Round, now)?;
+                return Ok(Some(Next {
+                    endpoint: e,
+                    kind: self.kind_at(e),
+                    wait: Some(wait),
+                }));
+            }
+            if self.order.round.len() == 0 {
+                return Err(Stop::Reason(StopReason::NoUsableEndpoint));
+            }
+        }
+        Err(Stop::Reason(if refused {
+            StopReason::NotPermitted
+        } else {
+            StopReason::AttemptsExhausted
+        }))
+    }
+
+    /// The planned endpoint is unavailable at send time: another permitted endpoint later
+    /// in the round that is available now takes its place (moved in front of it); in skip
+    /// mode without one, the call stops. Returns the endpoint to send to.
+    pub(crate) fn reroute_unavailable(
+        &mut self,
+        planned: usize,
+        now: Instant,
+    ) -> Result<usize, Stop> {
+        if self.available(planned, now) {
+            return Ok(planned);
+        }
+        let skip = self.engine.policy.settings.unavailable == Unavailable::Skip;
+        let pos = self.order.round.position(planned).unwrap_or(self.order.pos);
+        let in_flight = self.history.in_flight();
+        let alt = (pos + 1..self.order.round.len()).find(|&p| {
+            let e = self.order.round.get(p);
+            self.open_in_round(e, in_flight) && self.allowed(e) && self.available(e, now)
+        });
+        if skip || alt.is_some() {
+            self.emit_cooldown_skip_now(planned, now);
+        }
+        match (alt, skip) {
+            (Some(p), true) => {
+                self.order.skipped.set(planned);
+                Ok(self.order.round.get(p))
+            }
+            (Some(p), false) => {
+                self.order.round.move_before(p, pos);
+                Ok(self.order.round.get(pos))
+            }
+            (None, true) => {
+                self.order.skipped.set(planned);
+                Err(Stop::Reason(StopReason::NoUsableEndpoint))
+            }
+            (None, false) => Ok(planned),
+        }
+    }
+
+    /// Another endpoint of the round, permitted, available and admitted by its limiter now
+    /// (a per-endpoint limiter said "not before" to `endpoint`).
+    pub(crate) fn limit_alternative(&self, endpoint: usize, now: Instant) -> Option<usize> {
+        let in_flight = self.history.in_flight();
+        self.order.round.iter().find(|&e| {
+            e != endpoint
+                && self.open_in_round(e, in_flight)
+                && self.allowed(e)
+                && self.available(e, now)
+                && self.limit_peek(e, now) == crate::limit::Admit::Go
+        })
+    }
+
+    /// The endpoint a hedge goes to: the next of the round that is not in flight, not yet
+    /// attempted, not skipped, permitted and available.
+    pub(crate) fn hedge_target(&self, now: Instant) -> Option<usize> {
+        let in_flight = self.history.in_flight();
+        let attempted = self.history.attempted();
+        self.order.round.iter().find(|&e| {
+            !in_flight.has(e)
+                && !attempted.has(e)
+                && !self.order.skipped.has(e)
+                && self.allowed(e)
+                && self.available(e, now)
+        })
+    }
+
+    /// Notes that an attempt at `endpoint` was launched.
+    pub(crate) fn launched_at(&mut self, endpoint: usize) {
+        if let Some(p) = self.order.round.position(endpoint) {
+            self.order.pos = p;
+        }
+    }
+
+    fn emit_cooldown_skip(&self, i: usize, skipped: bool, now: Instant) {
+        let state = self
+            .engine
+            .health
+            .snapshot(i, now)
+            .map(|h| h.state)
+            .unwrap_or(crate::BreakerState::Closed);
+        self.emit(
+            now,
+            EventKind::CooldownSkip {
+                endpoint: &self.engine.ids[i],
+                state,
+                skipped,
+            },
+        );
+    }
+
+    fn emit_cooldown_skip_now(&self, i: usize, now: Instant) {
+        self.emit_cooldown_skip(i, true, now);
+    }
+}

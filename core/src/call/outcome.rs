@@ -1,0 +1,257 @@
+//! An attempt ended: what its outcome means for the record (SPEC 1: executed, ambiguous,
+//! the deadline's cut), for the endpoint's health (SPEC 2.5: a breaker failure, a
+//! `Retry-After` cooldown, a probe result), and for the call (answer, retain, or plan the
+//! next attempt).
+
+use std::time::SystemTime;
+
+use http::StatusCode;
+
+use super::history::{Flight, Kept};
+use super::surface::{Answer, AttemptOutcome};
+use super::trigger::{self, Trigger};
+use super::{Call, Stop};
+use crate::event::EventKind;
+use crate::health::{Record, Transitions};
+use crate::policy::ResponseView;
+use crate::redirect::Redirect;
+use crate::report::{AttemptResult, CallRejection, FailureClass, StopReason, TimeoutPhase};
+use crate::retry_after::retry_after_from_headers;
+use crate::time::add;
+
+impl<R: Answer> Call<'_, R> {
+    /// Response headers of attempt `number` arrived.
+    pub(super) fn on_response(&mut self, number: u32, response: R, wall: Option<SystemTime>) {
+        let Some(flight) = self.history.land(number) else {
+            return;
+        };
+        let now = self.now;
+        let endpoint = flight.endpoint as usize;
+        let status = response.status();
+        let was_ambiguous = self.history.any_ambiguous();
+        // 502, 503 and 504 say the endpoint is struggling; any other answer is a success.
+        let record = if matches!(status.as_u16(), 502..=504) {
+            Record::Failure
+        } else {
+            Record::Success(crate::time::since(now, flight.started))
+        };
+        self.ended(&flight, AttemptResult::Response(status), record);
+        if self.is_done() {
+            return;
+        }
+        self.schedule.retry_after = None;
+        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+            self.cool_down(&flight, response.headers(), wall);
+        }
+        let verdict = self.engine.policy.classify.as_ref().and_then(|f| {
+            f(&ResponseView {
+                method: &self.class.method,
+                endpoint: &self.engine.policy.endpoints[endpoint],
+                status,
+                headers: response.headers(),
+                earlier_ambiguous: was_ambiguous,
+            })
+        });
+        let kept = Kept {
+            attempt: number,
+            endpoint,
+            status,
+            response,
+            executed_before: self
+                .history
+                .executed_count(&self.engine.policy.settings.not_processed),
+        };
+        match trigger::response(status, verdict, &self.class, &self.engine.policy.settings) {
+            Trigger::No { success } => {
+                self.cancel_in_flight(now, AttemptResult::Cancelled);
+                // A newer response replaces an older one; the older is closed (dropped).
+                self.history.kept = None;
+                self.answer(kept, success, now);
+            }
+            Trigger::Yes => {
+                self.history.kept = Some(kept);
+                self.after_trigger(&flight, false);
+            }
+        }
+    }
+
+    /// Attempt `number` ended without a response.
+    pub(super) fn on_failure(&mut self, number: u32, outcome: AttemptOutcome) {
+        let Some(flight) = self.history.land(number) else {
+            return;
+        };
+        let outcome = self.after_redirects(number, outcome);
+        // A timeout of an attempt whose timer was clipped to the deadline is the deadline's
+        // cut even when the adapter's timer fired a hair early (SPEC 2.6).
+        let deadline_hit = self.deadline_passed()
+            || (flight.clipped && matches!(outcome, AttemptOutcome::Timeout(_)));
+        let (result, record) = judge(outcome, deadline_hit);
+        self.ended(&flight, result, record);
+        if self.is_done() {
+            return;
+        }
+        self.schedule.retry_after = None;
+        if outcome == AttemptOutcome::Failure(FailureClass::RejectedLocally) {
+            self.cancel_in_flight(self.now, AttemptResult::Cancelled);
+            self.stop(self.now, Stop::Invalid(CallRejection::NotBuilt));
+            return;
+        }
+        self.after_trigger(&flight, deadline_hit);
+    }
+
+    /// The attempt triggered: stop at the deadline, or plan the next attempt.
+    fn after_trigger(&mut self, flight: &Flight, deadline_hit: bool) {
+        let now = self.now;
+        if deadline_hit || self.deadline_passed() {
+            self.cancel_in_flight(now, AttemptResult::Deadline);
+            self.stop(now, Stop::Reason(StopReason::Deadline));
+            return;
+        }
+        self.schedule_next(flight.endpoint as usize, now);
+    }
+
+    /// A `Retry-After` on a 429 or 503 cools the endpoint down (separately from its
+    /// breaker) and decides the wait before a retry there.
+    fn cool_down(&mut self, flight: &Flight, headers: &http::HeaderMap, wall: Option<SystemTime>) {
+        let Some(d) = retry_after_from_headers(headers, wall) else {
+            return;
+        };
+        let endpoint = flight.endpoint as usize;
+        let capped = d.min(self.engine.policy.settings.max_retry_after);
+        self.engine
+            .health
+            .set_not_before(endpoint, add(self.now, capped), flight.ticket.epoch);
+        self.schedule.retry_after = Some((endpoint, d));
+    }
+}
+
+impl<R> Call<'_, R> {
+    fn deadline_passed(&self) -> bool {
+        self.class.deadline.is_some_and(|d| self.now >= d)
+    }
+
+    /// Records how a landed attempt ended and tells the endpoint's health; events in causal
+    /// order: the attempt ended, the probe result, then what it did to the breaker.
+    fn ended(&mut self, flight: &Flight, result: AttemptResult, record: Record) {
+        let now = self.now;
+        let endpoint = flight.endpoint as usize;
+        self.history.close(flight, result, now);
+        self.history.last = Some((endpoint, result));
+        let mut transitions = Transitions::new();
+        let probe =
+            self.engine
+                .health
+                .finish(endpoint, flight.ticket, record, now, &mut transitions);
+        if !self.has_sink() {
+            return;
+        }
+        let id = &self.engine.ids[endpoint];
+        self.emit(
+            now,
+            EventKind::AttemptFinished {
+                endpoint: id,
+                attempt: flight.number,
+                result,
+                elapsed: self.history.elapsed(flight.number),
+            },
+        );
+        if let Some(success) = probe {
+            self.emit(
+                now,
+                EventKind::ProbeResult {
+                    endpoint: id,
+                    success,
+                },
+            );
+        }
+        self.report_transitions(endpoint, now, &transitions);
+    }
+
+    /// An outcome of an attempt that followed a redirect: the endpoint answered, so a
+    /// later failure can never prove that nothing was done.
+    fn after_redirects(&self, number: u32, outcome: AttemptOutcome) -> AttemptOutcome {
+        if !self.history.redirected(number) {
+            return outcome;
+        }
+        match outcome {
+            AttemptOutcome::Failure(FailureClass::Undelivered) => {
+                AttemptOutcome::Failure(FailureClass::Ambiguous)
+            }
+            AttemptOutcome::Timeout(TimeoutPhase::Connect) => {
+                AttemptOutcome::Timeout(TimeoutPhase::Response)
+            }
+            other => other,
+        }
+    }
+
+    /// Records the redirects attempt `number` followed (SPEC 3), each with an event.
+    /// Redirects of an attempt that is not in flight are ignored.
+    pub(super) fn on_redirects(&mut self, number: u32, redirects: Vec<Redirect>) {
+        let Some(flight) = self.history.flights.iter().find(|f| f.number == number) else {
+            return;
+        };
+        let endpoint = flight.endpoint as usize;
+        for r in redirects.into_iter().filter(|r| r.attempt == number) {
+            self.emit(
+                self.now,
+                EventKind::Redirected {
+                    endpoint: &self.engine.ids[endpoint],
+                    redirect: &r,
+                },
+            );
+            self.history.redirects.push(r);
+        }
+    }
+
+    /// No copy of the body could be made for attempt `number`: no later attempt can be
+    /// made (every endpoint would need the copy); the call ends with what it has.
+    pub(super) fn on_replay_failed(&mut self, number: u32) {
+        let Some(flight) = self.history.land(number) else {
+            return;
+        };
+        let now = self.now;
+        let endpoint = flight.endpoint as usize;
+        if let Some(rec) = self.history.record_mut(number) {
+            rec.result = AttemptResult::ReplayFailed;
+        }
+        let mut transitions = Transitions::new();
+        self.engine.health.finish(
+            endpoint,
+            flight.ticket,
+            Record::Nothing,
+            now,
+            &mut transitions,
+        );
+        self.emit(now, EventKind::ReplayFailed { attempt: number });
+        self.report_transitions(endpoint, now, &transitions);
+        if self.is_done() {
+            return;
+        }
+        self.body = super::BodyKind::OneShot;
+        self.schedule.hedge_at = None;
+        self.stop_or_wait(Stop::Reason(StopReason::ReplayFailed));
+    }
+}
+
+/// The record and the breaker's reading of an attempt that ended without a response.
+/// Cut short by the caller's deadline, it counts for nothing in health; a failure before
+/// the connection was ready keeps its class (nothing was sent).
+fn judge(outcome: AttemptOutcome, deadline_hit: bool) -> (AttemptResult, Record) {
+    match outcome {
+        AttemptOutcome::Failure(FailureClass::RejectedLocally) => (
+            AttemptResult::Failed(FailureClass::RejectedLocally),
+            Record::Nothing,
+        ),
+        AttemptOutcome::Failure(FailureClass::Undelivered) if deadline_hit => (
+            AttemptResult::Failed(FailureClass::Undelivered),
+            Record::Nothing,
+        ),
+        AttemptOutcome::Timeout(TimeoutPhase::Connect) if deadline_hit => (
+            AttemptResult::TimedOut(TimeoutPhase::Connect),
+            Record::Nothing,
+        ),
+        _ if deadline_hit => (AttemptResult::Deadline, Record::Nothing),
+        AttemptOutcome::Failure(c) => (AttemptResult::Failed(c), Record::Failure),
+        AttemptOutcome::Timeout(p) => (AttemptResult::TimedOut(p), Record::Failure),
+    }
+}

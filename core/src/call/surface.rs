@@ -1,0 +1,300 @@
+//! What goes into a call and what comes out of it: the one input enum, the one action enum,
+//! the attempt an adapter sends, and the call's result. Types only; the decisions live in
+//! the sibling modules.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use http::header::HeaderMap;
+use http::StatusCode;
+
+use crate::event::AttemptKind;
+use crate::redirect::Redirect;
+use crate::report::{ErrorKind, FailureClass, Report, TimeoutPhase};
+
+/// What the request body allows (bodies never enter the engine).
+///
+/// ```
+/// use baton_core::BodyKind;
+/// assert!(BodyKind::Replayable.replayable());
+/// assert!(!BodyKind::OneShot.replayable());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BodyKind {
+    /// No body.
+    #[default]
+    Empty,
+    /// A body the adapter can copy for every later attempt.
+    Replayable,
+    /// A body that can be sent once (a stream): no later attempt.
+    OneShot,
+}
+
+impl BodyKind {
+    /// Whether later attempts can get a copy.
+    pub fn replayable(self) -> bool {
+        self != BodyKind::OneShot
+    }
+}
+
+/// A response as the engine reads it: its status and headers (for `Retry-After` and the
+/// classifier). The adapter's own response type implements it, and the call keeps the
+/// response it will return, so the result never needs a lookup.
+///
+/// ```
+/// use baton_core::{Answer, Head};
+/// let head = Head::new(http::StatusCode::OK);
+/// assert_eq!(head.status(), 200);
+/// assert!(head.headers().is_empty());
+/// ```
+pub trait Answer {
+    /// The response status.
+    fn status(&self) -> StatusCode;
+    /// The response headers.
+    fn headers(&self) -> &HeaderMap;
+}
+
+/// A response head with nothing behind it: what the simulator, the conformance runner and
+/// tests hand to a call.
+///
+/// ```
+/// use baton_core::Head;
+/// let mut head = Head::new(http::StatusCode::SERVICE_UNAVAILABLE);
+/// head.headers.insert(http::header::RETRY_AFTER, "3".parse().unwrap());
+/// assert_eq!(head.headers.len(), 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// Status.
+    pub status: StatusCode,
+    /// Headers.
+    pub headers: HeaderMap,
+}
+
+impl Head {
+    /// A head with `status` and no headers (allocates nothing).
+    pub fn new(status: StatusCode) -> Self {
+        Head {
+            status,
+            headers: HeaderMap::new(),
+        }
+    }
+
+    /// A head with `status` and `headers`.
+    pub fn with_headers(status: StatusCode, headers: HeaderMap) -> Self {
+        Head { status, headers }
+    }
+}
+
+impl Answer for Head {
+    fn status(&self) -> StatusCode {
+        self.status
+    }
+    fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+}
+
+/// How an attempt ended without a response, as the adapter observed it.
+///
+/// ```
+/// use baton_core::{AttemptOutcome, FailureClass, TimeoutPhase};
+/// let refused = AttemptOutcome::Failure(FailureClass::Undelivered);
+/// let waited = AttemptOutcome::Timeout(TimeoutPhase::Response);
+/// assert_ne!(refused, waited);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// A transport failure of this class.
+    Failure(FailureClass),
+    /// The attempt timeout fired in this phase.
+    Timeout(TimeoutPhase),
+}
+
+/// Everything that can happen to a call, handed to [`Call::handle`](crate::Call::handle)
+/// with the time it happened. A report about an attempt that is not in flight (already
+/// discarded, or unknown) changes nothing.
+///
+/// ```
+/// use baton_core::{AttemptOutcome, FailureClass, Head, Input};
+/// let answered: Input<Head> = Input::Response {
+///     attempt: 1,
+///     response: Head::new(http::StatusCode::OK),
+///     wall: None,
+/// };
+/// let refused: Input<Head> = Input::Failed {
+///     attempt: 2,
+///     outcome: AttemptOutcome::Failure(FailureClass::Undelivered),
+/// };
+/// # let _ = (answered, refused);
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Input<R> {
+    /// Response headers of `attempt` arrived (the commit point). `wall` is the wall time
+    /// of arrival, read only for an HTTP-date `Retry-After` on 429 and 503 that has no
+    /// `Date` beside it.
+    Response {
+        /// The attempt number from [`Attempt::number`].
+        attempt: u32,
+        /// The response; the call keeps it when it may be the result.
+        response: R,
+        /// Wall time of arrival.
+        wall: Option<SystemTime>,
+    },
+    /// `attempt` ended without a response.
+    Failed {
+        /// The attempt number.
+        attempt: u32,
+        /// How it ended.
+        outcome: AttemptOutcome,
+    },
+    /// The redirects `attempt` followed (SPEC 3), in order, before its outcome. The attempt
+    /// stays one attempt of its endpoint; a failure after a followed redirect counts as
+    /// ambiguous, since the endpoint had answered.
+    Redirected {
+        /// The attempt number.
+        attempt: u32,
+        /// The hops it followed.
+        redirects: Vec<Redirect>,
+    },
+    /// No copy of the body could be made for `attempt`, so it was never sent: no later
+    /// attempt can be made either (every endpoint would need the copy).
+    ReplayFailed {
+        /// The attempt number.
+        attempt: u32,
+    },
+    /// The adapter could not buffer a streaming body within its opt-in limit (SPEC 2.4):
+    /// the body is sent once. Only an event; hand it in before the first poll.
+    BodyNotBuffered {
+        /// The buffering limit, in bytes.
+        limit: usize,
+    },
+    /// The caller cancels the call: in-flight attempts are discarded (and count for
+    /// nothing) and the call ends with what it has.
+    Cancel,
+    /// Time passed: a time the call waits for ([`Action::WaitUntil`]) came, or the adapter
+    /// woke for another reason.
+    Timer,
+}
+
+/// One attempt the adapter is asked to send.
+///
+/// ```
+/// # use baton_core::{Action, BodyKind, Call, CallOptions, Endpoint, Engine, Head, Policy, RequestInfo};
+/// # use std::time::Instant;
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
+/// let engine = Engine::new(policy);
+/// let (uri, headers) = ("/".parse().unwrap(), http::HeaderMap::new());
+/// let info = RequestInfo { method: &http::Method::GET, uri: &uri, headers: &headers };
+/// let mut call: Call<'_, Head> =
+///     Call::new(&engine, &info, BodyKind::Empty, CallOptions::default(), Instant::now());
+/// let Action::Send(attempt) = call.poll() else { panic!() };
+/// assert_eq!((attempt.number, attempt.endpoint), (1, 0));
+/// assert!(!attempt.fresh_body);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// Attempt number (1-based, per call); hand it back with the attempt's input.
+    pub number: u32,
+    /// Endpoint index in the policy.
+    pub endpoint: usize,
+    /// First, retry, failover or hedge.
+    pub kind: AttemptKind,
+    /// Connect timeout for this attempt.
+    pub connect_timeout: Duration,
+    /// Attempt timeout (sending to end of response headers), clipped to the deadline.
+    pub timeout: Duration,
+    /// Whether the attempt needs a fresh copy of the body.
+    pub fresh_body: bool,
+    /// Whether the attempt holds a half-open probe slot.
+    pub probe: bool,
+}
+
+/// How a call ended: the response to return, or the error (with the triggering response it
+/// retained, if any). Built once, by [`Call::into_done`](crate::Call::into_done), from the
+/// call's history: the response is the one the call kept, so no adapter looks anything up.
+///
+/// ```
+/// # use baton_core::{Action, BodyKind, Call, CallOptions, Done, Endpoint, Engine, Head, Input, Policy, RequestInfo};
+/// # use std::time::Instant;
+/// # let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
+/// # let engine = Engine::new(policy);
+/// # let (uri, headers) = ("/".parse().unwrap(), http::HeaderMap::new());
+/// # let info = RequestInfo { method: &http::Method::GET, uri: &uri, headers: &headers };
+/// # let now = Instant::now();
+/// let mut call = Call::new(&engine, &info, BodyKind::Empty, CallOptions::default(), now);
+/// let Action::Send(a) = call.poll() else { panic!() };
+/// let response = Head::new(http::StatusCode::OK);
+/// call.handle(Input::Response { attempt: a.number, response, wall: None }, now);
+/// assert_eq!(call.poll(), Action::Done);
+/// let Done::Answer { response, report } = call.into_done() else { panic!() };
+/// assert_eq!((response.status, report.attempts.len()), (http::StatusCode::OK, 1));
+/// ```
+#[derive(Debug)]
+pub enum Done<R> {
+    /// Return this response.
+    Answer {
+        /// The response.
+        response: R,
+        /// Everything known about the call.
+        report: Report,
+    },
+    /// The call failed.
+    Error {
+        /// Which error (also in the report's outcome).
+        kind: ErrorKind,
+        /// The retained triggering response the error carries, when returning it as the
+        /// answer was not allowed (SPEC 2.10).
+        retained: Option<R>,
+        /// Everything known about the call.
+        report: Report,
+    },
+}
+
+impl<R> Done<R> {
+    /// The call's report.
+    pub fn report(&self) -> &Report {
+        match self {
+            Done::Answer { report, .. } | Done::Error { report, .. } => report,
+        }
+    }
+
+    /// The response with its report, or the call's error with the retained response it
+    /// carries (if any).
+    pub fn into_result(self) -> Result<(R, Report), (crate::report::Error, Option<R>)> {
+        match self {
+            Done::Answer { response, report } => Ok((response, report)),
+            Done::Error {
+                kind,
+                retained,
+                report,
+            } => Err((crate::report::Error::new(kind, report), retained)),
+        }
+    }
+
+    /// The report, dropping any response.
+    pub fn into_report(self) -> Report {
+        match self {
+            Done::Answer { report, .. } | Done::Error { report, .. } => report,
+        }
+    }
+}
+
+/// What the adapter should do next, from [`Call::poll`](crate::Call::poll). Drain actions
+/// until one says wait (or done).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Action {
+    /// Send this attempt.
+    Send(Attempt),
+    /// Cancel this in-flight attempt; report nothing more for it.
+    Discard(u32),
+    /// Nothing to do before this time, unless an in-flight attempt ends first: then hand
+    /// in what happened; when the time comes, hand in [`Input::Timer`].
+    WaitUntil(Instant),
+    /// Nothing to do until an in-flight attempt ends (at least one is in flight).
+    WaitForAttempt,
+    /// The call is over: take its result with [`Call::into_done`](crate::Call::into_done).
+    /// A finished call answers `Done` to every later poll.
+    Done,
+}
