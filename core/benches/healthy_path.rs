@@ -61,6 +61,11 @@ fn bench(c: &mut Criterion) {
         headers: &headers,
     };
     let t0 = Instant::now();
+    println!(
+        "size_of::<Call<'_, Head>>() = {} bytes, size_of::<Report>() = {} bytes",
+        std::mem::size_of::<Call<'_, Head>>(),
+        std::mem::size_of::<baton_core::Report>()
+    );
     for budget in [false, true] {
         let e = engine(budget);
         // Warm up, then count allocations over many calls.

@@ -144,6 +144,9 @@ struct Slot {
     /// True while closed, no failure streak, no `not_before`, and the rule records nothing
     /// for successes (consecutive or disabled): the healthy path then reads only this.
     quiet: AtomicBool,
+    /// True while closed with no `not_before`: the endpoint is available and an attempt
+    /// is admitted without looking further (whatever a failure-rate window holds).
+    calm: AtomicBool,
     epoch: AtomicU64,
     inner: Mutex<Inner>,
 }
@@ -169,6 +172,7 @@ impl Health {
         let slots = (0..endpoints)
             .map(|_| Slot {
                 quiet: AtomicBool::new(ring == 0),
+                calm: AtomicBool::new(true),
                 epoch: AtomicU64::new(0),
                 inner: Mutex::new(Inner {
                     state: State::Closed,
@@ -198,10 +202,11 @@ impl Health {
     fn update_quiet(&self, slot: &Slot, inner: &Inner) {
         let window_settled = !self.records_successes()
             || (inner.ring_len == inner.ring.len() && inner.ring_failures == 0);
-        let quiet = inner.state == State::Closed
-            && inner.streak == 0
-            && inner.not_before.is_none()
-            && window_settled;
+        let calm = inner.state == State::Closed && inner.not_before.is_none();
+        let quiet = calm && inner.streak == 0 && window_settled;
+        if slot.calm.load(Ordering::Relaxed) != calm {
+            slot.calm.store(calm, Ordering::Release);
+        }
         if slot.quiet.load(Ordering::Relaxed) != quiet {
             slot.quiet.store(quiet, Ordering::Release);
         }
@@ -263,7 +268,7 @@ impl Health {
         let Some(slot) = self.slots.get(i) else {
             return false;
         };
-        if slot.quiet.load(Ordering::Acquire) {
+        if slot.calm.load(Ordering::Acquire) {
             return true;
         }
         let mut inner = lock(&slot.inner);
@@ -280,7 +285,7 @@ impl Health {
                 tracked: false,
             };
         };
-        if slot.quiet.load(Ordering::Acquire) {
+        if slot.calm.load(Ordering::Acquire) {
             return Ticket {
                 epoch: slot.epoch.load(Ordering::Acquire),
                 probe: None,
@@ -506,7 +511,7 @@ impl Health {
     /// The time when endpoint `i` next becomes available, if it is not available at `now`.
     pub(crate) fn available_at(&self, i: usize, now: Instant) -> Option<Instant> {
         let slot = self.slots.get(i)?;
-        if slot.quiet.load(Ordering::Acquire) {
+        if slot.calm.load(Ordering::Acquire) {
             return None;
         }
         let inner = lock(&slot.inner);
