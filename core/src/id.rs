@@ -87,11 +87,6 @@ impl RequestId {
         })
     }
 
-    /// Validates a caller-chosen id given as an owned string.
-    pub(crate) fn parse_owned(value: String) -> Result<Self, RequestIdError> {
-        Self::parse(&value)
-    }
-
     /// Generates a 26-character id from the call's random source.
     pub(crate) fn generate(rng: &mut Rng) -> Self {
         let mut buf = [0u8; REQUEST_ID_MAX_LEN];

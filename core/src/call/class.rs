@@ -189,7 +189,7 @@ fn request_id(
     invalid: &mut Option<CallRejection>,
 ) -> RequestId {
     let parsed = match given {
-        Some(id) => Some(RequestId::parse_owned(id)),
+        Some(id) => Some(RequestId::parse(&id)),
         None => request
             .headers
             .get(&engine.policy.request_id_header)

@@ -345,7 +345,7 @@ impl<R> Call<'_, R> {
             self.open_in_round(e, in_flight) && self.allowed(e) && self.available(e, now)
         });
         if skip || alt.is_some() {
-            self.emit_cooldown_skip_now(planned, now);
+            self.emit_cooldown_skip(planned, true, now);
         }
         match (alt, skip) {
             (Some(p), true) => {
@@ -413,9 +413,5 @@ impl<R> Call<'_, R> {
                 skipped,
             },
         );
-    }
-
-    fn emit_cooldown_skip_now(&self, i: usize, now: Instant) {
-        self.emit_cooldown_skip(i, true, now);
     }
 }
