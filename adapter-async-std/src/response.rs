@@ -112,7 +112,7 @@ impl Response {
         Error::Body(Box::new(BodyError {
             endpoint: self.endpoint.clone(),
             attempt: self.attempt,
-            request_id: self.report.request_id,
+            request_id: self.report.request_id.clone(),
             timed_out,
             source,
         }))
@@ -218,7 +218,7 @@ impl Response {
     #[cfg(feature = "json")]
     pub async fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, Error> {
         let endpoint = self.endpoint.clone();
-        let request_id = self.report.request_id;
+        let request_id = self.report.request_id.clone();
         let b = self.bytes().await?;
         serde_json::from_slice(&b).map_err(|source| {
             Error::Decode(Box::new(crate::error::DecodeError {

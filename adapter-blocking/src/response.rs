@@ -99,7 +99,7 @@ impl<R: Read> Read for NamedReader<R> {
                 BodyError {
                     endpoint_id: self.endpoint_id.clone(),
                     attempt: self.attempt,
-                    request_id: self.request_id,
+                    request_id: self.request_id.clone(),
                     source: e,
                 },
             )
@@ -129,7 +129,7 @@ pub(crate) fn finish(response: Response<Body>, report: Report, attempt: u32) -> 
         inner: body.into_reader(),
         endpoint_id,
         attempt,
-        request_id: report.request_id,
+        request_id: report.request_id.clone(),
     };
     parts.extensions.insert(CallReport(report));
     Response::from_parts(parts, builder.reader(reader))

@@ -1,8 +1,9 @@
 //! Request identity (SPEC 3): the request id sent unchanged on every attempt.
 //!
 //! A caller-chosen id is validated (8 to 128 characters of `A-Z a-z 0-9 . _ : -`); a
-//! generated one is 26 characters drawn from the supplied random source. The id is stored
-//! inline, so creating a call allocates nothing for it.
+//! generated one is 26 characters drawn from the supplied random source. Ids of up to 30
+//! bytes (every generated one) are stored inline, so creating a call allocates nothing for
+//! its id; a longer caller-chosen id is kept in one shared allocation made when it is parsed.
 
 use std::fmt;
 
@@ -28,11 +29,8 @@ const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 /// assert!(RequestId::parse("short").is_err());
 /// assert!(RequestId::parse("has space in it").is_err());
 /// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RequestId {
-    buf: [u8; REQUEST_ID_MAX_LEN],
-    len: u8,
-}
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct RequestId(Text);
 
 /// Why a caller-chosen request id was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,17 +77,12 @@ impl RequestId {
                 len,
             });
         }
-        let mut buf = [0u8; REQUEST_ID_MAX_LEN];
-        buf[..len].copy_from_slice(value.as_bytes());
-        Ok(RequestId {
-            buf,
-            len: len as u8,
-        })
+        Ok(RequestId(Text::from(value)))
     }
 
     /// Generates a 26-character id from the call's random source.
     pub(crate) fn generate(rng: &mut Rng) -> Self {
-        let mut buf = [0u8; REQUEST_ID_MAX_LEN];
+        let mut buf = [0u8; TEXT_INLINE];
         // 26 characters of 5 bits: 12 from each of two random words (60 bits each), the
         // last 2 from their remaining high bits mixed together.
         let (a, b) = (rng.next_u64(), rng.next_u64());
@@ -100,16 +93,15 @@ impl RequestId {
                 buf[k * 12 + j] = ALPHABET[((word >> (5 * j)) & 31) as usize];
             }
         }
-        RequestId {
-            buf,
+        RequestId(Text::Inline {
             len: GENERATED_ID_LEN as u8,
-        }
+            buf,
+        })
     }
 
     /// The id as text.
     pub fn as_str(&self) -> &str {
-        // Only ASCII bytes are ever stored (validated or drawn from ALPHABET).
-        std::str::from_utf8(&self.buf[..self.len as usize]).unwrap_or("")
+        self.0.as_str()
     }
 }
 
@@ -137,43 +129,68 @@ impl fmt::Display for RequestId {
 /// assert_eq!(EndpointId::from("x".repeat(40).as_str()).len(), 40);
 /// ```
 #[derive(Clone)]
-pub struct EndpointId(IdRepr);
+pub struct EndpointId(Text);
 
+/// Short text stored inline (32 bytes in all), longer text in one shared allocation: the
+/// representation of both ids.
 #[derive(Clone)]
-enum IdRepr {
-    Inline {
-        len: u8,
-        buf: [u8; ENDPOINT_ID_INLINE],
-    },
+enum Text {
+    Inline { len: u8, buf: [u8; TEXT_INLINE] },
     Shared(std::sync::Arc<str>),
 }
 
-/// Longest endpoint id stored inline.
-const ENDPOINT_ID_INLINE: usize = 30;
+/// Longest text stored inline.
+const TEXT_INLINE: usize = 30;
+
+impl Text {
+    fn as_str(&self) -> &str {
+        match self {
+            // Only whole `str`s (or ASCII drawn from ALPHABET) are ever copied in.
+            Text::Inline { len, buf } => std::str::from_utf8(&buf[..*len as usize]).unwrap_or(""),
+            Text::Shared(s) => s,
+        }
+    }
+}
+
+impl From<&str> for Text {
+    fn from(text: &str) -> Self {
+        if text.len() <= TEXT_INLINE {
+            let mut buf = [0u8; TEXT_INLINE];
+            buf[..text.len()].copy_from_slice(text.as_bytes());
+            Text::Inline {
+                len: text.len() as u8,
+                buf,
+            }
+        } else {
+            Text::Shared(text.into())
+        }
+    }
+}
+
+impl PartialEq for Text {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Text {}
+
+impl std::hash::Hash for Text {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
 
 impl From<&str> for EndpointId {
     fn from(id: &str) -> Self {
-        if id.len() <= ENDPOINT_ID_INLINE {
-            let mut buf = [0u8; ENDPOINT_ID_INLINE];
-            buf[..id.len()].copy_from_slice(id.as_bytes());
-            EndpointId(IdRepr::Inline {
-                len: id.len() as u8,
-                buf,
-            })
-        } else {
-            EndpointId(IdRepr::Shared(id.into()))
-        }
+        EndpointId(Text::from(id))
     }
 }
 
 impl std::ops::Deref for EndpointId {
     type Target = str;
     fn deref(&self) -> &str {
-        match &self.0 {
-            // Only whole `str`s are ever copied in.
-            IdRepr::Inline { len, buf } => std::str::from_utf8(&buf[..*len as usize]).unwrap_or(""),
-            IdRepr::Shared(s) => s,
-        }
+        self.0.as_str()
     }
 }
 
@@ -191,7 +208,7 @@ impl std::borrow::Borrow<str> for EndpointId {
 
 impl PartialEq for EndpointId {
     fn eq(&self, other: &Self) -> bool {
-        **self == **other
+        self.0 == other.0
     }
 }
 
@@ -199,7 +216,7 @@ impl Eq for EndpointId {}
 
 impl std::hash::Hash for EndpointId {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        (**self).hash(state)
+        self.0.hash(state)
     }
 }
 
@@ -234,7 +251,9 @@ mod tests {
     #[test]
     fn request_id_accepts_allowed_characters_at_both_length_limits() {
         assert!(RequestId::parse("abcdefgh").is_ok());
-        assert!(RequestId::parse(&"a".repeat(128)).is_ok());
+        let long = RequestId::parse(&"a".repeat(128)).unwrap();
+        assert_eq!(long.as_str(), "a".repeat(128));
+        assert_eq!(long, RequestId::parse(&"a".repeat(128)).unwrap());
         assert!(RequestId::parse("A-Z.a_z:0-9").is_ok());
     }
 

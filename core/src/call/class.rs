@@ -190,6 +190,7 @@ fn request_id(
 ) -> RequestId {
     let parsed = match given {
         Some(id) => Some(RequestId::parse(&id)),
+        None if request.headers.is_empty() => None,
         None => request
             .headers
             .get(&engine.policy.request_id_header)
@@ -215,6 +216,7 @@ fn idempotency_key(
 ) -> Option<String> {
     let key = match given {
         Some(k) => Some(k),
+        None if request.headers.is_empty() => None,
         None => match request.headers.get(&engine.policy.idempotency_key_header) {
             None => None,
             Some(v) => match v.to_str() {

@@ -53,7 +53,7 @@ impl<R> Call<'_, R> {
         }
         let any_allowed = self
             .order
-            .base
+            .eligible
             .iter()
             .any(|e| !self.order.skipped.has(e) && self.allowed(e));
         if any_allowed {

@@ -26,6 +26,18 @@ impl Bits {
             self.0 |= 1u64 << i;
         }
     }
+    /// Takes the lowest member out.
+    pub(crate) fn pop(&mut self) -> Option<usize> {
+        (self.0 != 0).then(|| {
+            let i = self.0.trailing_zeros() as usize;
+            self.0 &= self.0 - 1;
+            i
+        })
+    }
+    /// The members, lowest first.
+    pub(crate) fn iter(mut self) -> impl Iterator<Item = usize> {
+        std::iter::from_fn(move || self.pop())
+    }
 }
 
 /// An attempt in flight.

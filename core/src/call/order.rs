@@ -12,56 +12,64 @@ use crate::health::Transitions;
 use crate::policy::{Unavailable, MAX_ENDPOINTS};
 use crate::report::StopReason;
 
-/// A small ordered list of endpoint indexes, stored inline.
-#[derive(Clone, Copy)]
-pub(crate) struct List {
-    items: [u8; MAX_ENDPOINTS],
-    len: u8,
-}
+/// A small ordered list of endpoint indexes: inline up to 16 endpoints (a call on a larger
+/// policy allocates one small buffer for its round).
+#[derive(Clone, Default)]
+pub(crate) struct List(smallvec::SmallVec<[u8; 16]>);
 
 impl List {
-    pub(crate) fn new() -> Self {
-        List {
-            items: [0; MAX_ENDPOINTS],
-            len: 0,
-        }
-    }
     pub(crate) fn push(&mut self, i: usize) {
-        if (self.len as usize) < MAX_ENDPOINTS {
-            self.items[self.len as usize] = i as u8;
-            self.len += 1;
+        if self.0.len() < MAX_ENDPOINTS {
+            self.0.push(i as u8);
         }
     }
     pub(crate) fn len(&self) -> usize {
-        self.len as usize
+        self.0.len()
     }
     pub(crate) fn get(&self, p: usize) -> usize {
-        self.items[p] as usize
+        self.0[p] as usize
     }
     pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.items[..self.len as usize].iter().map(|&e| e as usize)
+        self.0.iter().map(|&e| e as usize)
     }
     pub(crate) fn position(&self, i: usize) -> Option<usize> {
         self.iter().position(|e| e == i)
     }
     /// Moves the item at `from` to position `to` (< `from`), shifting the rest back.
     fn move_before(&mut self, from: usize, to: usize) {
-        if to < from && from < self.len as usize {
-            let v = self.items[from];
-            self.items.copy_within(to..from, to + 1);
-            self.items[to] = v;
+        if to < from && from < self.0.len() {
+            let v = self.0.remove(from);
+            self.0.insert(to, v);
         }
+    }
+}
+
+/// The base order: the preferred endpoint, then the other eligible ones by index.
+pub(crate) struct BaseOrder {
+    preferred: Option<u8>,
+    rest: Bits,
+}
+
+impl Iterator for BaseOrder {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        if let Some(p) = self.preferred.take() {
+            return Some(p as usize);
+        }
+        self.rest.pop()
     }
 }
 
 /// The call's order and its counts.
 pub(crate) struct Order {
-    /// Eligible endpoints in priority order, preferred first.
-    pub(crate) base: List,
+    /// The eligible endpoints (asked once, at the start).
+    pub(crate) eligible: Bits,
+    /// The preferred endpoint, when it is eligible: first in the base order.
+    pub(crate) preferred: Option<u8>,
     /// The current round: available first (then unavailable ones when tried last).
     pub(crate) round: List,
     /// Position in the round of the attempt launched last.
-    pub(crate) pos: usize,
+    pub(crate) pos: u32,
     /// The number of the first attempt of the current round.
     pub(crate) round_start: u32,
     /// Endpoints skipped for this round (skip mode).
@@ -76,10 +84,23 @@ pub(crate) struct Order {
 }
 
 impl Order {
+    /// Eligible endpoints in priority order, the preferred one first.
+    pub(crate) fn base(&self) -> BaseOrder {
+        let mut rest = self.eligible;
+        if let Some(p) = self.preferred {
+            rest.0 &= !(1u64 << p);
+        }
+        BaseOrder {
+            preferred: self.preferred,
+            rest,
+        }
+    }
+
     pub(crate) fn new() -> Self {
         Order {
-            base: List::new(),
-            round: List::new(),
+            eligible: Bits(0),
+            preferred: None,
+            round: List::default(),
             pos: 0,
             round_start: 1,
             skipped: Bits(0),
@@ -120,10 +141,14 @@ impl<R> Call<'_, R> {
         now: Instant,
     ) -> Result<(), Stop> {
         let policy = &self.engine.policy;
-        let mut eligible = Bits(0);
-        for (i, e) in policy.endpoints.iter().enumerate() {
-            if policy.eligible.as_ref().is_none_or(|f| f(e, request)) {
-                eligible.set(i);
+        let n = policy.endpoints.len();
+        let mut eligible = Bits(if n >= 64 { u64::MAX } else { (1u64 << n) - 1 });
+        if let Some(f) = &policy.eligible {
+            eligible = Bits(0);
+            for (i, e) in policy.endpoints.iter().enumerate() {
+                if f(e, request) {
+                    eligible.set(i);
+                }
             }
         }
         let mut preferred = None;
@@ -133,15 +158,8 @@ impl<R> Call<'_, R> {
                 .ok_or_else(|| Stop::UnknownEndpoint(id.to_owned()))?;
             preferred = Some(i).filter(|i| eligible.has(*i));
         }
-        let order = &mut self.order;
-        if let Some(p) = preferred {
-            order.base.push(p);
-        }
-        for i in 0..policy.endpoints.len() {
-            if eligible.has(i) && Some(i) != preferred {
-                order.base.push(i);
-            }
-        }
+        self.order.eligible = eligible;
+        self.order.preferred = preferred.map(|p| p as u8);
         self.build_round(now);
         let usable = self.order.round.len() as u32;
         if usable == 0 {
@@ -161,25 +179,27 @@ impl<R> Call<'_, R> {
     /// Builds a round: available endpoints of the base order first, then (tried-last mode)
     /// the unavailable ones, or (skip mode) none of them, with an event per skip.
     pub(crate) fn build_round(&mut self, now: Instant) {
-        let mut round = List::new();
-        let mut later = List::new();
-        for i in self.order.base.iter() {
+        let mut round = List::default();
+        let mut later = Bits(0);
+        for i in self.order.base() {
             if self.available(i, now) {
                 round.push(i);
             } else {
-                later.push(i);
+                later.set(i);
             }
         }
         let skip = self.engine.policy.settings.unavailable == Unavailable::Skip;
         let mut skipped = Bits(0);
-        for i in later.iter() {
-            if self.has_sink() {
-                self.emit_cooldown_skip(i, skip, now);
-            }
-            if skip {
-                skipped.set(i);
-            } else {
-                round.push(i);
+        if later.0 != 0 {
+            for i in self.order.base().filter(|&i| later.has(i)) {
+                if self.has_sink() {
+                    self.emit_cooldown_skip(i, skip, now);
+                }
+                if skip {
+                    skipped.set(i);
+                } else {
+                    round.push(i);
+                }
             }
         }
         let order = &mut self.order;
@@ -216,8 +236,7 @@ impl<R> Call<'_, R> {
     fn is_pinned(&self, current: usize) -> bool {
         let mut others = self
             .order
-            .base
-            .iter()
+            .base()
             .filter(|&e| e != current && !self.order.skipped.has(e))
             .peekable();
         others.peek().is_some() && self.allowed(current) && !others.any(|e| self.allowed(e))
@@ -338,7 +357,7 @@ impl<R> Call<'_, R> {
             return Ok(planned);
         }
         let skip = self.engine.policy.settings.unavailable == Unavailable::Skip;
-        let pos = self.order.round.position(planned).unwrap_or(self.order.pos);
+        let pos = (self.order.round.position(planned)).unwrap_or(self.order.pos as usize);
         let in_flight = self.history.in_flight();
         let alt = (pos + 1..self.order.round.len()).find(|&p| {
             let e = self.order.round.get(p);
@@ -394,7 +413,7 @@ impl<R> Call<'_, R> {
     /// Notes that an attempt at `endpoint` was launched.
     pub(crate) fn launched_at(&mut self, endpoint: usize) {
         if let Some(p) = self.order.round.position(endpoint) {
-            self.order.pos = p;
+            self.order.pos = p as u32;
         }
     }
 

@@ -13,11 +13,17 @@ use crate::permission::Permission;
 use crate::report::{ErrorKind, Outcome, Report, StopReason};
 use crate::time::since;
 
-/// A finished call, waiting to be handed out.
-pub(crate) struct Ending<R> {
+/// A finished call, waiting to be handed out. The response it returns (the answer, or the
+/// retained one) stays in the history's `kept` until then.
+pub(crate) struct Ending {
     reason: StopReason,
-    outcome: Outcome,
-    result: Result<R, (ErrorKind, Option<R>)>,
+    /// `None`: the kept response is the result. Boxed: only failed calls carry one, and the
+    /// call stays small on the healthy path.
+    error: Option<Box<ErrorKind>>,
+    /// The kept response is returned although it triggered (SPEC 2.10).
+    retained: bool,
+    /// The classifier called the answer a success.
+    success: bool,
     at: Instant,
     may_have_executed: bool,
 }
@@ -25,15 +31,8 @@ pub(crate) struct Ending<R> {
 impl<R> Call<'_, R> {
     /// Ends the call with the first usable answer.
     pub(super) fn answer(&mut self, kept: Kept<R>, success: bool, now: Instant) {
-        let outcome = Outcome::Response {
-            attempt: kept.attempt,
-            endpoint: kept.endpoint,
-            status: kept.status,
-            retained: false,
-            classified_success: success,
-        };
-        self.phase =
-            Phase::Finished(self.finish(now, StopReason::Answered, outcome, Ok(kept.response)));
+        self.history.kept = Some(kept);
+        self.phase = Phase::Finished(self.finish(now, StopReason::Answered, None, success));
     }
 
     /// Ends the call for `stop`, with the retained response when SPEC 2.10 allows.
@@ -44,7 +43,7 @@ impl<R> Call<'_, R> {
     }
 
     /// How the call ends for `stop` (reported with the result event).
-    pub(super) fn ending(&mut self, now: Instant, stop: Stop) -> Ending<R> {
+    pub(super) fn ending(&mut self, now: Instant, stop: Stop) -> Ending {
         let (reason, kind) = match stop {
             Stop::RetryAfter(d) => (
                 StopReason::RetryAfterTooLong,
@@ -68,33 +67,11 @@ impl<R> Call<'_, R> {
                 (r, kind)
             }
         };
-        let (outcome, result) = match self.history.kept.take() {
-            None => (
-                Outcome::Error {
-                    kind: kind.clone(),
-                    retained: None,
-                },
-                Err((kind, None)),
-            ),
-            Some(r) if self.may_return_retained(&r, &kind) => {
-                let outcome = Outcome::Response {
-                    attempt: r.attempt,
-                    endpoint: r.endpoint,
-                    status: r.status,
-                    retained: true,
-                    classified_success: false,
-                };
-                (outcome, Ok(r.response))
-            }
-            Some(r) => (
-                Outcome::Error {
-                    kind: kind.clone(),
-                    retained: Some(r.attempt),
-                },
-                Err((kind, Some(r.response))),
-            ),
-        };
-        self.finish(now, reason, outcome, result)
+        let returned = matches!(&self.history.kept, Some(r) if self.may_return_retained(r, &kind));
+        let error = (!returned).then(|| Box::new(kind));
+        let mut ending = self.finish(now, reason, error, false);
+        ending.retained = returned;
+        ending
     }
 
     /// A retained response is the answer unless the provider asked to wait too long, the
@@ -117,18 +94,18 @@ impl<R> Call<'_, R> {
         &mut self,
         now: Instant,
         reason: StopReason,
-        outcome: Outcome,
-        result: Result<R, (ErrorKind, Option<R>)>,
-    ) -> Ending<R> {
+        error: Option<Box<ErrorKind>>,
+        success: bool,
+    ) -> Ending {
         self.schedule.hedge_at = None;
         let may_have_executed = self
             .history
             .executed(&self.engine.policy.settings.not_processed)
             .0
             != 0;
-        let status = match &outcome {
-            Outcome::Response { status, .. } => Some(*status),
-            Outcome::Error { .. } => None,
+        let status = match (&error, &self.history.kept) {
+            (None, Some(kept)) => Some(kept.status),
+            _ => None,
         };
         self.emit(
             now,
@@ -141,30 +118,51 @@ impl<R> Call<'_, R> {
         );
         Ending {
             reason,
-            outcome,
-            result,
+            error,
+            retained: false,
+            success,
             at: now,
             may_have_executed,
         }
     }
 
-    /// Builds the result from the ending, moving the history into the report.
-    pub(super) fn hand_out(&mut self, ending: Ending<R>) -> Done<R> {
+    /// Builds the result from the ending, moving the history into the report. An ending
+    /// without an error always has a kept response (made only by [`Call::answer`] or with a
+    /// retained response); were one ever missing, the call fails as a failover rather than
+    /// inventing a response.
+    pub(super) fn hand_out(&mut self, ending: Ending) -> Done<R> {
+        let kept = self.history.kept.take();
+        let outcome = match (&ending.error, &kept) {
+            (None, Some(k)) => Outcome::Response {
+                attempt: k.attempt,
+                endpoint: k.endpoint,
+                status: k.status,
+                retained: ending.retained,
+                classified_success: ending.success,
+            },
+            (error, kept) => Outcome::Error {
+                kind: error.as_deref().cloned().unwrap_or(ErrorKind::Failover),
+                retained: kept.as_ref().map(|k| k.attempt),
+            },
+        };
         let report = Report {
-            request_id: self.class.identity.request_id,
-            idempotency_key: self.class.identity.key.clone(),
+            request_id: self.class.identity.request_id.clone(),
+            idempotency_key: self.class.identity.key.take(),
             attempts: std::mem::take(&mut self.history.records),
             redirects: std::mem::take(&mut self.history.redirects),
             elapsed: since(ending.at, self.start),
             stop_reason: ending.reason,
             may_have_executed: ending.may_have_executed,
-            outcome: ending.outcome,
+            outcome,
         };
-        match ending.result {
-            Ok(response) => Done::Answer { response, report },
-            Err((kind, retained)) => Done::Error {
-                kind,
-                retained,
+        match (ending.error, kept) {
+            (None, Some(k)) => Done::Answer {
+                response: k.response,
+                report,
+            },
+            (error, kept) => Done::Error {
+                kind: error.map_or(ErrorKind::Failover, |k| *k),
+                retained: kept.map(|k| k.response),
                 report,
             },
         }
