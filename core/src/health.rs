@@ -264,6 +264,15 @@ impl Health {
 
     /// Whether endpoint `i` is available at `now`.
     /// Transitions it makes are pushed to `out`, to be reported once the lock is released.
+    /// Whether endpoint `i` is closed with no cooldown (available and admitted without the
+    /// lock): one atomic read, the healthy path's whole health check.
+    #[inline]
+    pub(crate) fn calm(&self, i: usize) -> bool {
+        self.slots
+            .get(i)
+            .is_some_and(|slot| slot.calm.load(Ordering::Acquire))
+    }
+
     pub(crate) fn available(&self, i: usize, now: Instant, out: &mut Transitions) -> bool {
         let Some(slot) = self.slots.get(i) else {
             return false;

@@ -145,6 +145,9 @@ pub fn check_request(method: &Method, headers: &HeaderMap) -> Result<(), LimitEr
             max: MAX_METHOD_LEN,
         });
     }
+    if headers.is_empty() {
+        return Ok(());
+    }
     if let Some(name) = headers.keys().find(|n| is_framing_header(n.as_str())) {
         return Err(LimitError::Framing(name.as_str().to_string()));
     }

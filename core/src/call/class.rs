@@ -117,6 +117,7 @@ impl Class {
 /// (or gave an invalid one: events still need an id). Returns the first reason the call
 /// is rejected, if any, in this order: request id, idempotency key, request limits,
 /// per-call settings.
+#[inline(always)]
 pub(crate) fn classify(
     engine: &Engine,
     request: &RequestInfo<'_>,

@@ -180,18 +180,10 @@ impl<R> History<R> {
     }
 
     /// Records how a landed attempt ended.
-    pub(crate) fn close(&mut self, flight: &Flight, result: AttemptResult, now: Instant) {
-        let elapsed = crate::time::since(now, flight.started);
+    pub(crate) fn close(&mut self, flight: &Flight, result: AttemptResult, elapsed: Duration) {
         if let Some(rec) = self.record_mut(flight.number) {
             rec.result = result;
             rec.elapsed = elapsed;
         }
-    }
-
-    /// The elapsed time of attempt `number`, once it ended.
-    pub(crate) fn elapsed(&self, number: u32) -> Duration {
-        self.records
-            .get(number.saturating_sub(1) as usize)
-            .map_or(Duration::ZERO, |r| r.elapsed)
     }
 }

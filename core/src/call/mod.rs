@@ -238,7 +238,7 @@ impl<'e, R: Answer> Call<'e, R> {
     /// The call's result: the response to return, or the error, with the report. Taken
     /// once [`poll`](Call::poll) said [`Action::Done`]; a call taken before it ended is
     /// cancelled first, at the time of its last input.
-    #[inline]
+    #[inline(always)]
     pub fn into_done(mut self) -> Done<R> {
         let ending = match std::mem::replace(&mut self.phase, Phase::Taken) {
             Phase::Finished(ending) => ending,
@@ -501,6 +501,9 @@ impl<'e, R> Call<'e, R> {
         probe: bool,
         now: Instant,
     ) {
+        if !self.has_sink() {
+            return;
+        }
         let id = &self.engine.ids[endpoint];
         if kind == AttemptKind::Hedge {
             self.emit(
@@ -536,10 +539,13 @@ impl<'e, R> Call<'e, R> {
     /// Ends every in-flight attempt with `result`: sent and not answered, so nothing proves
     /// it did not execute. Each is discarded; none counts in health.
     fn cancel_in_flight(&mut self, now: Instant, result: AttemptResult) {
+        if self.history.flights.is_empty() {
+            return;
+        }
         let flights = std::mem::take(&mut self.history.flights);
         for f in flights {
             let endpoint = f.endpoint as usize;
-            self.history.close(&f, result, now);
+            self.history.close(&f, result, since(now, f.started));
             let mut transitions = Transitions::new();
             self.engine
                 .health

@@ -12,34 +12,45 @@ use crate::health::Transitions;
 use crate::policy::{Unavailable, MAX_ENDPOINTS};
 use crate::report::StopReason;
 
-/// A small ordered list of endpoint indexes: inline up to 16 endpoints (a call on a larger
-/// policy allocates one small buffer for its round).
-#[derive(Clone, Default)]
-pub(crate) struct List(smallvec::SmallVec<[u8; 16]>);
+/// A small ordered list of endpoint indexes, stored inline (a policy has at most 64).
+#[derive(Clone)]
+pub(crate) struct List {
+    items: [u8; MAX_ENDPOINTS],
+    len: u8,
+}
+
+impl Default for List {
+    fn default() -> Self {
+        List {
+            items: [0; MAX_ENDPOINTS],
+            len: 0,
+        }
+    }
+}
 
 impl List {
     pub(crate) fn push(&mut self, i: usize) {
-        if self.0.len() < MAX_ENDPOINTS {
-            self.0.push(i as u8);
+        if let Some(slot) = self.items.get_mut(self.len as usize) {
+            *slot = i as u8;
+            self.len += 1;
         }
     }
     pub(crate) fn len(&self) -> usize {
-        self.0.len()
+        self.len as usize
     }
     pub(crate) fn get(&self, p: usize) -> usize {
-        self.0[p] as usize
+        self.items[p] as usize
     }
     pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.0.iter().map(|&e| e as usize)
+        self.items[..self.len as usize].iter().map(|&e| e as usize)
     }
     pub(crate) fn position(&self, i: usize) -> Option<usize> {
         self.iter().position(|e| e == i)
     }
     /// Moves the item at `from` to position `to` (< `from`), shifting the rest back.
     fn move_before(&mut self, from: usize, to: usize) {
-        if to < from && from < self.0.len() {
-            let v = self.0.remove(from);
-            self.0.insert(to, v);
+        if to < from && from < self.len as usize {
+            self.items[to..=from].rotate_right(1);
         }
     }
 }
@@ -123,6 +134,9 @@ pub(crate) struct Next {
 impl<R> Call<'_, R> {
     /// Whether endpoint `i` is available now (reporting any transition that asking made).
     pub(crate) fn available(&self, i: usize, now: Instant) -> bool {
+        if self.engine.health.calm(i) {
+            return true;
+        }
         let mut transitions = Transitions::new();
         let available = self.engine.health.available(i, now, &mut transitions);
         if !transitions.is_empty() {

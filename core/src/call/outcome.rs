@@ -3,7 +3,7 @@
 //! `Retry-After` cooldown, a probe result), and for the call (answer, retain, or plan the
 //! next attempt).
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use http::StatusCode;
 
@@ -29,13 +29,14 @@ impl<R: Answer> Call<'_, R> {
         let endpoint = flight.endpoint as usize;
         let status = response.status();
         let was_ambiguous = self.history.any_ambiguous();
+        let elapsed = crate::time::since(now, flight.started);
         // 502, 503 and 504 say the endpoint is struggling; any other answer is a success.
         let record = if matches!(status.as_u16(), 502..=504) {
             Record::Failure
         } else {
-            Record::Success(crate::time::since(now, flight.started))
+            Record::Success(elapsed)
         };
-        self.ended(&flight, AttemptResult::Response(status), record);
+        self.ended(&flight, AttemptResult::Response(status), record, elapsed);
         if self.is_done() {
             return;
         }
@@ -86,7 +87,8 @@ impl<R: Answer> Call<'_, R> {
         let deadline_hit = self.deadline_passed()
             || (flight.clipped && matches!(outcome, AttemptOutcome::Timeout(_)));
         let (result, record) = judge(outcome, deadline_hit);
-        self.ended(&flight, result, record);
+        let elapsed = crate::time::since(self.now, flight.started);
+        self.ended(&flight, result, record, elapsed);
         if self.is_done() {
             return;
         }
@@ -132,10 +134,10 @@ impl<R> Call<'_, R> {
 
     /// Records how a landed attempt ended and tells the endpoint's health; events in causal
     /// order: the attempt ended, the probe result, then what it did to the breaker.
-    fn ended(&mut self, flight: &Flight, result: AttemptResult, record: Record) {
+    fn ended(&mut self, flight: &Flight, result: AttemptResult, record: Record, elapsed: Duration) {
         let now = self.now;
         let endpoint = flight.endpoint as usize;
-        self.history.close(flight, result, now);
+        self.history.close(flight, result, elapsed);
         self.history.last = Some((endpoint, result));
         let mut transitions = Transitions::new();
         let probe =
@@ -152,7 +154,7 @@ impl<R> Call<'_, R> {
                 endpoint: id,
                 attempt: flight.number,
                 result,
-                elapsed: self.history.elapsed(flight.number),
+                elapsed,
             },
         );
         if let Some(success) = probe {
