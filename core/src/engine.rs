@@ -173,6 +173,7 @@ impl Engine {
     }
 
     /// The random source of a new call.
+    #[inline]
     pub(crate) fn call_rng(&self) -> Rng {
         let seed = match &self.seeds {
             Seeds::Sequential { seed, next } => mix(*seed, next.fetch_add(1, Ordering::Relaxed)),

@@ -273,6 +273,7 @@ impl Health {
             .is_some_and(|slot| slot.calm.load(Ordering::Acquire))
     }
 
+    #[inline]
     pub(crate) fn available(&self, i: usize, now: Instant, out: &mut Transitions) -> bool {
         let Some(slot) = self.slots.get(i) else {
             return false;
@@ -280,12 +281,18 @@ impl Health {
         if slot.calm.load(Ordering::Acquire) {
             return true;
         }
+        self.available_slow(slot, now, out)
+    }
+
+    #[inline(never)]
+    fn available_slow(&self, slot: &Slot, now: Instant, out: &mut Transitions) -> bool {
         let mut inner = lock(&slot.inner);
         self.advance(slot, &mut inner, now, out);
         self.available_locked(&inner, now)
     }
 
     /// Admits an attempt at endpoint `i`; a half-open endpoint hands out a probe slot.
+    #[inline]
     pub(crate) fn begin(&self, i: usize, now: Instant, out: &mut Transitions) -> Ticket {
         let Some(slot) = self.slots.get(i) else {
             return Ticket {
@@ -333,6 +340,7 @@ impl Health {
 
     /// Records how an admitted attempt ended. Returns whether the record was a probe result
     /// (`Some(success)`) so the call can report it.
+    #[inline]
     pub(crate) fn finish(
         &self,
         i: usize,
@@ -358,6 +366,18 @@ impl Health {
                 return None;
             }
         }
+        self.finish_slow(slot, ticket, record, now, out)
+    }
+
+    #[inline(never)]
+    fn finish_slow(
+        &self,
+        slot: &Slot,
+        ticket: Ticket,
+        record: Record,
+        now: Instant,
+        out: &mut Transitions,
+    ) -> Option<bool> {
         let mut inner = lock(&slot.inner);
         if let Some(id) = ticket.probe {
             inner.probes.retain(|(p, _)| *p != id);

@@ -19,6 +19,17 @@ pub const GENERATED_ID_LEN: usize = 26;
 /// Alphabet of generated ids (Crockford base32: no look-alike letters).
 const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
+/// Every pair of alphabet characters, indexed by 10 bits: the low 5 pick the first.
+const PAIRS: [[u8; 2]; 1024] = {
+    let mut t = [[0u8; 2]; 1024];
+    let mut i = 0;
+    while i < 1024 {
+        t[i] = [ALPHABET[i & 31], ALPHABET[i >> 5]];
+        i += 1;
+    }
+    t
+};
+
 /// The id of one call, sent in the request-id header on every attempt and carried by every
 /// event and error of the call.
 ///
@@ -81,18 +92,21 @@ impl RequestId {
     }
 
     /// Generates a 26-character id from the call's random source.
+    #[inline]
     pub(crate) fn generate(rng: &mut Rng) -> Self {
         let mut buf = [0u8; TEXT_INLINE];
         // 26 characters of 5 bits: 12 from each of two random words (60 bits each), the
-        // last 2 from their remaining high bits mixed together.
+        // last 2 from their remaining high bits mixed together. Two characters (10 bits) at
+        // a time, from a table of every pair.
         let (a, b) = (rng.next_u64(), rng.next_u64());
         let tail = (a >> 60) | ((b >> 60) << 4) | ((a ^ b.rotate_left(29)) & 0b11) << 8;
-        for (k, word) in [a, b, tail].into_iter().enumerate() {
-            let n = if k == 2 { 2 } else { 12 };
-            for j in 0..n {
-                buf[k * 12 + j] = ALPHABET[((word >> (5 * j)) & 31) as usize];
+        for (k, word) in [a, b].into_iter().enumerate() {
+            for j in 0..6 {
+                let pair = PAIRS[((word >> (10 * j)) & 1023) as usize];
+                buf[k * 12 + 2 * j..k * 12 + 2 * j + 2].copy_from_slice(&pair);
             }
         }
+        buf[24..26].copy_from_slice(&PAIRS[(tail & 1023) as usize]);
         RequestId(Text::Inline {
             len: GENERATED_ID_LEN as u8,
             buf,
@@ -266,6 +280,22 @@ mod tests {
         assert!(matches!(e, RequestIdError::Character { found: '/', .. }));
         assert!(RequestId::parse("abcdéfgh").is_err());
         assert!(RequestId::parse("").is_err());
+    }
+
+    #[test]
+    fn generated_request_id_is_the_5_bit_groups_of_two_random_words() {
+        for seed in 0..200 {
+            let mut rng = Rng::new(seed);
+            let (a, b) = (rng.next_u64(), rng.next_u64());
+            let tail = (a >> 60) | ((b >> 60) << 4) | ((a ^ b.rotate_left(29)) & 0b11) << 8;
+            let mut want = String::new();
+            for (word, n) in [(a, 12), (b, 12), (tail, 2)] {
+                for j in 0..n {
+                    want.push(ALPHABET[((word >> (5 * j)) & 31) as usize] as char);
+                }
+            }
+            assert_eq!(RequestId::generate(&mut Rng::new(seed)).as_str(), want);
+        }
     }
 
     #[test]

@@ -137,16 +137,23 @@ pub fn append_request_header(
 }
 
 /// Checks a call's method and headers against the request limits (before any send).
+#[inline]
 pub fn check_request(method: &Method, headers: &HeaderMap) -> Result<(), LimitError> {
+    if headers.is_empty() && method.as_str().len() <= MAX_METHOD_LEN {
+        return Ok(());
+    }
+    check_request_headers(method, headers)
+}
+
+/// [`check_request`] for a request with headers.
+#[inline(never)]
+fn check_request_headers(method: &Method, headers: &HeaderMap) -> Result<(), LimitError> {
     let len = method.as_str().len();
     if len > MAX_METHOD_LEN {
         return Err(LimitError::Method {
             len,
             max: MAX_METHOD_LEN,
         });
-    }
-    if headers.is_empty() {
-        return Ok(());
     }
     if let Some(name) = headers.keys().find(|n| is_framing_header(n.as_str())) {
         return Err(LimitError::Framing(name.as_str().to_string()));

@@ -102,6 +102,7 @@ pub(crate) struct Resolved {
 }
 
 /// Whether `method` is safe (GET, HEAD, OPTIONS, TRACE).
+#[inline]
 pub fn is_safe_method(method: &Method) -> bool {
     matches!(
         *method,
@@ -111,6 +112,7 @@ pub fn is_safe_method(method: &Method) -> bool {
 
 /// Resolves both permissions, each on its own: call setting, policy function, inference,
 /// conservative default.
+#[inline]
 pub(crate) fn resolve(
     call: PermissionOverride,
     policy_fn: Option<PermissionOverride>,

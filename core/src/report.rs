@@ -31,6 +31,7 @@ pub enum FailureClass {
 
 impl FailureClass {
     /// Whether a failure of this class may hide an executed request.
+    #[inline]
     pub fn may_have_executed(self) -> bool {
         self == FailureClass::Ambiguous
     }
@@ -116,6 +117,7 @@ impl AttemptResult {
     /// Whether the endpoint may have done the work, given the `not_processed` statuses.
     /// An attempt cut by the deadline or cancelled after sending counts as possibly
     /// executed too: nothing proves it was not.
+    #[inline]
     pub fn may_have_executed(&self, not_processed: &crate::StatusSet) -> bool {
         match self {
             AttemptResult::Response(s) => !not_processed.contains(*s),

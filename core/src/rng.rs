@@ -13,11 +13,13 @@ pub(crate) struct Rng {
 
 impl Rng {
     /// A generator whose whole output is decided by `seed`.
+    #[inline]
     pub(crate) fn new(seed: u64) -> Self {
         Rng { state: seed }
     }
 
     /// The next 64 random bits.
+    #[inline]
     pub(crate) fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;
@@ -34,6 +36,7 @@ impl Rng {
 }
 
 /// Mixes two words into one seed (used to derive a call's seed from the policy's).
+#[inline]
 pub(crate) fn mix(a: u64, b: u64) -> u64 {
     let mut r = Rng::new(a ^ b.rotate_left(32) ^ 0xD6E8_FEB8_6659_FD93);
     r.next_u64()

@@ -62,11 +62,13 @@ impl StatusSet {
     }
 
     /// Whether `status` is in the set.
+    #[inline]
     pub fn contains(&self, status: StatusCode) -> bool {
         self.contains_code(status.as_u16())
     }
 
     /// Whether the numeric `code` is in the set.
+    #[inline]
     pub fn contains_code(&self, code: u16) -> bool {
         if !(100..=999).contains(&code) {
             return false;

@@ -23,6 +23,7 @@ thread_local! {
 }
 
 /// The calling thread's stripe, in `0..STRIPES`.
+#[inline]
 pub(crate) fn current() -> usize {
     STRIPE.with(|s| *s)
 }

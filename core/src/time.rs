@@ -6,6 +6,7 @@ use crate::policy::MAX_DURATION;
 
 /// `t + d`, with `d` capped at [`MAX_DURATION`] so the sum cannot overflow on any platform
 /// that can represent the caller's instants plus ten years.
+#[inline]
 pub(crate) fn add(t: Instant, d: Duration) -> Instant {
     let d = d.min(MAX_DURATION);
     t.checked_add(d)
@@ -14,6 +15,7 @@ pub(crate) fn add(t: Instant, d: Duration) -> Instant {
 }
 
 /// `later - earlier`, or zero when `later` is earlier.
+#[inline]
 pub(crate) fn since(later: Instant, earlier: Instant) -> Duration {
     later.saturating_duration_since(earlier)
 }

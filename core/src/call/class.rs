@@ -243,7 +243,23 @@ fn idempotency_key(
 
 /// The first per-call setting out of range, if any (SPEC 5: invalid per-call settings fail
 /// the call before any send).
+#[inline]
 fn check_options(options: &CallOptions) -> Option<CallRejection> {
+    let o = options;
+    let any = o.deadline.is_some()
+        || o.attempt_timeout.is_some()
+        || o.attempts_per_endpoint.is_some()
+        || o.max_attempts.is_some();
+    if any {
+        check_set_options(options)
+    } else {
+        None
+    }
+}
+
+/// [`check_options`] for a call that set any of the checked options.
+#[inline(never)]
+fn check_set_options(options: &CallOptions) -> Option<CallRejection> {
     let bad = |setting, value: String, reason: String| CallRejection::Setting {
         setting,
         value,

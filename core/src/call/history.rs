@@ -97,6 +97,9 @@ impl<R> History<R> {
     /// Takes attempt `number` out of flight.
     pub(crate) fn land(&mut self, number: u32) -> Option<Flight> {
         let pos = self.flights.iter().position(|f| f.number == number)?;
+        if pos + 1 == self.flights.len() {
+            return self.flights.pop();
+        }
         Some(self.flights.remove(pos))
     }
 

@@ -24,6 +24,7 @@ pub(crate) enum Trigger {
 }
 
 /// Whether a response with `status` (and the classifier's `verdict`) triggers.
+#[inline]
 pub(crate) fn response(
     status: StatusCode,
     verdict: Option<Verdict>,
