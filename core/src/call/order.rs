@@ -29,6 +29,9 @@ impl Default for List {
 }
 
 impl List {
+    fn clear(&mut self) {
+        self.len = 0;
+    }
     pub(crate) fn push(&mut self, i: usize) {
         if let Some(slot) = self.items.get_mut(self.len as usize) {
             *slot = i as u8;
@@ -193,11 +196,13 @@ impl<R> Call<'_, R> {
     /// Builds a round: available endpoints of the base order first, then (tried-last mode)
     /// the unavailable ones, or (skip mode) none of them, with an event per skip.
     pub(crate) fn build_round(&mut self, now: Instant) {
-        let mut round = List::default();
+        // Built in place: a round assembled byte by byte and then copied whole makes the
+        // copy wait on the byte stores.
+        self.order.round.clear();
         let mut later = Bits(0);
         for i in self.order.base() {
             if self.available(i, now) {
-                round.push(i);
+                self.order.round.push(i);
             } else {
                 later.set(i);
             }
@@ -212,12 +217,11 @@ impl<R> Call<'_, R> {
                 if skip {
                     skipped.set(i);
                 } else {
-                    round.push(i);
+                    self.order.round.push(i);
                 }
             }
         }
         let order = &mut self.order;
-        order.round = round;
         order.skipped = skipped;
         order.pos = 0;
         order.round_start = self.history.made() + 1;

@@ -131,40 +131,44 @@ impl<R> Call<'_, R> {
     /// retained response); were one ever missing, the call fails as a failover rather than
     /// inventing a response.
     pub(super) fn hand_out(&mut self, ending: Ending) -> Done<R> {
-        let kept = self.history.kept.take();
-        let outcome = match (&ending.error, &kept) {
-            (None, Some(k)) => Outcome::Response {
-                attempt: k.attempt,
-                endpoint: k.endpoint,
-                status: k.status,
-                retained: ending.retained,
-                classified_success: ending.success,
-            },
-            (error, kept) => Outcome::Error {
-                kind: error.as_deref().cloned().unwrap_or(ErrorKind::Failover),
-                retained: kept.as_ref().map(|k| k.attempt),
-            },
-        };
-        let report = Report {
-            request_id: self.class.identity.request_id.clone(),
-            idempotency_key: self.class.identity.key.take(),
-            attempts: std::mem::take(&mut self.history.records),
-            redirects: std::mem::take(&mut self.history.redirects),
-            elapsed: since(ending.at, self.start),
-            stop_reason: ending.reason,
-            may_have_executed: ending.may_have_executed,
-            outcome,
-        };
-        match (ending.error, kept) {
+        // The report is written straight into the result: built aside and then moved, its
+        // copy would wait on the stores that just wrote it.
+        macro_rules! report {
+            ($outcome:expr) => {
+                Report {
+                    request_id: self.class.identity.request_id.clone(),
+                    idempotency_key: self.class.identity.key.take(),
+                    attempts: std::mem::take(&mut self.history.records),
+                    redirects: std::mem::take(&mut self.history.redirects),
+                    elapsed: since(ending.at, self.start),
+                    stop_reason: ending.reason,
+                    may_have_executed: ending.may_have_executed,
+                    outcome: $outcome,
+                }
+            };
+        }
+        match (ending.error, self.history.kept.take()) {
             (None, Some(k)) => Done::Answer {
+                report: report!(Outcome::Response {
+                    attempt: k.attempt,
+                    endpoint: k.endpoint,
+                    status: k.status,
+                    retained: ending.retained,
+                    classified_success: ending.success,
+                }),
                 response: k.response,
-                report,
             },
-            (error, kept) => Done::Error {
-                kind: error.map_or(ErrorKind::Failover, |k| *k),
-                retained: kept.map(|k| k.response),
-                report,
-            },
+            (error, kept) => {
+                let kind = error.map_or(ErrorKind::Failover, |k| *k);
+                Done::Error {
+                    report: report!(Outcome::Error {
+                        kind: kind.clone(),
+                        retained: kept.as_ref().map(|k| k.attempt),
+                    }),
+                    kind,
+                    retained: kept.map(|k| k.response),
+                }
+            }
         }
     }
 }
