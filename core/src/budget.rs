@@ -82,6 +82,8 @@ impl BudgetState {
     }
 
     fn balance_at(&self, withdrawals: &Ring, index: u64) -> f64 {
+        // Locking every stripe writes to them: the rare path (an extra attempt) only.
+        crate::stripe::shared_write();
         let deposits: u64 = self.deposits.iter().map(|d| lock(&d.0).total(index)).sum();
         self.reserve() + self.cfg.ratio * deposits as f64 - withdrawals.total(index) as f64
     }
@@ -89,12 +91,14 @@ impl BudgetState {
     /// A first attempt deposits `ratio` tokens (on the calling thread's stripe).
     pub(crate) fn deposit(&self, now: Instant) {
         let idx = self.slot_index(now);
+        crate::stripe::own_stripe_write();
         lock(&self.deposits[crate::stripe::current()].0).add(idx);
     }
 
     /// An extra attempt asks for one token; returns whether it got it.
     pub(crate) fn try_withdraw(&self, now: Instant) -> bool {
         let idx = self.slot_index(now);
+        crate::stripe::shared_write();
         let mut withdrawals = lock(&self.withdrawals);
         if self.balance_at(&withdrawals, idx) >= 1.0 {
             withdrawals.add(idx);

@@ -60,7 +60,10 @@ const FIXED_SEED: u64 = 0x5EED_BA70;
 impl Engine {
     /// A fresh engine, deterministic: every endpoint closed, budget full, and each call's
     /// random source drawn from one sequence (the policy's seed, or a fixed one). For
-    /// simulations and tests; adapters use [`with_entropy`](Engine::with_entropy).
+    /// simulations and tests; adapters use [`with_entropy`](Engine::with_entropy). That one
+    /// sequence is a counter every call writes: an engine shared by threads is built with
+    /// [`with_entropy`](Engine::with_entropy), whose healthy calls write only their own
+    /// thread's stripe.
     pub fn new(policy: Policy) -> Self {
         let seed = policy.settings.seed.unwrap_or(FIXED_SEED);
         Self::build(
@@ -176,8 +179,12 @@ impl Engine {
     #[inline]
     pub(crate) fn call_rng(&self) -> Rng {
         let seed = match &self.seeds {
-            Seeds::Sequential { seed, next } => mix(*seed, next.fetch_add(1, Ordering::Relaxed)),
+            Seeds::Sequential { seed, next } => {
+                crate::stripe::shared_write();
+                mix(*seed, next.fetch_add(1, Ordering::Relaxed))
+            }
             Seeds::PerThread { entropy, next } => {
+                crate::stripe::own_stripe_write();
                 let stripe = crate::stripe::current();
                 let n = next[stripe].0.fetch_add(1, Ordering::Relaxed);
                 // Unique per call: the stripe in the low bits, its count above.

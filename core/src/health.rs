@@ -159,6 +159,7 @@ pub(crate) struct Health {
 }
 
 fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    crate::stripe::shared_write();
     // Nothing inside the lock can panic; recover the data if a user callback ever did.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -149,6 +149,7 @@ impl LimiterState {
     }
 
     fn check(&self, now: Instant, spend: bool) -> Admit {
+        crate::stripe::shared_write();
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         match (&mut *state, self.limiter) {
             (
