@@ -1161,96 +1161,9 @@ impl PolicyBuilder {
                 max: MAX_ENDPOINTS,
             });
         }
-        let mut groups: Vec<&str> = Vec::new();
-        let mut group_of = Vec::with_capacity(self.endpoints.len());
-        for (i, e) in self.endpoints.iter().enumerate() {
-            if e.id.is_empty() {
-                return Err(ConfigError::EmptyId { index: i });
-            }
-            if self.endpoints[..i].iter().any(|o| o.id == e.id) {
-                return Err(ConfigError::DuplicateId { id: e.id.clone() });
-            }
-            if let Some(reason) = &e.url_error {
-                return Err(ConfigError::InvalidUrl {
-                    id: e.id.clone(),
-                    url: crate::redact::redact_url(&e.url),
-                    reason: reason.clone(),
-                });
-            }
-            if let Some((name, reason)) = &e.header_error {
-                return Err(ConfigError::InvalidHeader {
-                    setting: format!("endpoint {:?}", e.id),
-                    name: name.clone(),
-                    reason: reason.clone(),
-                });
-            }
-            if let Some(t) = e.connect_timeout {
-                check_timeout("endpoint.connect_timeout", t)?;
-            }
-            if let Some(t) = e.attempt_timeout {
-                check_timeout("endpoint.attempt_timeout", t)?;
-            }
-            // Endpoints without a group form a group of their own; named groups share a
-            // number. Numbers stay below MAX_ENDPOINTS * 2, so they fit in a u8.
-            let g = match &e.group {
-                Some(name) if name.is_empty() => {
-                    return Err(invalid(
-                        "endpoint.group",
-                        name,
-                        "a group name must not be empty",
-                    ))
-                }
-                Some(name) => match groups.iter().position(|g| *g == name.as_str()) {
-                    Some(p) => p,
-                    None => {
-                        groups.push(name);
-                        groups.len() - 1
-                    }
-                },
-                None => {
-                    groups.push("");
-                    groups.len() - 1
-                }
-            };
-            group_of.push(g as u8);
-        }
+        let group_of = check_endpoints(&self.endpoints)?;
         validate_settings(s)?;
-        let header = |setting: &'static str, name: &str| {
-            let parsed = HeaderName::try_from(name).map_err(|e| ConfigError::InvalidHeader {
-                setting: setting.to_string(),
-                name: name.to_string(),
-                reason: e.to_string(),
-            })?;
-            if crate::limits::is_framing_header(parsed.as_str()) || parsed == http::header::HOST {
-                return Err(ConfigError::InvalidHeader {
-                    setting: setting.to_string(),
-                    name: name.to_string(),
-                    reason: "it frames the message (or is the Host rule's); name another header"
-                        .to_string(),
-                });
-            }
-            Ok(parsed)
-        };
-        let request_id_header = header("request_id_header", &s.request_id_header)?;
-        let idempotency_key_header = header("idempotency_key_header", &s.idempotency_key_header)?;
-        let attempt_header = match &s.attempt_header {
-            Some(h) => Some(header("attempt_header", h)?),
-            None => None,
-        };
-        if request_id_header == idempotency_key_header
-            || attempt_header.as_ref() == Some(&request_id_header)
-            || attempt_header.as_ref() == Some(&idempotency_key_header)
-        {
-            return Err(invalid(
-                "attempt_header",
-                (
-                    &s.request_id_header,
-                    &s.idempotency_key_header,
-                    &s.attempt_header,
-                ),
-                "the request-id, idempotency-key and attempt-number headers must differ",
-            ));
-        }
+        let (request_id_header, idempotency_key_header, attempt_header) = call_headers(s)?;
         // The request id is the call's, the same on every attempt (SPEC 3); the attempt
         // number is the engine's.
         for e in &self.endpoints {
@@ -1282,6 +1195,106 @@ impl PolicyBuilder {
             group_of,
         })
     }
+}
+
+/// Checks each endpoint (id, URL, headers, timeouts, group) and numbers its idempotency
+/// group: endpoints without a group form a group of their own; named groups share a
+/// number. Numbers stay below `MAX_ENDPOINTS * 2`, so they fit in a u8.
+fn check_endpoints(endpoints: &[Endpoint]) -> Result<Vec<u8>, ConfigError> {
+    let mut groups: Vec<&str> = Vec::new();
+    let mut group_of = Vec::with_capacity(endpoints.len());
+    for (i, e) in endpoints.iter().enumerate() {
+        if e.id.is_empty() {
+            return Err(ConfigError::EmptyId { index: i });
+        }
+        if endpoints[..i].iter().any(|o| o.id == e.id) {
+            return Err(ConfigError::DuplicateId { id: e.id.clone() });
+        }
+        if let Some(reason) = &e.url_error {
+            return Err(ConfigError::InvalidUrl {
+                id: e.id.clone(),
+                url: crate::redact::redact_url(&e.url),
+                reason: reason.clone(),
+            });
+        }
+        if let Some((name, reason)) = &e.header_error {
+            return Err(ConfigError::InvalidHeader {
+                setting: format!("endpoint {:?}", e.id),
+                name: name.clone(),
+                reason: reason.clone(),
+            });
+        }
+        if let Some(t) = e.connect_timeout {
+            check_timeout("endpoint.connect_timeout", t)?;
+        }
+        if let Some(t) = e.attempt_timeout {
+            check_timeout("endpoint.attempt_timeout", t)?;
+        }
+        let g = match &e.group {
+            Some(name) if name.is_empty() => {
+                return Err(invalid(
+                    "endpoint.group",
+                    name,
+                    "a group name must not be empty",
+                ))
+            }
+            Some(name) => match groups.iter().position(|g| *g == name.as_str()) {
+                Some(p) => p,
+                None => {
+                    groups.push(name);
+                    groups.len() - 1
+                }
+            },
+            None => {
+                groups.push("");
+                groups.len() - 1
+            }
+        };
+        group_of.push(g as u8);
+    }
+    Ok(group_of)
+}
+
+/// The request-id, idempotency-key and attempt-number header names, parsed once; each must
+/// be a header that does not frame the message, and all three must differ.
+fn call_headers(s: &Settings) -> Result<(HeaderName, HeaderName, Option<HeaderName>), ConfigError> {
+    let header = |setting: &'static str, name: &str| {
+        let parsed = HeaderName::try_from(name).map_err(|e| ConfigError::InvalidHeader {
+            setting: setting.to_string(),
+            name: name.to_string(),
+            reason: e.to_string(),
+        })?;
+        if crate::limits::is_framing_header(parsed.as_str()) || parsed == http::header::HOST {
+            return Err(ConfigError::InvalidHeader {
+                setting: setting.to_string(),
+                name: name.to_string(),
+                reason: "it frames the message (or is the Host rule's); name another header"
+                    .to_string(),
+            });
+        }
+        Ok(parsed)
+    };
+    let request_id_header = header("request_id_header", &s.request_id_header)?;
+    let idempotency_key_header = header("idempotency_key_header", &s.idempotency_key_header)?;
+    let attempt_header = match &s.attempt_header {
+        Some(h) => Some(header("attempt_header", h)?),
+        None => None,
+    };
+    if request_id_header == idempotency_key_header
+        || attempt_header.as_ref() == Some(&request_id_header)
+        || attempt_header.as_ref() == Some(&idempotency_key_header)
+    {
+        return Err(invalid(
+            "attempt_header",
+            (
+                &s.request_id_header,
+                &s.idempotency_key_header,
+                &s.attempt_header,
+            ),
+            "the request-id, idempotency-key and attempt-number headers must differ",
+        ));
+    }
+    Ok((request_id_header, idempotency_key_header, attempt_header))
 }
 
 fn check_timeout(setting: &'static str, d: Duration) -> Result<(), ConfigError> {
@@ -1318,25 +1331,61 @@ pub const MAX_ATTEMPTS_PER_ENDPOINT: u32 = 255;
 /// Most attempts of one call (`max_attempts`).
 pub const MAX_ATTEMPTS: u32 = 10_000;
 
+/// Checks every setting (SPEC 5): the first one out of range is named in the error. One
+/// function per section of the settings.
 pub(crate) fn validate_settings(s: &Settings) -> Result<(), ConfigError> {
+    check_counts_and_timeouts(s)?;
+    check_backoff(&s.backoff)?;
+    check_statuses(s)?;
+    check_breaker(&s.breaker)?;
+    if let Some(bu) = &s.budget {
+        check_budget(bu)?;
+    }
+    if let Some(h) = &s.hedge {
+        check_duration("hedge.after", h.after)?;
+        let n = h.max_in_flight;
+        require(
+            n >= 2 && n as usize <= MAX_ENDPOINTS,
+            "hedge.max_in_flight",
+            n,
+            "must be 2 to 64",
+        )?;
+    }
+    if let Some(rl) = &s.rate_limit {
+        check_limiter(&rl.limiter)?;
+    }
+    Ok(())
+}
+
+/// `Ok` when `ok`, else the error naming `setting`, its value and why.
+fn require(
+    ok: bool,
+    setting: &'static str,
+    value: impl fmt::Debug,
+    reason: &'static str,
+) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(setting, value, reason))
+    }
+}
+
+fn check_counts_and_timeouts(s: &Settings) -> Result<(), ConfigError> {
+    let per_endpoint = MAX_ATTEMPTS_PER_ENDPOINT;
     check_count(
         "attempts_per_endpoint",
         s.attempts_per_endpoint,
-        MAX_ATTEMPTS_PER_ENDPOINT,
+        per_endpoint,
     )?;
-    check_count(
-        "pinned_attempts",
-        s.pinned_attempts,
-        MAX_ATTEMPTS_PER_ENDPOINT,
-    )?;
+    check_count("pinned_attempts", s.pinned_attempts, per_endpoint)?;
     check_count("max_attempts", s.max_attempts, MAX_ATTEMPTS)?;
-    if s.max_redirects > MAX_REDIRECTS {
-        return Err(invalid(
-            "max_redirects",
-            s.max_redirects,
-            "at most 32 redirects are followed in one attempt",
-        ));
-    }
+    require(
+        s.max_redirects <= MAX_REDIRECTS,
+        "max_redirects",
+        s.max_redirects,
+        "at most 32 redirects are followed in one attempt",
+    )?;
     check_timeout("connect_timeout", s.connect_timeout)?;
     check_timeout("attempt_timeout", s.attempt_timeout)?;
     if let Some(d) = s.deadline {
@@ -1345,33 +1394,38 @@ pub(crate) fn validate_settings(s: &Settings) -> Result<(), ConfigError> {
     if let Some(d) = s.body_timeout {
         check_timeout("body_timeout", d)?;
     }
-    check_duration("max_retry_after", s.max_retry_after)?;
-    let b = &s.backoff;
+    check_duration("max_retry_after", s.max_retry_after)
+}
+
+fn check_backoff(b: &Backoff) -> Result<(), ConfigError> {
     check_duration("backoff.initial", b.initial)?;
     check_duration("backoff.max", b.max)?;
-    if !(b.multiplier.is_finite() && b.multiplier >= 1.0) {
-        return Err(invalid(
-            "backoff.multiplier",
-            b.multiplier,
-            "must be a finite number >= 1",
-        ));
-    }
-    if b.initial > b.max {
-        return Err(invalid(
-            "backoff.initial",
-            (b.initial, b.max),
-            "the initial delay is larger than backoff.max",
-        ));
-    }
+    let m = b.multiplier;
+    require(
+        m.is_finite() && m >= 1.0,
+        "backoff.multiplier",
+        m,
+        "must be a finite number >= 1",
+    )?;
+    require(
+        b.initial <= b.max,
+        "backoff.initial",
+        (b.initial, b.max),
+        "the initial delay is larger than backoff.max",
+    )?;
     if let Jitter::Proportional(f) = b.jitter {
-        if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
-            return Err(invalid(
-                "backoff.jitter",
-                f,
-                "the proportional factor must be in [0, 1]",
-            ));
-        }
+        let ok = f.is_finite() && (0.0..=1.0).contains(&f);
+        require(
+            ok,
+            "backoff.jitter",
+            f,
+            "the proportional factor must be in [0, 1]",
+        )?;
     }
+    Ok(())
+}
+
+fn check_statuses(s: &Settings) -> Result<(), ConfigError> {
     for (name, set) in [
         ("trigger_statuses", &s.trigger_statuses),
         ("key_trigger_statuses", &s.key_trigger_statuses),
@@ -1392,14 +1446,18 @@ pub(crate) fn validate_settings(s: &Settings) -> Result<(), ConfigError> {
             "a 4xx other than 429 means the provider looked at the request; it cannot promise it did nothing",
         ));
     }
-    let br = &s.breaker;
+    Ok(())
+}
+
+fn check_breaker(br: &Breaker) -> Result<(), ConfigError> {
     match br.rule {
-        BreakerRule::Consecutive { failures } if failures == 0 => {
-            return Err(invalid(
+        BreakerRule::Consecutive { failures } => {
+            require(
+                failures > 0,
                 "breaker.rule.failures",
                 failures,
                 "must be at least 1",
-            ))
+            )?;
         }
         BreakerRule::FailureRate {
             window,
@@ -1407,110 +1465,91 @@ pub(crate) fn validate_settings(s: &Settings) -> Result<(), ConfigError> {
             rate,
             slow_call,
         } => {
-            if window == 0 || window > 1024 {
-                return Err(invalid("breaker.rule.window", window, "must be 1 to 1024"));
-            }
-            if min_calls == 0 || min_calls > window {
-                return Err(invalid(
-                    "breaker.rule.min_calls",
-                    (min_calls, window),
-                    "must be at least 1 and at most the window",
-                ));
-            }
-            if !(rate.is_finite() && rate > 0.0 && rate <= 1.0) {
-                return Err(invalid("breaker.rule.rate", rate, "must be in (0, 1]"));
-            }
+            let ok = (1..=1024).contains(&window);
+            require(ok, "breaker.rule.window", window, "must be 1 to 1024")?;
+            require(
+                min_calls > 0 && min_calls <= window,
+                "breaker.rule.min_calls",
+                (min_calls, window),
+                "must be at least 1 and at most the window",
+            )?;
+            let ok = rate.is_finite() && rate > 0.0 && rate <= 1.0;
+            require(ok, "breaker.rule.rate", rate, "must be in (0, 1]")?;
             if let Some(d) = slow_call {
                 check_timeout("breaker.rule.slow_call", d)?;
             }
         }
-        _ => {}
+        BreakerRule::Disabled => return Ok(()),
     }
-    if br.rule != BreakerRule::Disabled {
-        check_timeout("breaker.open", br.open)?;
-        check_duration("breaker.max_open", br.max_open)?;
-        if br.max_open < br.open {
-            return Err(invalid(
-                "breaker.max_open",
-                (br.max_open, br.open),
-                "is shorter than breaker.open",
-            ));
-        }
-        if !(br.open_growth.is_finite() && br.open_growth >= 1.0) {
-            return Err(invalid(
-                "breaker.open_growth",
-                br.open_growth,
-                "must be a finite number >= 1",
-            ));
-        }
-        if br.probe_quota == 0 {
-            return Err(invalid("breaker.probe_quota", 0, "must be at least 1"));
-        }
-    }
-    if let Some(bu) = &s.budget {
-        if !(bu.ratio.is_finite() && bu.ratio >= 0.0 && bu.ratio <= 1000.0) {
-            return Err(invalid(
-                "budget.ratio",
-                bu.ratio,
-                "must be a number from 0 to 1000",
-            ));
-        }
-        if !(bu.min_per_sec.is_finite() && bu.min_per_sec >= 0.0 && bu.min_per_sec <= 1e9) {
-            return Err(invalid(
-                "budget.min_per_sec",
-                bu.min_per_sec,
-                "must be a number from 0 to 1e9",
-            ));
-        }
-        if bu.window < Duration::from_millis(10) {
-            return Err(invalid(
-                "budget.window",
-                bu.window,
-                "must be at least 10 ms",
-            ));
-        }
-        check_duration("budget.window", bu.window)?;
-    }
-    if let Some(h) = &s.hedge {
-        check_duration("hedge.after", h.after)?;
-        if h.max_in_flight < 2 || h.max_in_flight as usize > MAX_ENDPOINTS {
-            return Err(invalid(
-                "hedge.max_in_flight",
-                h.max_in_flight,
-                "must be 2 to 64",
-            ));
-        }
-    }
-    if let Some(rl) = &s.rate_limit {
-        match rl.limiter {
-            Limiter::TokenBucket {
-                capacity,
+    check_timeout("breaker.open", br.open)?;
+    check_duration("breaker.max_open", br.max_open)?;
+    require(
+        br.max_open >= br.open,
+        "breaker.max_open",
+        (br.max_open, br.open),
+        "is shorter than breaker.open",
+    )?;
+    let g = br.open_growth;
+    require(
+        g.is_finite() && g >= 1.0,
+        "breaker.open_growth",
+        g,
+        "must be a finite number >= 1",
+    )?;
+    require(
+        br.probe_quota > 0,
+        "breaker.probe_quota",
+        0,
+        "must be at least 1",
+    )
+}
+
+fn check_budget(bu: &Budget) -> Result<(), ConfigError> {
+    let r = bu.ratio;
+    let ok = r.is_finite() && (0.0..=1000.0).contains(&r);
+    require(ok, "budget.ratio", r, "must be a number from 0 to 1000")?;
+    let m = bu.min_per_sec;
+    let ok = m.is_finite() && (0.0..=1e9).contains(&m);
+    require(
+        ok,
+        "budget.min_per_sec",
+        m,
+        "must be a number from 0 to 1e9",
+    )?;
+    let ok = bu.window >= Duration::from_millis(10);
+    require(ok, "budget.window", bu.window, "must be at least 10 ms")?;
+    check_duration("budget.window", bu.window)
+}
+
+fn check_limiter(limiter: &Limiter) -> Result<(), ConfigError> {
+    match *limiter {
+        Limiter::TokenBucket {
+            capacity,
+            per_second,
+        } => {
+            require(
+                capacity > 0,
+                "rate_limit.limiter.capacity",
+                0,
+                "must be at least 1",
+            )?;
+            require(
+                per_second.is_finite() && per_second > 0.0 && per_second <= 1e9,
+                "rate_limit.limiter.per_second",
                 per_second,
-            } => {
-                if capacity == 0 {
-                    return Err(invalid(
-                        "rate_limit.limiter.capacity",
-                        0,
-                        "must be at least 1",
-                    ));
-                }
-                if !(per_second.is_finite() && per_second > 0.0 && per_second <= 1e9) {
-                    return Err(invalid(
-                        "rate_limit.limiter.per_second",
-                        per_second,
-                        "must be a number above 0 and at most 1e9",
-                    ));
-                }
-            }
-            Limiter::SlidingWindow { limit, window } => {
-                if limit == 0 {
-                    return Err(invalid("rate_limit.limiter.limit", 0, "must be at least 1"));
-                }
-                check_timeout("rate_limit.limiter.window", window)?;
-            }
+                "must be a number above 0 and at most 1e9",
+            )
+        }
+        Limiter::SlidingWindow { limit, window } => {
+            require(
+                limit > 0,
+                "rate_limit.limiter.limit",
+                0,
+                "must be at least 1",
+            )?;
+            check_timeout("rate_limit.limiter.window", window)
         }
     }
-    Ok(())
 }
 
 /// serde helpers: durations as `"250ms"`, `"5s"`, `"1.5s"`, `"2m"`, `"1h"`, or a number of

@@ -318,7 +318,6 @@ impl SimRun {
 #[derive(Debug)]
 struct Pending {
     number: u32,
-    endpoint: usize,
     at: Instant,
     outcome: PendingOutcome,
 }
@@ -390,22 +389,7 @@ impl Sim {
     /// Runs one call.
     pub fn run_request(&mut self, request: SimRequest, mut options: CallOptions) -> SimRun {
         let log: Arc<Mutex<Vec<SimEvent>>> = Arc::new(Mutex::new(Vec::new()));
-        // The policy's sink hears the call from the engine itself; the simulator's log
-        // stands in for the call's own sink and forwards to it.
-        let user_sink = options.events.take();
-        let origin = self.origin;
-        let l2 = log.clone();
-        options.events = Some(Arc::new(move |e: &crate::Event<'_>| {
-            if let Some(u) = &user_sink {
-                u(e);
-            }
-            if let Ok(mut v) = l2.lock() {
-                v.push(SimEvent {
-                    at: e.at.saturating_duration_since(origin),
-                    text: format!("{:?}", e.kind),
-                });
-            }
-        }));
+        options.events = Some(self.log_sink(&log, options.events.take()));
         let info = RequestInfo {
             method: &request.method,
             uri: &request.uri,
@@ -414,8 +398,7 @@ impl Sim {
         let start = self.now;
         let engine = self.engine.clone();
         let mut call: Call<'_, Head> = Call::new(&engine, &info, request.body, options, start);
-        let n = self.scripts.len();
-        let mut executed: Vec<Vec<Execution>> = vec![Vec::new(); n];
+        let mut executed: Vec<Vec<Execution>> = vec![Vec::new(); self.scripts.len()];
         let mut pending: Vec<Pending> = Vec::new();
         let mut max_in_flight = 0;
         let mut stuck = false;
@@ -434,73 +417,17 @@ impl Sim {
                             at: self.now.saturating_duration_since(self.origin),
                         });
                     }
-                    let (after, outcome) = match step.reply {
-                        Reply::Status(code, headers) => {
-                            if step.after >= a.timeout {
-                                (a.timeout, PendingOutcome::Timeout(TimeoutPhase::Response))
-                            } else {
-                                (step.after, PendingOutcome::Response(code, headers))
-                            }
-                        }
-                        Reply::Refuse => (
-                            step.after.min(a.connect_timeout),
-                            PendingOutcome::Failure(FailureClass::Undelivered),
-                        ),
-                        Reply::ConnectTimeout => (
-                            a.connect_timeout,
-                            PendingOutcome::Timeout(TimeoutPhase::Connect),
-                        ),
-                        Reply::Reset => {
-                            if step.after >= a.timeout {
-                                (a.timeout, PendingOutcome::Timeout(TimeoutPhase::Response))
-                            } else {
-                                (step.after, PendingOutcome::Failure(FailureClass::Ambiguous))
-                            }
-                        }
-                        Reply::BlackHole => {
-                            (a.timeout, PendingOutcome::Timeout(TimeoutPhase::Response))
-                        }
-                        Reply::RejectLocally => (
-                            Duration::ZERO,
-                            PendingOutcome::Failure(FailureClass::RejectedLocally),
-                        ),
-                    };
+                    let (after, outcome) = pending_outcome(&step, &a);
                     pending.push(Pending {
                         number: a.number,
-                        endpoint: i,
                         at: add(self.now, after),
                         outcome,
                     });
                     max_in_flight = max_in_flight.max(pending.len());
                 }
                 Action::Discard(number) => pending.retain(|p| p.number != number),
-                Action::WaitUntil(_) | Action::WaitForAttempt => {
-                    let until = match action {
-                        Action::WaitUntil(t) => Some(t),
-                        _ => None,
-                    };
-                    let next = pending
-                        .iter()
-                        .enumerate()
-                        .min_by_key(|(_, p)| (p.at, p.number))
-                        .map(|(k, p)| (k, p.at));
-                    match (next, until) {
-                        (Some((k, at)), u) if u.is_none_or(|u| at <= u) => {
-                            let p = pending.remove(k);
-                            self.set_now(p.at);
-                            let _ = p.endpoint;
-                            deliver(&mut call, p, self.now, self.wall);
-                        }
-                        (_, Some(u)) => {
-                            self.set_now(u);
-                            call.handle(Input::Timer, self.now);
-                        }
-                        _ => {
-                            stuck = true;
-                            call.handle(Input::Cancel, self.now);
-                        }
-                    }
-                }
+                Action::WaitUntil(t) => stuck |= self.wait(&mut call, &mut pending, Some(t)),
+                Action::WaitForAttempt => stuck |= self.wait(&mut call, &mut pending, None),
                 Action::Done => break call.into_done().into_report(),
             }
         };
@@ -522,11 +449,93 @@ impl Sim {
         }
     }
 
+    /// The call's own sink: it logs every event (the policy's sink hears the call from the
+    /// engine itself) and forwards it to the caller's sink, if any.
+    fn log_sink(
+        &self,
+        log: &Arc<Mutex<Vec<SimEvent>>>,
+        user_sink: Option<crate::policy::EventSink>,
+    ) -> crate::policy::EventSink {
+        let origin = self.origin;
+        let log = log.clone();
+        Arc::new(move |e: &crate::Event<'_>| {
+            if let Some(u) = &user_sink {
+                u(e);
+            }
+            if let Ok(mut v) = log.lock() {
+                v.push(SimEvent {
+                    at: e.at.saturating_duration_since(origin),
+                    text: format!("{:?}", e.kind),
+                });
+            }
+        })
+    }
+
+    /// Waits for the earliest pending outcome, or until `until`: whichever comes first is
+    /// delivered. Returns true when there is nothing to wait for (the call is cancelled).
+    fn wait(
+        &mut self,
+        call: &mut Call<'_, Head>,
+        pending: &mut Vec<Pending>,
+        until: Option<Instant>,
+    ) -> bool {
+        let next = pending
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, p)| (p.at, p.number))
+            .map(|(k, p)| (k, p.at));
+        match (next, until) {
+            (Some((k, at)), u) if u.is_none_or(|u| at <= u) => {
+                let p = pending.remove(k);
+                self.set_now(p.at);
+                deliver(call, p, self.now, self.wall);
+                false
+            }
+            (_, Some(u)) => {
+                self.set_now(u);
+                call.handle(Input::Timer, self.now);
+                false
+            }
+            _ => {
+                call.handle(Input::Cancel, self.now);
+                true
+            }
+        }
+    }
+
     fn set_now(&mut self, t: Instant) {
         if t > self.now {
             self.wall += t.saturating_duration_since(self.now);
             self.now = t;
         }
+    }
+}
+
+/// When and how a scripted step ends for attempt `a`: a reply slower than the attempt's
+/// timeout is a response timeout, a connect that hangs ends at the connect timeout.
+fn pending_outcome(step: &Step, a: &crate::Attempt) -> (Duration, PendingOutcome) {
+    let timed_out = (a.timeout, PendingOutcome::Timeout(TimeoutPhase::Response));
+    match &step.reply {
+        Reply::Status(code, headers) if step.after < a.timeout => {
+            (step.after, PendingOutcome::Response(*code, headers.clone()))
+        }
+        Reply::Status(..) | Reply::BlackHole => timed_out,
+        Reply::Refuse => (
+            step.after.min(a.connect_timeout),
+            PendingOutcome::Failure(FailureClass::Undelivered),
+        ),
+        Reply::ConnectTimeout => (
+            a.connect_timeout,
+            PendingOutcome::Timeout(TimeoutPhase::Connect),
+        ),
+        Reply::Reset if step.after < a.timeout => {
+            (step.after, PendingOutcome::Failure(FailureClass::Ambiguous))
+        }
+        Reply::Reset => timed_out,
+        Reply::RejectLocally => (
+            Duration::ZERO,
+            PendingOutcome::Failure(FailureClass::RejectedLocally),
+        ),
     }
 }
 
