@@ -609,6 +609,17 @@ pub fn config(data: &[u8], start: Instant) {
     let Ok(raw) = RawConfig::arbitrary(&mut u) else {
         return;
     };
+    match builder_of(raw).build() {
+        Err(e) => {
+            // Errors name what is wrong.
+            assert!(!e.to_string().is_empty());
+        }
+        Ok(policy) => run_scripted(policy, start),
+    }
+}
+
+/// The policy builder the raw configuration describes (validated only by `build`).
+fn builder_of(raw: RawConfig) -> crate::PolicyBuilder {
     let ms = Duration::from_millis;
     let b = raw.backoff;
     let br = raw.breaker;
@@ -678,30 +689,28 @@ pub fn config(data: &[u8], start: Instant) {
         }
         builder = builder.endpoint(e);
     }
-    match builder.build() {
-        Err(e) => {
-            // Errors name what is wrong.
-            assert!(!e.to_string().is_empty());
-        }
-        Ok(policy) => {
-            let mut sim = crate::sim::Sim::new(policy, start);
-            let ids: Vec<String> = sim
-                .engine()
-                .policy()
-                .endpoints()
-                .iter()
-                .map(|e| e.id().to_string())
-                .collect();
-            for (k, id) in ids.iter().enumerate() {
-                let script = match k % 3 {
-                    0 => crate::sim::Script::status(503),
-                    1 => crate::sim::Script::refuse(),
-                    _ => crate::sim::Script::reset(),
-                };
-                sim.script(id, script);
-            }
-            let run = sim.run(Method::GET, CallOptions::default());
-            assert!(!run.stuck, "simulated call got stuck");
-        }
+    builder
+}
+
+/// Runs one call on a valid policy whose endpoints fail in turn (503, refused, reset): it
+/// must end.
+fn run_scripted(policy: Policy, start: Instant) {
+    let mut sim = crate::sim::Sim::new(policy, start);
+    let ids: Vec<String> = sim
+        .engine()
+        .policy()
+        .endpoints()
+        .iter()
+        .map(|e| e.id().to_string())
+        .collect();
+    for (k, id) in ids.iter().enumerate() {
+        let script = match k % 3 {
+            0 => crate::sim::Script::status(503),
+            1 => crate::sim::Script::refuse(),
+            _ => crate::sim::Script::reset(),
+        };
+        sim.script(id, script);
     }
+    let run = sim.run(Method::GET, CallOptions::default());
+    assert!(!run.stuck, "simulated call got stuck");
 }
