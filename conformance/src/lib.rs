@@ -99,7 +99,7 @@
 //! | 2.2 `not_processed` (429) | 09, 32, 33 |
 //! | 2.3 triggers: sets per call kind, extended set (reads only), 200 with an error body | 08, 27, 28, 29, 30, 55, 73 |
 //! | 2.4 replay | 16 |
-//! | 2.5 breaker: consecutive, failure rate, half-open, re-open, deadline not counted | 17, 18, 19, 35, 56, 64 |
+//! | 2.5 breaker: consecutive, failure rate, half-open, re-open, deadline not counted, one endpoint skipped as a plain breaker | 17, 18, 19, 35, 56, 64, 75 |
 //! | 2.5 `not_before` | 57 |
 //! | 2.6 schedule: rounds, attempts per endpoint, pinned, single-endpoint default | 36, 37, 38, 39 |
 //! | 2.6 backoff | 07, 08, 36, 37, 38, 60 |

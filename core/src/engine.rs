@@ -131,6 +131,29 @@ impl Engine {
         self.health.snapshot(index, now)
     }
 
+    /// The breaker of the endpoint with `id`, to guard sends the engine does not make (a
+    /// health check, a side channel to the same provider) with the rules and the state the
+    /// calls use. Its transitions go to the policy's event sink (with an empty request id).
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use baton_core::{Endpoint, Engine, Policy};
+    /// let policy = Policy::builder().endpoint(Endpoint::new("a", "https://a.example/")).build().unwrap();
+    /// let engine = Engine::new(policy);
+    /// let circuit = engine.circuit("a").unwrap();
+    /// circuit.allow(Instant::now()).unwrap().success(Instant::now());
+    /// assert!(engine.circuit("b").is_none());
+    /// ```
+    pub fn circuit(&self, id: &str) -> Option<crate::Circuit<'_>> {
+        let i = self.policy.endpoint_index(id)?;
+        Some(crate::Circuit::of_endpoint(
+            &self.health,
+            i,
+            &self.ids[i],
+            self.policy.events.as_ref(),
+        ))
+    }
+
     /// A snapshot of the endpoint with `id`.
     pub fn health_of(&self, id: &str, now: Instant) -> Option<EndpointHealth> {
         self.health(self.policy.endpoint_index(id)?, now)

@@ -263,8 +263,6 @@ impl Health {
         cooled && breaker
     }
 
-    /// Whether endpoint `i` is available at `now`.
-    /// Transitions it makes are pushed to `out`, to be reported once the lock is released.
     /// Whether endpoint `i` is closed with no cooldown (available and admitted without the
     /// lock): one atomic read, the healthy path's whole health check.
     #[inline]
@@ -274,6 +272,8 @@ impl Health {
             .is_some_and(|slot| slot.calm.load(Ordering::Acquire))
     }
 
+    /// Whether endpoint `i` is available at `now`.
+    /// Transitions it makes are pushed to `out`, to be reported once the lock is released.
     #[inline]
     pub(crate) fn available(&self, i: usize, now: Instant, out: &mut Transitions) -> bool {
         let Some(slot) = self.slots.get(i) else {
@@ -290,6 +290,40 @@ impl Health {
         let mut inner = lock(&slot.inner);
         self.advance(slot, &mut inner, now, out);
         self.available_locked(&inner, now)
+    }
+
+    /// Admits an attempt at `i` only if it is available, in one step (no other caller can
+    /// take the last probe slot between the check and the admission): the ticket, or when
+    /// the endpoint may be asked again (`None`: unknown). The healthy path reads one atomic.
+    #[inline]
+    pub(crate) fn admit(
+        &self,
+        i: usize,
+        now: Instant,
+        out: &mut Transitions,
+    ) -> Result<Ticket, Option<Instant>> {
+        let slot = self.slots.get(i).ok_or(None)?;
+        if slot.calm.load(Ordering::Acquire) {
+            return Ok(Ticket {
+                epoch: slot.epoch.load(Ordering::Acquire),
+                probe: None,
+                tracked: true,
+            });
+        }
+        let mut inner = lock(&slot.inner);
+        self.advance(slot, &mut inner, now, out);
+        if !self.available_locked(&inner, now) {
+            let ttl = self.breaker.open;
+            let breaker = match inner.state {
+                State::Open { until } => Some(until),
+                // A probe that never reports frees its slot after a full open time.
+                State::HalfOpen => inner.probes.iter().map(|(_, s)| add(*s, ttl)).min(),
+                State::Closed => None,
+            };
+            let cool = inner.not_before.filter(|nb| *nb > now);
+            return Err(breaker.max(cool));
+        }
+        Ok(self.ticket_locked(slot, &mut inner, now))
     }
 
     /// Admits an attempt at endpoint `i`; a half-open endpoint hands out a probe slot.
@@ -311,6 +345,11 @@ impl Health {
         }
         let mut inner = lock(&slot.inner);
         self.advance(slot, &mut inner, now, out);
+        self.ticket_locked(slot, &mut inner, now)
+    }
+
+    /// The ticket of an attempt at a slot whose lock is held (and time advanced).
+    fn ticket_locked(&self, slot: &Slot, inner: &mut Inner, now: Instant) -> Ticket {
         let epoch = slot.epoch.load(Ordering::Acquire);
         let cooled = inner.not_before.is_none_or(|nb| now >= nb);
         match inner.state {

@@ -49,6 +49,7 @@
 #![deny(missing_docs)]
 
 mod backoff;
+mod breaker;
 mod budget;
 mod call;
 mod destination;
@@ -76,6 +77,7 @@ mod stripe;
 mod time;
 
 pub use backoff::{Backoff, Jitter};
+pub use breaker::{Breakers, Circuit, CircuitOpen, Permit};
 pub use call::{
     Action, Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, Done, Head, Input,
     MIN_ATTEMPT_TIME,

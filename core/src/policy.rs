@@ -1449,7 +1449,7 @@ fn check_statuses(s: &Settings) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn check_breaker(br: &Breaker) -> Result<(), ConfigError> {
+pub(crate) fn check_breaker(br: &Breaker) -> Result<(), ConfigError> {
     match br.rule {
         BreakerRule::Consecutive { failures } => {
             require(

@@ -1397,3 +1397,17 @@ fn hedging_never_applies_to_post_or_keyed_calls() {
     let run = s.run(Method::GET, keyed("k"));
     assert_eq!(run.max_in_flight, 1);
 }
+
+#[test]
+fn an_endpoint_circuit_shares_the_breaker_with_calls() {
+    let mut s = sim(endpoints(&["a", "b"]));
+    let now = s.now();
+    let circuit = s.engine().circuit("a").unwrap();
+    for _ in 0..3 {
+        circuit.allow(now).unwrap().failure(now);
+    }
+    assert_eq!(circuit.state(now), BreakerState::Open);
+    assert!(circuit.allow(now).is_err());
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["b"]);
+}
