@@ -1,6 +1,7 @@
 //! The client's configuration: the TOML file (`--config`) and the flags that override it.
 //!
-//! The file holds `[[endpoint]]` tables (id, url, optional group, timeouts, headers) and a
+//! The file holds `[[endpoint]]` tables (id, url, optional group, tier and weight, timeouts,
+//! attempts per round, backoff, headers) and a
 //! `[policy]` table that is exactly the serde form of `baton_core::Settings` (every key
 //! optional, defaults of SPEC 8, unknown keys rejected). `cli/examples/policy.toml` is a
 //! complete commented example. Flags are applied on top, then the core validates the
@@ -44,6 +45,18 @@ pub struct EndpointConfig {
     /// This endpoint's attempt timeout.
     #[serde(default, deserialize_with = "opt_duration")]
     pub attempt_timeout: Option<Duration>,
+    /// Priority tier (lower first; default: the endpoint's own, at its list position).
+    #[serde(default)]
+    pub tier: Option<u32>,
+    /// Weight within the tier (default 1).
+    #[serde(default)]
+    pub weight: Option<u32>,
+    /// This endpoint's attempts per round.
+    #[serde(default)]
+    pub attempts_per_endpoint: Option<u32>,
+    /// This endpoint's backoff (`[endpoint.backoff]`, the keys of `[policy.backoff]`).
+    #[serde(default)]
+    pub backoff: Option<baton_core::Backoff>,
     /// Headers sent to this endpoint only (credentials).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
@@ -66,6 +79,18 @@ impl EndpointConfig {
         }
         if let Some(t) = self.attempt_timeout {
             e = e.attempt_timeout(t);
+        }
+        if let Some(t) = self.tier {
+            e = e.tier(t);
+        }
+        if let Some(w) = self.weight {
+            e = e.weight(w);
+        }
+        if let Some(n) = self.attempts_per_endpoint {
+            e = e.attempts_per_endpoint(n);
+        }
+        if let Some(b) = self.backoff {
+            e = e.backoff(b);
         }
         for (k, v) in &self.headers {
             e = e.header(k, v);
@@ -221,6 +246,8 @@ mod tests {
             Some(Duration::from_secs(10))
         );
         assert!(eps[0].headers().contains_key("authorization"));
+        assert_eq!((eps[0].tier_of(), eps[0].weight_of()), (Some(0), 2));
+        assert_eq!((eps[2].tier_of(), eps[2].weight_of()), (Some(1), 1));
         let s = &file.policy;
         assert_eq!(s.url_mode, UrlMode::Base);
         assert_eq!(s.attempt_timeout, Duration::from_secs(10));

@@ -47,6 +47,14 @@ pub enum ConfigError {
         /// The limit.
         max: usize,
     },
+    /// A per-endpoint setting is out of range (the source names the setting).
+    #[error("endpoint {id:?}: {source}")]
+    Endpoint {
+        /// The endpoint's id.
+        id: String,
+        /// What is wrong with its setting.
+        source: Box<ConfigError>,
+    },
     /// An endpoint id is empty.
     #[error("endpoint #{index} has an empty id")]
     EmptyId {
@@ -133,8 +141,12 @@ pub struct Endpoint {
     uri: Uri,
     url_error: Option<String>,
     group: Option<String>,
+    tier: Option<u32>,
+    weight: u32,
     connect_timeout: Option<Duration>,
     attempt_timeout: Option<Duration>,
+    attempts_per_endpoint: Option<u32>,
+    backoff: Option<Backoff>,
     headers: HeaderMap,
     /// The `authorization` header came from the URL's userinfo (an explicit one replaces
     /// it).
@@ -290,8 +302,12 @@ impl Endpoint {
             uri,
             url_error,
             group: None,
+            tier: None,
+            weight: 1,
             connect_timeout: None,
             attempt_timeout: None,
+            attempts_per_endpoint: None,
+            backoff: None,
             headers,
             basic_from_url,
             header_error: None,
@@ -361,6 +377,56 @@ impl Endpoint {
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.attempt_timeout = Some(timeout);
         self
+    }
+
+    /// This endpoint's attempts per round (else the call's or the policy's; a call that
+    /// sets its own `attempts_per_endpoint` overrides every endpoint's).
+    pub fn attempts_per_endpoint(mut self, n: u32) -> Self {
+        self.attempts_per_endpoint = Some(n);
+        self
+    }
+
+    /// The backoff before a retry at this endpoint, or before a new round that starts
+    /// here (else the policy's).
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = Some(backoff);
+        self
+    }
+
+    /// The endpoint's priority tier (lower goes first). Without one, an endpoint is a
+    /// tier of its own at its list position: its tier is its index in the list.
+    ///
+    /// ```
+    /// use baton_core::{Endpoint, Policy};
+    /// let policy = Policy::builder()
+    ///     .endpoint(Endpoint::new("a", "https://a.example/").tier(0).weight(2))
+    ///     .endpoint(Endpoint::new("b", "https://b.example/").tier(0))
+    ///     .endpoint(Endpoint::new("backup", "https://c.example/").tier(1))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(policy.endpoints()[0].weight_of(), 2);
+    /// ```
+    pub fn tier(mut self, tier: u32) -> Self {
+        self.tier = Some(tier);
+        self
+    }
+
+    /// The endpoint's weight within its tier (default 1, at most 1,000,000): a call's
+    /// first endpoint in the tier is drawn with probability weight / tier total, and
+    /// failover goes on through the rest of the tier by weight, then to the next tier.
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.weight = weight;
+        self
+    }
+
+    /// The endpoint's tier, if set.
+    pub fn tier_of(&self) -> Option<u32> {
+        self.tier
+    }
+
+    /// The endpoint's weight.
+    pub fn weight_of(&self) -> u32 {
+        self.weight
     }
 
     /// The endpoint's id.
@@ -819,6 +885,18 @@ pub struct Policy {
     pub(crate) events: Option<EventSink>,
     /// Group number per endpoint: endpoints without a group get a group of their own.
     pub(crate) group_of: Vec<u8>,
+    /// How the base order is made from the tiers.
+    pub(crate) tiers: Tiers,
+}
+
+/// The endpoints' priority order, worked out once when the policy is built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Tiers {
+    /// Every endpoint a tier of its own, in list order (the healthy path's fast case).
+    ListOrder,
+    /// Endpoint indexes by tier (then list position), each with its tier; a tier of more
+    /// than one endpoint is shuffled by weight for every call.
+    Ranked(Vec<(u8, u32)>),
 }
 
 impl fmt::Debug for Policy {
@@ -887,6 +965,21 @@ impl Policy {
             .get(index)
             .and_then(|e| e.connect_timeout)
             .unwrap_or(self.settings.connect_timeout)
+    }
+
+    /// Endpoint `index`'s own attempts per round, if set.
+    pub(crate) fn attempts_per_endpoint_of(&self, index: usize) -> Option<u32> {
+        self.endpoints
+            .get(index)
+            .and_then(|e| e.attempts_per_endpoint)
+    }
+
+    /// The backoff before an attempt at endpoint `index`.
+    pub(crate) fn backoff_for(&self, index: usize) -> &Backoff {
+        self.endpoints
+            .get(index)
+            .and_then(|e| e.backoff.as_ref())
+            .unwrap_or(&self.settings.backoff)
     }
 
     /// The effective attempt timeout for endpoint `index`.
@@ -1162,6 +1255,7 @@ impl PolicyBuilder {
             });
         }
         let group_of = check_endpoints(&self.endpoints)?;
+        let tiers = tiers_of(&self.endpoints);
         validate_settings(s)?;
         let (request_id_header, idempotency_key_header, attempt_header) = call_headers(s)?;
         // The request id is the call's, the same on every attempt (SPEC 3); the attempt
@@ -1193,6 +1287,7 @@ impl PolicyBuilder {
             classify: self.classify,
             events: self.events,
             group_of,
+            tiers,
         })
     }
 }
@@ -1224,12 +1319,10 @@ fn check_endpoints(endpoints: &[Endpoint]) -> Result<Vec<u8>, ConfigError> {
                 reason: reason.clone(),
             });
         }
-        if let Some(t) = e.connect_timeout {
-            check_timeout("endpoint.connect_timeout", t)?;
-        }
-        if let Some(t) = e.attempt_timeout {
-            check_timeout("endpoint.attempt_timeout", t)?;
-        }
+        check_endpoint_settings(e).map_err(|source| ConfigError::Endpoint {
+            id: e.id.clone(),
+            source: Box::new(source),
+        })?;
         let g = match &e.group {
             Some(name) if name.is_empty() => {
                 return Err(invalid(
@@ -1253,6 +1346,48 @@ fn check_endpoints(endpoints: &[Endpoint]) -> Result<Vec<u8>, ConfigError> {
         group_of.push(g as u8);
     }
     Ok(group_of)
+}
+
+/// An endpoint's own settings (SPEC 5), named as in the endpoint's builder.
+fn check_endpoint_settings(e: &Endpoint) -> Result<(), ConfigError> {
+    if let Some(t) = e.connect_timeout {
+        check_timeout("connect_timeout", t)?;
+    }
+    if let Some(t) = e.attempt_timeout {
+        check_timeout("attempt_timeout", t)?;
+    }
+    check_count(
+        "attempts_per_endpoint",
+        e.attempts_per_endpoint,
+        MAX_ATTEMPTS_PER_ENDPOINT,
+    )?;
+    if let Some(b) = &e.backoff {
+        check_backoff(b)?;
+    }
+    let w = e.weight;
+    require(
+        (1..=MAX_WEIGHT).contains(&w),
+        "weight",
+        w,
+        "must be 1 to 1000000",
+    )
+}
+
+/// Largest endpoint weight.
+pub const MAX_WEIGHT: u32 = 1_000_000;
+
+/// The priority order: by tier (an endpoint without one is the tier of its list index),
+/// then by list position.
+fn tiers_of(endpoints: &[Endpoint]) -> Tiers {
+    let key = |i: usize| endpoints[i].tier.unwrap_or(i as u32);
+    let mut order: Vec<usize> = (0..endpoints.len()).collect();
+    order.sort_by_key(|&i| (key(i), i));
+    let in_list_order = order.iter().enumerate().all(|(p, &i)| p == i);
+    let shared = order.windows(2).any(|w| key(w[0]) == key(w[1]));
+    if in_list_order && !shared {
+        return Tiers::ListOrder;
+    }
+    Tiers::Ranked(order.iter().map(|&i| (i as u8, key(i))).collect())
 }
 
 /// The request-id, idempotency-key and attempt-number header names, parsed once; each must

@@ -9,7 +9,7 @@ use super::history::Bits;
 use super::{Call, Stop};
 use crate::event::{AttemptKind, EventKind, WaitReason};
 use crate::health::Transitions;
-use crate::policy::{Unavailable, MAX_ENDPOINTS};
+use crate::policy::{Tiers, Unavailable, MAX_ENDPOINTS};
 use crate::report::StopReason;
 
 /// A small ordered list of endpoint indexes, stored inline (a policy has at most 64).
@@ -58,19 +58,27 @@ impl List {
     }
 }
 
-/// The base order: the preferred endpoint, then the other eligible ones by index.
-pub(crate) struct BaseOrder {
-    preferred: Option<u8>,
-    rest: Bits,
+/// The base order: the preferred endpoint, then the other eligible ones by index, or
+/// (with tiers) the call's ranked order.
+pub(crate) enum BaseOrder {
+    Bits { preferred: Option<u8>, rest: Bits },
+    Ranked { list: List, pos: usize },
 }
 
 impl Iterator for BaseOrder {
     type Item = usize;
     fn next(&mut self) -> Option<usize> {
-        if let Some(p) = self.preferred.take() {
-            return Some(p as usize);
+        match self {
+            BaseOrder::Bits { preferred, rest } => match preferred.take() {
+                Some(p) => Some(p as usize),
+                None => rest.pop(),
+            },
+            BaseOrder::Ranked { list, pos } => {
+                let next = (*pos < list.len()).then(|| list.get(*pos));
+                *pos += 1;
+                next
+            }
         }
-        self.rest.pop()
     }
 }
 
@@ -80,6 +88,9 @@ pub(crate) struct Order {
     pub(crate) eligible: Bits,
     /// The preferred endpoint, when it is eligible: first in the base order.
     pub(crate) preferred: Option<u8>,
+    /// With tiers: the call's base order (preferred, then tier by tier, shuffled by
+    /// weight within each), drawn once when the call starts.
+    pub(crate) ranked: Option<List>,
     /// The current round: available first (then unavailable ones when tried last).
     pub(crate) round: List,
     /// Position in the round of the attempt launched last.
@@ -88,8 +99,11 @@ pub(crate) struct Order {
     pub(crate) round_start: u32,
     /// Endpoints skipped for this round (skip mode).
     pub(crate) skipped: Bits,
-    /// Attempts per endpoint per round.
-    pub(crate) per_endpoint: u32,
+    /// Attempts per endpoint per round set by the call (it overrides the endpoints').
+    pub(crate) per_call: Option<u32>,
+    /// Attempts per endpoint per round for an endpoint without its own: the policy's, or
+    /// 1 (3 when the call has one usable endpoint).
+    pub(crate) per_default: u32,
     /// Attempts at the one endpoint of a pinned call.
     pub(crate) pinned_limit: u32,
     /// Cap on the call's attempts, and whether it was set explicitly.
@@ -100,11 +114,17 @@ pub(crate) struct Order {
 impl Order {
     /// Eligible endpoints in priority order, the preferred one first.
     pub(crate) fn base(&self) -> BaseOrder {
+        if let Some(list) = &self.ranked {
+            return BaseOrder::Ranked {
+                list: list.clone(),
+                pos: 0,
+            };
+        }
         let mut rest = self.eligible;
         if let Some(p) = self.preferred {
             rest.0 &= !(1u64 << p);
         }
-        BaseOrder {
+        BaseOrder::Bits {
             preferred: self.preferred,
             rest,
         }
@@ -114,11 +134,13 @@ impl Order {
         Order {
             eligible: Bits(0),
             preferred: None,
+            ranked: None,
             round: List::default(),
             pos: 0,
             round_start: 1,
             skipped: Bits(0),
-            per_endpoint: 1,
+            per_call: None,
+            per_default: 1,
             pinned_limit: 3,
             max_attempts: 1,
             max_explicit: false,
@@ -177,6 +199,9 @@ impl<R> Call<'_, R> {
         }
         self.order.eligible = eligible;
         self.order.preferred = preferred.map(|p| p as u8);
+        if let Tiers::Ranked(ranked) = &self.engine.policy.tiers {
+            self.order.ranked = Some(self.rank(ranked));
+        }
         self.build_round(now);
         let usable = self.order.round.len() as u32;
         if usable == 0 {
@@ -185,12 +210,67 @@ impl<R> Call<'_, R> {
         let settings = &self.engine.policy.settings;
         let explicit_per = options.0.or(settings.attempts_per_endpoint);
         let explicit_max = options.1.or(settings.max_attempts);
+        let pinned_limit = settings.pinned_attempts.or(explicit_per).unwrap_or(3);
         let order = &mut self.order;
-        order.per_endpoint = explicit_per.unwrap_or(if usable > 1 { 1 } else { 3 });
-        order.pinned_limit = settings.pinned_attempts.or(explicit_per).unwrap_or(3);
+        order.per_call = options.0;
+        order.per_default = explicit_per.unwrap_or(if usable > 1 { 1 } else { 3 });
+        order.pinned_limit = pinned_limit;
         order.max_explicit = explicit_max.is_some();
-        order.max_attempts = explicit_max.unwrap_or(order.per_endpoint.saturating_mul(usable));
+        let max = explicit_max.unwrap_or_else(|| {
+            let round = self.order.round.iter();
+            round.fold(0u32, |sum, e| sum.saturating_add(self.per_endpoint(e)))
+        });
+        self.order.max_attempts = max;
         Ok(())
+    }
+
+    /// Attempts per round at endpoint `e`: the call's setting, else the endpoint's own,
+    /// else the policy's (SPEC 2.6).
+    pub(crate) fn per_endpoint(&self, e: usize) -> u32 {
+        let own = self.engine.policy.attempts_per_endpoint_of(e);
+        self.order
+            .per_call
+            .or(own)
+            .unwrap_or(self.order.per_default)
+    }
+
+    /// The call's base order with tiers: the preferred endpoint, then each tier's eligible
+    /// endpoints, the tier shuffled by weight from the call's random source (each next
+    /// endpoint drawn with probability weight / weight left in the tier).
+    fn rank(&mut self, ranked: &[(u8, u32)]) -> List {
+        let mut list = List::default();
+        let preferred = self.order.preferred.map(usize::from);
+        if let Some(p) = preferred {
+            list.push(p);
+        }
+        let eligible = self.order.eligible;
+        let endpoints = &self.engine.policy.endpoints;
+        for tier in ranked.chunk_by(|a, b| a.1 == b.1) {
+            let mut left: smallvec::SmallVec<[(usize, u64); 8]> = tier
+                .iter()
+                .map(|&(i, _)| i as usize)
+                .filter(|&i| eligible.has(i) && Some(i) != preferred)
+                .map(|i| (i, u64::from(endpoints[i].weight_of())))
+                .collect();
+            while left.len() > 1 {
+                let total: u64 = left.iter().map(|(_, w)| w).sum();
+                let mut r =
+                    ((u128::from(self.schedule.rng.next_u64()) * u128::from(total)) >> 64) as u64;
+                let k = left
+                    .iter()
+                    .position(|&(_, w)| {
+                        let hit = r < w;
+                        r = r.saturating_sub(w);
+                        hit
+                    })
+                    .unwrap_or(left.len() - 1);
+                list.push(left.remove(k).0);
+            }
+            if let Some(&(i, _)) = left.first() {
+                list.push(i);
+            }
+        }
+        list
     }
 
     /// Builds a round: available endpoints of the base order first, then (tried-last mode)
@@ -282,7 +362,7 @@ impl<R> Call<'_, R> {
         let limit_ok = if pinned {
             self.history.count_at(current, 0) < self.order.pinned_limit
         } else {
-            self.round_count(current) < self.order.per_endpoint
+            self.round_count(current) < self.per_endpoint(current)
         };
         let hedged_in_flight = !self.history.flights.is_empty();
         if limit_ok && !hedged_in_flight {

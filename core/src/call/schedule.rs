@@ -139,8 +139,8 @@ impl<R> Call<'_, R> {
                 return Ok((d, WaitReason::RetryAfter));
             }
         }
-        let delay = settings
-            .backoff
+        // The target endpoint's own backoff, else the policy's.
+        let delay = (self.engine.policy.backoff_for(target))
             .delay(self.schedule.waits, &mut self.schedule.rng);
         // A new round whose first endpoint is cooling down waits until it is available.
         if reason == WaitReason::Round {

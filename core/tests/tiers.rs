@@ -1,0 +1,167 @@
+//! Tiers, weights and per-endpoint settings (SPEC 2.1, 2.6): priority groups whose first
+//! endpoint is drawn by weight, and endpoints that override attempts and backoff.
+
+use std::time::{Duration, Instant};
+
+use baton_core::sim::{Script, Sim};
+use baton_core::*;
+use http::Method;
+
+fn ep(id: &str) -> Endpoint {
+    Endpoint::new(id, format!("https://{id}.example/"))
+}
+
+fn sim(b: PolicyBuilder) -> Sim {
+    Sim::new(b.jitter(Jitter::None).build().unwrap(), Instant::now())
+}
+
+/// The endpoint of each call's first attempt, over `n` healthy calls.
+fn first_endpoints(engine: &Engine, n: usize) -> Vec<usize> {
+    let (uri, headers) = ("/".parse::<http::Uri>().unwrap(), http::HeaderMap::new());
+    let info = RequestInfo {
+        method: &Method::GET,
+        uri: &uri,
+        headers: &headers,
+    };
+    let now = Instant::now();
+    (0..n)
+        .map(|_| {
+            let mut call: Call<'_, Head> =
+                Call::new(engine, &info, BodyKind::Empty, CallOptions::default(), now);
+            let Action::Send(a) = call.poll() else {
+                panic!("the first poll sends");
+            };
+            let response = Head::new(http::StatusCode::OK);
+            call.handle(
+                Input::Response {
+                    attempt: a.number,
+                    response,
+                    wall: None,
+                },
+                now,
+            );
+            assert_eq!(call.poll(), Action::Done);
+            a.endpoint
+        })
+        .collect()
+}
+
+#[test]
+fn weights_two_to_one_send_two_thirds_of_first_attempts_to_the_heavier() {
+    let policy = Policy::builder()
+        .endpoint(ep("a").tier(0).weight(2))
+        .endpoint(ep("b").tier(0).weight(1))
+        .endpoint(ep("backup").tier(1))
+        .build()
+        .unwrap();
+    let engine = Engine::new(policy);
+    const N: usize = 100_000;
+    let firsts = first_endpoints(&engine, N);
+    let share = firsts.iter().filter(|&&e| e == 0).count() as f64 / N as f64;
+    eprintln!("weights 2:1 over {N} calls: {share:.4} of first attempts to the heavier");
+    assert!((share - 2.0 / 3.0).abs() < 0.01, "share of a: {share}");
+    assert!(
+        !firsts.contains(&2),
+        "the backup tier is never first while healthy"
+    );
+    // Deterministic: the same engine seed draws the same sequence.
+    let again = first_endpoints(&Engine::new(engine.policy().clone()), 1000);
+    assert_eq!(again, firsts[..1000]);
+}
+
+#[test]
+fn failover_goes_through_the_tier_by_weight_then_the_next_tier() {
+    let mut s = sim(Policy::builder()
+        .endpoint(ep("a").tier(0).weight(5))
+        .endpoint(ep("b").tier(0).weight(1))
+        .endpoint(ep("c").tier(0).weight(1))
+        .endpoint(ep("backup").tier(1))
+        .budget(None));
+    for id in ["a", "b", "c"] {
+        s.script(id, Script::status(503));
+    }
+    let mut firsts = std::collections::BTreeMap::new();
+    for _ in 0..200 {
+        let run = s.run(Method::GET, CallOptions::default());
+        let tried = run.endpoints_attempted();
+        assert_eq!(tried.len(), 4, "{tried:?}");
+        let mut tier0 = tried[..3].to_vec();
+        tier0.sort();
+        assert_eq!(tier0, ["a", "b", "c"]);
+        assert_eq!(tried[3], "backup");
+        *firsts.entry(tried[0].to_string()).or_insert(0) += 1;
+        s.engine().reset("a", s.now());
+        s.engine().reset("b", s.now());
+        s.engine().reset("c", s.now());
+    }
+    assert!(firsts["a"] > firsts["b"] + firsts["c"], "{firsts:?}");
+}
+
+#[test]
+fn tiers_set_the_order_and_a_preferred_endpoint_still_goes_first() {
+    let mut s = sim(Policy::builder()
+        .endpoint(ep("late").tier(2))
+        .endpoint(ep("early").tier(0))
+        .endpoint(ep("mid").tier(1)));
+    s.script("early", Script::status(503));
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["early", "mid"]);
+    let prefer = CallOptions {
+        prefer: Some("late".into()),
+        ..CallOptions::default()
+    };
+    let run = s.run(Method::GET, prefer);
+    assert_eq!(run.endpoints_attempted(), ["late"]);
+}
+
+#[test]
+fn an_endpoint_overrides_attempts_per_round_and_backoff() {
+    let slow = Backoff {
+        initial: Duration::from_millis(70),
+        multiplier: 1.0,
+        max: Duration::from_secs(1),
+        jitter: Jitter::None,
+    };
+    let mut s = sim(Policy::builder()
+        .endpoint(ep("a").attempts_per_endpoint(3).backoff(slow))
+        .endpoint(ep("b"))
+        .configure(|s| s.breaker.rule = BreakerRule::Disabled));
+    s.script("a", Script::status(503));
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["a", "a", "a", "b"]);
+    assert_eq!(run.elapsed, Duration::from_millis(140));
+    // The call's own setting overrides the endpoint's.
+    let once = CallOptions {
+        attempts_per_endpoint: Some(1),
+        ..CallOptions::default()
+    };
+    let run = s.run(Method::GET, once);
+    assert_eq!(run.endpoints_attempted(), ["a", "b"]);
+}
+
+#[test]
+fn bad_endpoint_settings_name_the_endpoint_and_the_setting() {
+    let e = Policy::builder()
+        .endpoint(ep("eu").weight(0))
+        .build()
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("\"eu\"") && text.contains("weight"), "{text}");
+    let e = Policy::builder()
+        .endpoint(ep("us").attempts_per_endpoint(0))
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("attempts_per_endpoint"), "{e}");
+    let zero = Backoff {
+        multiplier: 0.5,
+        ..Backoff::default()
+    };
+    let e = Policy::builder()
+        .endpoint(ep("ap").backoff(zero))
+        .build()
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("\"ap\"") && e.to_string().contains("backoff.multiplier"),
+        "{e}"
+    );
+}
