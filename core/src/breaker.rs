@@ -193,6 +193,10 @@ impl<'a> Circuit<'a> {
     }
 
     fn report(&self, transitions: &Transitions, at: Instant) {
+        #[cfg(feature = "metrics")]
+        for t in transitions {
+            crate::telemetry::transition(self.key, t.from, t.to);
+        }
         let Some(sink) = self.sink else {
             return;
         };

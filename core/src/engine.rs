@@ -167,6 +167,10 @@ impl Engine {
             return false;
         };
         let (found, transitions) = self.health.reset(i);
+        #[cfg(feature = "metrics")]
+        for t in &transitions {
+            crate::telemetry::transition(&self.ids[i], t.from, t.to);
+        }
         if let Some(sink) = &self.policy.events {
             for t in transitions {
                 sink(&Event {

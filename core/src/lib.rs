@@ -74,6 +74,8 @@ mod status;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 mod stripe;
+#[cfg(feature = "metrics")]
+mod telemetry;
 mod time;
 
 pub use backoff::{Backoff, Jitter};

@@ -375,7 +375,8 @@ impl<'e, R> Call<'e, R> {
     // ----- events -----
 
     fn has_sink(&self) -> bool {
-        self.sink.is_some() || self.engine.policy.events.is_some()
+        // With the `metrics` feature every event is measured.
+        cfg!(feature = "metrics") || self.sink.is_some() || self.engine.policy.events.is_some()
     }
 
     /// Delivers an event: to the policy's sink, then to the call's own.
@@ -389,6 +390,8 @@ impl<'e, R> Call<'e, R> {
             at,
             kind,
         };
+        #[cfg(feature = "metrics")]
+        crate::telemetry::record(&self.engine.policy, &self.class.method, self.start, &event);
         for sink in [&self.engine.policy.events, &self.sink]
             .into_iter()
             .flatten()
