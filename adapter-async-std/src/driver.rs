@@ -461,3 +461,45 @@ fn build(
     *req.headers_mut() = h;
     Ok(req)
 }
+
+/// Sends a probe's health request on the endpoint's connections: its status, or why
+/// there was none.
+pub(crate) async fn send_probe(
+    inner: &Inner,
+    probe: &baton_core::Probe<'_>,
+) -> Result<http::StatusCode, String> {
+    let policy = inner.engine.policy();
+    let endpoint = policy.endpoint_index(probe.endpoint_id()).unwrap_or(0);
+    let target = inner.targets[endpoint].clone();
+    let mut h = probe.headers.clone();
+    if !h.contains_key(HOST) {
+        h.insert(HOST, target.host_header.clone());
+    }
+    if let Some(auth) = target.proxy_authorization() {
+        h.insert(http::header::PROXY_AUTHORIZATION, auth.clone());
+    }
+    let path = probe
+        .uri
+        .path_and_query()
+        .map_or_else(|| Uri::from_static("/"), |pq| Uri::from(pq.clone()));
+    let mut req = http::Request::new(OutBody::Full(None));
+    *req.method_mut() = probe.method.clone();
+    *req.uri_mut() = target.request_uri(path);
+    *req.headers_mut() = h;
+    let ctx = AttemptCtx {
+        pool: inner.pool.clone(),
+        tls: inner.tls.clone(),
+        http1: inner.http1.clone(),
+        target,
+        endpoint,
+        endpoint_id: inner.ids[endpoint].clone(),
+        number: 1,
+        start: Instant::now(),
+        connect_timeout: probe.connect_timeout,
+        timeout: probe.connect_timeout + probe.timeout,
+    };
+    match attempt::run(ctx, req).await {
+        attempt::AttemptEnd::Response(exchange) => Ok(exchange.head.status),
+        attempt::AttemptEnd::Failed(e) => Err(baton_core::scrub_urls(&e.to_string())),
+    }
+}

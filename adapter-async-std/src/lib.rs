@@ -278,6 +278,39 @@ impl Client {
         self.inner.engine.reset(id, Instant::now())
     }
 
+    /// Sends the policy's health request ([`ProbeRequest`](baton_core::ProbeRequest)) to
+    /// the endpoint with `id`, under its breaker: a healthy answer is a success, anything
+    /// else a failure, as for a call's attempt. Refused when the breaker is open and not
+    /// yet due, or its probe slot is taken. No redirect is followed and no retry made; the
+    /// request uses the endpoint's connections (and proxy route), as its calls do.
+    pub async fn probe(
+        &self,
+        id: &str,
+    ) -> Result<baton_core::ProbeResult, baton_core::ProbeRefused> {
+        let engine = self.inner.engine.clone();
+        let probe = engine.probe(id, Instant::now())?;
+        let outcome = driver::send_probe(&self.inner, &probe).await;
+        Ok(probe.finish(outcome, Instant::now()))
+    }
+
+    /// Probes every endpoint that is due a probe now, one after another: call it from
+    /// your own scheduler (baton runs no timers).
+    pub async fn probe_due(&self) -> Vec<baton_core::ProbeResult> {
+        let engine = self.inner.engine.clone();
+        let due: Vec<String> = engine
+            .due_probes(Instant::now())
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let mut results = Vec::with_capacity(due.len());
+        for id in due {
+            if let Ok(r) = self.probe(&id).await {
+                results.push(r);
+            }
+        }
+        results
+    }
+
     /// Idle keep-alive connections kept for the endpoint with `id`.
     pub fn idle_connections(&self, id: &str) -> usize {
         self.policy()

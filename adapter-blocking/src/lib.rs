@@ -132,8 +132,8 @@ use std::time::Instant;
 
 pub use baton_core::{
     self as core, BreakerState, CallOptions, Endpoint, EndpointHealth, ErrorKind, Event, EventKind,
-    Hedge, Outcome, Permission, Policy, PolicyBuilder, Report, RequestId, Settings, StopReason,
-    UrlMode,
+    Hedge, Outcome, Permission, Policy, PolicyBuilder, ProbeRefused, ProbeResult, Report,
+    RequestId, Settings, StopReason, UrlMode,
 };
 pub use error::{BuildError, Error};
 pub use request::RequestBuilder;
@@ -254,6 +254,49 @@ impl Client {
     /// Resets the endpoint with `id` to closed by hand; false for an unknown id.
     pub fn reset(&self, id: &str) -> bool {
         self.inner.engine.reset(id, Instant::now())
+    }
+
+    /// Sends the policy's health request ([`ProbeRequest`](baton_core::ProbeRequest)) to
+    /// the endpoint with `id`, under its breaker: a healthy answer is a success, anything
+    /// else a failure, as for a call's attempt. Refused when the breaker is open and not
+    /// yet due, or its probe slot is taken. No redirect is followed and no retry made; the
+    /// request goes straight to the endpoint (the environment's proxies are not used).
+    pub fn probe(&self, id: &str) -> Result<ProbeResult, ProbeRefused> {
+        let probe = self.inner.engine.probe(id, Instant::now())?;
+        let outcome = self.send_probe(&probe);
+        Ok(probe.finish(outcome, Instant::now()))
+    }
+
+    /// Probes every endpoint that is due a probe now, one after another: call it from
+    /// your own scheduler (baton runs no timers).
+    pub fn probe_due(&self) -> Vec<ProbeResult> {
+        let due = self.inner.engine.due_probes(Instant::now());
+        due.into_iter()
+            .filter_map(|id| self.probe(id).ok())
+            .collect()
+    }
+
+    fn send_probe(&self, probe: &baton_core::Probe<'_>) -> Result<ureq::http::StatusCode, String> {
+        let mut request = ureq::http::Request::new(());
+        *request.method_mut() = probe.method.clone();
+        *request.uri_mut() = probe.uri.clone();
+        *request.headers_mut() = probe.headers.clone();
+        let agent = &self.inner.agent;
+        let request = agent
+            .configure_request(request)
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(probe.connect_timeout + probe.timeout))
+            .timeout_connect(Some(probe.connect_timeout))
+            .timeout_recv_response(Some(probe.timeout))
+            .build();
+        classify::begin(Instant::now(), probe.connect_timeout, probe.timeout, None);
+        let result = agent.run(request);
+        classify::end();
+        match result {
+            Ok(response) => Ok(response.status()),
+            Err(e) => Err(baton_core::scrub_urls(&e.to_string())),
+        }
     }
 }
 

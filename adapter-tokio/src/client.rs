@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
     CallOptions, EndpointHealth, Engine, Event, EventSink, Permission, Policy, PolicyBuilder,
-    UrlMode,
+    Probe, ProbeRefused, ProbeResult, UrlMode,
 };
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Method, Uri, Version};
@@ -446,6 +446,53 @@ impl Client {
     /// Resets the endpoint with `id` to closed, by hand. False for an unknown id.
     pub fn reset(&self, id: &str) -> bool {
         self.engine().reset(id, Instant::now())
+    }
+
+    /// Sends the policy's health request ([`ProbeRequest`](baton_core::ProbeRequest)) to
+    /// the endpoint with `id`, under its breaker: a healthy answer is a success, anything
+    /// else a failure, as for a call's attempt. Refused when the breaker is open and not
+    /// yet due, or its probe slot is taken. No redirect is followed and no retry made; the
+    /// request goes through the endpoint's reqwest client, as its calls do.
+    pub async fn probe(&self, id: &str) -> Result<ProbeResult, ProbeRefused> {
+        let engine = self.engine().clone();
+        let probe = engine.probe(id, Instant::now())?;
+        let outcome = self.send_probe(&probe).await;
+        Ok(probe.finish(outcome, Instant::now()))
+    }
+
+    /// Probes every endpoint that is due a probe now
+    /// ([`Engine::due_probes`](baton_core::Engine::due_probes)), one after another: call
+    /// it from your own scheduler (baton runs no timers).
+    pub async fn probe_due(&self) -> Vec<ProbeResult> {
+        let engine = self.engine().clone();
+        let due: Vec<String> = engine
+            .due_probes(Instant::now())
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let mut results = Vec::with_capacity(due.len());
+        for id in due {
+            if let Ok(r) = self.probe(&id).await {
+                results.push(r);
+            }
+        }
+        results
+    }
+
+    async fn send_probe(&self, probe: &Probe<'_>) -> Result<http::StatusCode, String> {
+        let url = reqwest::Url::parse(&probe.uri.to_string()).map_err(|e| e.to_string())?;
+        let mut request = reqwest::Request::new(probe.method.clone(), url);
+        *request.headers_mut() = probe.headers.clone();
+        *request.timeout_mut() = Some(probe.connect_timeout + probe.timeout);
+        let endpoint = self
+            .policy()
+            .endpoint_index(probe.endpoint_id())
+            .unwrap_or(0);
+        match self.inner.http.send(endpoint, request).await {
+            Ok(response) => Ok(response.status()),
+            Err(SendError::Reqwest(e)) => Err(baton_core::scrub_urls(&e.to_string())),
+            Err(SendError::Other(e)) => Err(baton_core::scrub_urls(&e.to_string())),
+        }
     }
 
     /// A request with `method` to `url` (a path such as `/v1/charges`, or an absolute URL).

@@ -151,6 +151,8 @@ pub use response::{BodyDeadline, Response};
 
 /// The engine crate, re-exported.
 pub use baton_core;
-pub use baton_core::{CallOptions, Endpoint, Permission, Policy, PolicyBuilder, Report};
+pub use baton_core::{
+    CallOptions, Endpoint, Permission, Policy, PolicyBuilder, ProbeRefused, ProbeResult, Report,
+};
 /// The HTTP client crate, re-exported.
 pub use reqwest;

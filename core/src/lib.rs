@@ -63,6 +63,7 @@ mod limit;
 mod limits;
 mod permission;
 mod policy;
+mod probe;
 mod proxy;
 mod redact;
 mod redirect;
@@ -104,9 +105,11 @@ pub use permission::{is_safe_method, Permission, PermissionOverride, PermissionS
 pub use policy::serde_duration;
 pub use policy::{
     Breaker, BreakerRule, Budget, ClassifyFn, ConfigError, EligibleFn, Endpoint, EventSink, Hedge,
-    PermissionFn, Policy, PolicyBuilder, RequestInfo, ResponseView, Settings, Unavailable, UrlMode,
-    Verdict, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION, MAX_ENDPOINTS, MAX_REDIRECTS,
+    PermissionFn, Policy, PolicyBuilder, ProbeRequest, RequestInfo, ResponseView, Settings,
+    Unavailable, UrlMode, Verdict, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION,
+    MAX_ENDPOINTS, MAX_REDIRECTS, MAX_WEIGHT,
 };
+pub use probe::{Probe, ProbeRefused, ProbeResult};
 pub use proxy::{Proxy, ProxyEnv, Route};
 pub use redact::{redact_url, scrub_urls, Origin};
 pub use redirect::{CrossOrigin, Hop, Redirect, Redirects};

@@ -750,6 +750,48 @@ pub struct Settings {
     /// ([`Engine::with_entropy`](crate::Engine::with_entropy)) and each thread's calls draw
     /// from their own sequence, so concurrent calls share no counter.
     pub seed: Option<u64>,
+    /// The health request a probe sends (`[policy.probe]`; default `GET` of the endpoint
+    /// URL, healthy on 2xx).
+    pub probe: ProbeRequest,
+}
+
+/// The health request a probe sends to an endpoint
+/// ([`Engine::probe`](crate::Engine::probe)).
+///
+/// ```
+/// use baton_core::ProbeRequest;
+/// let p = ProbeRequest::default();
+/// assert_eq!(p.method, "GET");
+/// assert!(p.path.is_none());
+/// assert!(p.expect.contains_code(204) && !p.expect.contains_code(301));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+pub struct ProbeRequest {
+    /// The method (default `GET`).
+    pub method: String,
+    /// Path and query sent to the endpoint's host instead of the endpoint URL's own, such
+    /// as `/health` (default: the endpoint URL as it is).
+    pub path: Option<String>,
+    /// Statuses that mean healthy (default 200-299); any other answer, and any failure to
+    /// get one, is a failure for the breaker.
+    #[cfg_attr(feature = "serde", serde(with = "serde_status_set"))]
+    pub expect: StatusSet,
+}
+
+impl Default for ProbeRequest {
+    fn default() -> Self {
+        let mut expect = StatusSet::new();
+        for code in 200..300 {
+            expect.insert(code);
+        }
+        ProbeRequest {
+            method: "GET".into(),
+            path: None,
+            expect,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -780,6 +822,7 @@ impl Default for Settings {
             max_redirects: 10,
             cross_origin_redirects: CrossOrigin::Follow,
             seed: None,
+            probe: ProbeRequest::default(),
         }
     }
 }
@@ -1489,7 +1532,22 @@ pub(crate) fn validate_settings(s: &Settings) -> Result<(), ConfigError> {
     if let Some(rl) = &s.rate_limit {
         check_limiter(&rl.limiter)?;
     }
-    Ok(())
+    check_probe(&s.probe)
+}
+
+fn check_probe(p: &ProbeRequest) -> Result<(), ConfigError> {
+    let method_ok = Method::from_bytes(p.method.as_bytes()).is_ok();
+    require(method_ok, "probe.method", &p.method, "not an HTTP method")?;
+    if let Some(path) = &p.path {
+        let ok = path.starts_with('/') && path.parse::<http::uri::PathAndQuery>().is_ok();
+        require(ok, "probe.path", path, "must be a path starting with /")?;
+    }
+    require(
+        !p.expect.is_empty(),
+        "probe.expect",
+        "[]",
+        "name at least one status",
+    )
 }
 
 /// `Ok` when `ok`, else the error naming `setting`, its value and why.

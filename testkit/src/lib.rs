@@ -210,3 +210,36 @@ impl HungConnect {
         format!("http://{}", self.addr)
     }
 }
+
+/// The probe scenario every adapter runs: a provider whose first request gets a 503 and
+/// every later one a 200, and the check of what it received (two `GET /health` carrying
+/// the endpoint's credentials `authorization: Bearer t`).
+pub mod probes {
+    use crate::{Behaviour, Provider};
+
+    /// The provider: 503 once, then 200.
+    pub fn provider() -> Provider {
+        Provider::builder()
+            .then(Behaviour::status(503))
+            .otherwise(Behaviour::ok())
+            .start()
+    }
+
+    /// Asserts the provider got exactly the two probes, to `/health`, with credentials.
+    ///
+    /// # Panics
+    /// When it did not.
+    pub fn check(p: &Provider) {
+        let seen = p.requests();
+        assert_eq!(seen.len(), 2, "two probes");
+        assert!(
+            seen.iter()
+                .all(|r| r.path == "/health" && r.method == "GET"),
+            "{seen:?}"
+        );
+        assert!(seen.iter().all(|r| r
+            .headers
+            .iter()
+            .any(|(k, v)| k == "authorization" && v == "Bearer t")));
+    }
+}

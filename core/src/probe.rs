@@ -1,0 +1,263 @@
+//! Probes the caller drives (SPEC 2.5): no background timers, ever. The caller's scheduler
+//! asks which endpoints are due ([`Engine::due_probes`]), and for each one
+//! [`Engine::probe`] hands out the health request to send (the policy's
+//! [`ProbeRequest`](crate::ProbeRequest) on the endpoint, with the endpoint's credentials)
+//! under the endpoint's breaker. The adapter sends it and hands the outcome to
+//! [`Probe::finish`]: healthy statuses are a success for the breaker, anything else a
+//! failure, exactly as for a call's attempt.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use baton_core::{Breaker, BreakerRule, BreakerState, Endpoint, Engine, Policy};
+//!
+//! let policy = Policy::builder()
+//!     .endpoint(Endpoint::new("a", "https://a.example/rpc"))
+//!     .configure(|s| {
+//!         s.breaker.rule = BreakerRule::Consecutive { failures: 1 };
+//!         s.breaker.open = Duration::from_secs(10);
+//!         s.probe.path = Some("/health".into());
+//!     })
+//!     .build()
+//!     .unwrap();
+//! let engine = Engine::new(policy);
+//! let t0 = Instant::now();
+//! engine.circuit("a").unwrap().allow(t0).unwrap().failure(t0);
+//! assert!(engine.due_probes(t0).is_empty()); // open: not yet
+//!
+//! let t1 = t0 + Duration::from_secs(10);
+//! assert_eq!(engine.due_probes(t1), ["a"]);
+//! let probe = engine.probe("a", t1).unwrap();
+//! assert_eq!(probe.uri, "https://a.example/health");
+//! // ... the adapter sends probe.method to probe.uri with probe.headers ...
+//! let result = probe.finish(Ok(http::StatusCode::OK), t1);
+//! assert!(result.healthy);
+//! assert_eq!(result.state, BreakerState::Closed);
+//! ```
+
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, Method, StatusCode, Uri};
+
+use crate::breaker::{CircuitOpen, Permit};
+use crate::engine::Engine;
+use crate::BreakerState;
+
+/// A health request to send, admitted by the endpoint's breaker (a half-open endpoint's
+/// probe slot is held until [`finish`](Probe::finish), or freed if the probe is dropped).
+#[derive(Debug)]
+#[must_use = "send the request and hand its outcome to finish()"]
+pub struct Probe<'a> {
+    engine: &'a Engine,
+    endpoint: usize,
+    permit: Permit<'a>,
+    /// The method to send.
+    pub method: Method,
+    /// Where to send it.
+    pub uri: Uri,
+    /// The endpoint's own headers (credentials).
+    pub headers: HeaderMap,
+    /// The endpoint's connect timeout.
+    pub connect_timeout: Duration,
+    /// The endpoint's attempt timeout: the whole probe, to the response headers.
+    pub timeout: Duration,
+}
+
+impl Probe<'_> {
+    /// The probed endpoint's id.
+    pub fn endpoint_id(&self) -> &str {
+        self.engine.policy().endpoints()[self.endpoint].id()
+    }
+
+    /// Records the probe's outcome: the response status, or why there was none. A status
+    /// in the probe's `expect` set is a success for the breaker, anything else a failure.
+    pub fn finish(self, outcome: Result<StatusCode, String>, now: Instant) -> ProbeResult {
+        let expect = &self.engine.policy().settings().probe.expect;
+        let healthy = matches!(outcome, Ok(s) if expect.contains(s));
+        let endpoint = self.endpoint_id().to_owned();
+        if healthy {
+            self.permit.success(now);
+        } else {
+            self.permit.failure(now);
+        }
+        let state = self
+            .engine
+            .health(self.endpoint, now)
+            .map_or(BreakerState::Closed, |h| h.state);
+        let (status, error) = match outcome {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(e)),
+        };
+        ProbeResult {
+            endpoint,
+            status,
+            error,
+            healthy,
+            state,
+        }
+    }
+}
+
+/// What one probe found.
+///
+/// ```
+/// use baton_core::{BreakerState, ProbeResult};
+/// let r = ProbeResult {
+///     endpoint: "a".into(),
+///     status: Some(http::StatusCode::SERVICE_UNAVAILABLE),
+///     error: None,
+///     healthy: false,
+///     state: BreakerState::Closed,
+/// };
+/// assert!(!r.healthy);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeResult {
+    /// The endpoint's id.
+    pub endpoint: String,
+    /// The status it answered, if it answered.
+    pub status: Option<StatusCode>,
+    /// Why there was no answer (connect failure, timeout, ...).
+    pub error: Option<String>,
+    /// Whether the answer was one of the healthy statuses.
+    pub healthy: bool,
+    /// The endpoint's breaker state after the probe.
+    pub state: BreakerState,
+}
+
+/// Why no probe was handed out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProbeRefused {
+    /// No endpoint has this id.
+    #[error("unknown endpoint {0:?}")]
+    UnknownEndpoint(String),
+    /// The breaker refused: open, or its probe slots are taken.
+    #[error(transparent)]
+    Open(#[from] CircuitOpen),
+}
+
+impl Engine {
+    /// The endpoints due a probe at `now`, in priority order: their breaker is open and
+    /// its open time has passed, or half-open with a probe slot free, and no `Retry-After`
+    /// cooldown is running. Closed endpoints are never due (their calls are the probes).
+    pub fn due_probes(&self, now: Instant) -> Vec<&str> {
+        let endpoints = self.policy().endpoints();
+        (0..endpoints.len())
+            .filter(|&i| {
+                self.health(i, now).is_some_and(|h| {
+                    h.state == BreakerState::HalfOpen && h.available && h.not_before.is_none()
+                })
+            })
+            .map(|i| endpoints[i].id())
+            .collect()
+    }
+
+    /// The health request for endpoint `id`, admitted by its breaker at `now` (a closed
+    /// endpoint is probed too: a failure there counts toward opening it).
+    pub fn probe(&self, id: &str, now: Instant) -> Result<Probe<'_>, ProbeRefused> {
+        let endpoint = self
+            .policy()
+            .endpoint_index(id)
+            .ok_or_else(|| ProbeRefused::UnknownEndpoint(id.to_owned()))?;
+        let circuit = self
+            .circuit(id)
+            .ok_or_else(|| ProbeRefused::UnknownEndpoint(id.to_owned()))?;
+        let permit = circuit.allow(now)?;
+        let policy = self.policy();
+        let e = &policy.endpoints()[endpoint];
+        let request = &policy.settings().probe;
+        let uri = match &request.path {
+            None => e.uri().clone(),
+            Some(path) => with_path(e.uri(), path),
+        };
+        Ok(Probe {
+            engine: self,
+            endpoint,
+            permit,
+            method: Method::from_bytes(request.method.as_bytes()).unwrap_or(Method::GET),
+            uri,
+            headers: e.headers().clone(),
+            connect_timeout: policy.connect_timeout_for(endpoint),
+            timeout: policy.attempt_timeout_for(endpoint),
+        })
+    }
+}
+
+/// `base` with its path and query replaced by `path` (validated when the policy was built).
+fn with_path(base: &Uri, path: &str) -> Uri {
+    let mut parts = base.clone().into_parts();
+    parts.path_and_query = path.parse().ok();
+    Uri::from_parts(parts).unwrap_or_else(|_| base.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BreakerRule, Endpoint, Policy};
+
+    fn engine() -> Engine {
+        let policy = Policy::builder()
+            .endpoint(
+                Endpoint::new("a", "https://a.example/v1?k=1").header("authorization", "Bearer t"),
+            )
+            .endpoint(Endpoint::new("b", "http://b.example:8080/"))
+            .configure(|s| {
+                s.breaker.rule = BreakerRule::Consecutive { failures: 1 };
+                s.breaker.open = Duration::from_secs(1);
+            })
+            .build()
+            .unwrap();
+        Engine::new(policy)
+    }
+
+    #[test]
+    fn a_probe_is_the_endpoint_url_with_its_credentials_by_default() {
+        let e = engine();
+        let p = e.probe("a", Instant::now()).unwrap();
+        assert_eq!(p.method, Method::GET);
+        assert_eq!(p.uri, "https://a.example/v1?k=1");
+        assert!(p.headers.contains_key("authorization"));
+        assert_eq!(p.endpoint_id(), "a");
+    }
+
+    #[test]
+    fn only_half_open_endpoints_are_due_and_one_probe_at_a_time() {
+        let e = engine();
+        let t0 = Instant::now();
+        let r = e.probe("b", t0).unwrap().finish(Err("refused".into()), t0);
+        assert!(!r.healthy);
+        assert_eq!(r.state, BreakerState::Open);
+        assert!(e.due_probes(t0).is_empty());
+        assert!(matches!(e.probe("b", t0), Err(ProbeRefused::Open(_))));
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(e.due_probes(t1), ["b"]);
+        let p = e.probe("b", t1).unwrap();
+        assert!(e.due_probes(t1).is_empty(), "the slot is taken");
+        let r = p.finish(Ok(StatusCode::NO_CONTENT), t1);
+        assert!(r.healthy);
+        assert_eq!(r.state, BreakerState::Closed);
+        assert!(matches!(
+            e.probe("c", t1),
+            Err(ProbeRefused::UnknownEndpoint(_))
+        ));
+    }
+
+    #[test]
+    fn an_unexpected_status_is_a_failure_and_bad_probe_settings_are_named() {
+        let e = engine();
+        let t0 = Instant::now();
+        let r = e
+            .probe("a", t0)
+            .unwrap()
+            .finish(Ok(StatusCode::MOVED_PERMANENTLY), t0);
+        assert!(!r.healthy);
+        assert_eq!(r.status, Some(StatusCode::MOVED_PERMANENTLY));
+        assert_eq!(r.state, BreakerState::Open);
+        let bad = Policy::builder()
+            .endpoint(Endpoint::new("a", "https://a.example/"))
+            .configure(|s| s.probe.path = Some("health".into()))
+            .build()
+            .unwrap_err();
+        assert!(bad.to_string().contains("probe.path"), "{bad}");
+    }
+}
