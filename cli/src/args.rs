@@ -33,6 +33,13 @@ pub enum Command {
     Batch(BatchArgs),
     /// Starts local providers on 127.0.0.1 and runs a scripted outage through a client.
     Demo(DemoArgs),
+    /// Sends the policy's health request (`[policy.probe]`) to every endpoint and prints
+    /// each one's result and breaker state: a health check for scripts.
+    #[command(
+        after_help = "Exit status of `probe`: 0 every endpoint healthy, 2 invalid usage or \
+                      configuration (nothing sent), 3 at least one endpoint unhealthy."
+    )]
+    Probe(ProbeArgs),
 }
 
 /// Which adapter drives the engine.
@@ -179,6 +186,17 @@ pub struct CallArgs {
     /// Request id (8-128 of A-Z a-z 0-9 . _ : -), sent unchanged on every attempt.
     #[arg(long, value_name = "ID")]
     pub request_id: Option<String>,
+}
+
+/// `baton probe`.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Client options.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// One JSON line per endpoint instead of the text table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `baton request [PATH]`.

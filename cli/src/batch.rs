@@ -19,6 +19,11 @@
 //! A call that panics (a bug; no input should make one) gets an output
 //! line with error kind `internal` and `may_have_executed: true` (nothing is known about
 //! what it sent), and the batch goes on.
+//!
+//! A line `{"probe": "due"}` (with an optional `id`) probes the endpoints that are due a
+//! probe at that point of the batch (breaker open time passed, no probe in flight) with
+//! the batch's client; its output line is `{"id", "probe": "due", "results": [...]}`, one
+//! result per probed endpoint (`endpoint`, `healthy`, `status` or `error`, `state`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -32,7 +37,14 @@ use crate::call::{BatchLine, CallSpec};
 use crate::runner::{Collect, Runner};
 use crate::{config, events, output};
 
-type Job = (usize, Value, CallSpec);
+/// What one input line asks for.
+enum Work {
+    Call(Box<CallSpec>),
+    /// Probe the endpoints due a probe.
+    ProbeDue,
+}
+
+type Job = (usize, Value, Work);
 
 /// Runs the batch; returns the exit status.
 pub fn run(args: BatchArgs) -> u8 {
@@ -62,7 +74,17 @@ pub fn run(args: BatchArgs) -> u8 {
                     Ok(rx) => rx.recv(),
                     Err(_) => return,
                 };
-                let Ok((index, id, spec)) = job else { return };
+                let Ok((index, id, work)) = job else { return };
+                let spec = match work {
+                    Work::Call(spec) => spec,
+                    Work::ProbeDue => {
+                        let line = output::probe_line(&id, &runner.probe_due());
+                        if out_tx.send((index, line)).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                };
                 // A panic in a call (a bug: no input should cause one) must neither hang
                 // the batch nor lose the lines of calls that did execute: it becomes this
                 // line's error, possibly executed, and the worker goes on.
@@ -109,13 +131,19 @@ pub fn run(args: BatchArgs) -> u8 {
             if line.trim().is_empty() {
                 continue;
             }
-            match BatchLine::parse(&line) {
-                Ok(l) => {
+            let parsed = match probe_request(&line) {
+                Some(probe) => probe.map(|id| (id, Work::ProbeDue)),
+                None => BatchLine::parse(&line).map(|l| {
                     let mut spec = l.spec();
                     if compressed {
                         spec.ask_compressed();
                     }
-                    if job_tx.send((index, l.id, spec)).is_err() {
+                    (l.id, Work::Call(Box::new(spec)))
+                }),
+            };
+            match parsed {
+                Ok((id, work)) => {
+                    if job_tx.send((index, id, work)).is_err() {
                         break;
                     }
                     index += 1;
@@ -135,4 +163,22 @@ pub fn run(args: BatchArgs) -> u8 {
         }
         None => 0,
     }
+}
+
+/// A `{"probe": "due"}` line: its `id` (`None`: not a probe line; an error: a malformed
+/// one).
+fn probe_request(line: &str) -> Option<Result<Value, String>> {
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(line) else {
+        return None;
+    };
+    let probe = map.get("probe")?;
+    if probe != "due" {
+        return Some(Err(format!(
+            "probe: {probe} is not a probe request; the only one is \"due\""
+        )));
+    }
+    if let Some(k) = map.keys().find(|k| *k != "probe" && *k != "id") {
+        return Some(Err(format!("unknown field `{k}` in a probe line")));
+    }
+    Some(Ok(map.get("id").cloned().unwrap_or(Value::Null)))
 }

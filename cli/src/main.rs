@@ -9,7 +9,15 @@
 //! baton request [OPTIONS] [PATH]      one call; the response body to stdout, nothing else
 //! baton batch   [OPTIONS]             JSON lines on stdin -> one JSON line per call on stdout
 //! baton demo    [--runtime R] [--events]   a scripted outage against local providers
+//! baton probe   [OPTIONS] [--json]    the health request to every endpoint: a check for scripts
 //! ```
+//!
+//! `probe` sends the policy's `[policy.probe]` request (default `GET` of each endpoint URL,
+//! healthy on 2xx) to every endpoint under its breaker and prints one line per endpoint
+//! (`id`, `healthy`/`unhealthy`, the status or the error, the breaker state; `--json` for
+//! JSON lines). Exit status 0 when all are healthy, 3 when any is not, 2 for invalid usage.
+//! In `batch`, a line `{"probe": "due"}` probes the endpoints due a probe at that point
+//! (breaker open time passed) with the batch's client.
 //!
 //! ## Client options (`request` and `batch`)
 //! | flag | meaning |
@@ -120,6 +128,7 @@ mod config;
 mod demo;
 mod events;
 mod output;
+mod probe;
 mod request;
 mod runner;
 
@@ -141,6 +150,7 @@ fn main() -> ExitCode {
         Command::Request(a) => request::run(a),
         Command::Batch(a) => batch::run(a),
         Command::Demo(a) => demo::run(a),
+        Command::Probe(a) => probe::run(a),
     };
     ExitCode::from(code)
 }

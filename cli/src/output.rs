@@ -96,3 +96,21 @@ pub fn panic_line(id: &Value, request_id: Option<&str>) -> Value {
         "body": null,
     })
 }
+
+/// One probe's result as JSON: the endpoint, whether it was healthy, its status or the
+/// error, and the breaker state after it.
+pub fn probe_json(r: &baton_core::ProbeResult) -> Value {
+    json!({
+        "endpoint": r.endpoint,
+        "healthy": r.healthy,
+        "status": r.status.map(|s| s.as_u16()),
+        "error": r.error,
+        "state": r.state.as_str(),
+    })
+}
+
+/// The output line of a batch `{"probe": "due"}` line.
+pub fn probe_line(id: &Value, results: &[baton_core::ProbeResult]) -> Value {
+    let results: Vec<Value> = results.iter().map(probe_json).collect();
+    json!({ "id": id, "probe": "due", "results": results })
+}

@@ -14,7 +14,7 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use baton_core::{EndpointHealth, EventSink, Policy, Report};
+use baton_core::{EndpointHealth, EventSink, Policy, ProbeRefused, ProbeResult, Report};
 use http::Method;
 
 use crate::args::RuntimeKind;
@@ -105,6 +105,38 @@ impl Runner {
             Inner::Tokio { client, .. } => client.health(id),
             Inner::Blocking(c) => c.health(id),
             Inner::AsyncStd(c) => c.health(id),
+        }
+    }
+
+    /// The endpoint ids, in priority order of the list.
+    pub fn endpoint_ids(&self) -> Vec<String> {
+        let policy = match &self.inner {
+            Inner::Tokio { client, .. } => client.policy(),
+            Inner::Blocking(c) => c.policy(),
+            Inner::AsyncStd(c) => c.policy(),
+        };
+        policy
+            .endpoints()
+            .iter()
+            .map(|e| e.id().to_owned())
+            .collect()
+    }
+
+    /// Sends the policy's health request to endpoint `id`, under its breaker.
+    pub fn probe(&self, id: &str) -> Result<ProbeResult, ProbeRefused> {
+        match &self.inner {
+            Inner::Tokio { client, rt } => rt.block_on(client.probe(id)),
+            Inner::Blocking(c) => c.probe(id),
+            Inner::AsyncStd(c) => async_std::task::block_on(c.probe(id)),
+        }
+    }
+
+    /// Probes the endpoints due a probe now.
+    pub fn probe_due(&self) -> Vec<ProbeResult> {
+        match &self.inner {
+            Inner::Tokio { client, rt } => rt.block_on(client.probe_due()),
+            Inner::Blocking(c) => c.probe_due(),
+            Inner::AsyncStd(c) => async_std::task::block_on(c.probe_due()),
         }
     }
 

@@ -1219,3 +1219,90 @@ fn body_timeout_bounds_a_stalled_body_on_every_runtime() {
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("body_timeout"), "{}", stderr(&o));
 }
+
+// --------------------------------------------------------------------------- probe
+
+#[test]
+fn probe_checks_every_endpoint_and_exits_3_when_one_is_unhealthy() {
+    let a = Provider::start(ok("up"));
+    let b = Provider::start(Behaviour::status(503));
+    let args = ["probe", "-e", &ep("a", &a.url()), "-e", &ep("b", &b.url())];
+    let o = run(&args, "");
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    let text = stdout(&o);
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows[0], ["a", "healthy", "200", "closed"]);
+    assert_eq!(rows[1], ["b", "unhealthy", "503", "closed"]);
+    for runtime in ["tokio", "blocking", "async-std"] {
+        let mut args = args.to_vec();
+        args.extend(["--json", "--runtime", runtime]);
+        let o = run(&args, "");
+        let out = lines(&o);
+        assert_eq!(out[0]["healthy"], true, "{runtime}");
+        assert_eq!(out[1]["status"], 503, "{runtime}");
+    }
+    assert_eq!(a.request_count(), 4);
+    let only_a = run(&["probe", "-e", &ep("a", &a.url())], "");
+    assert_eq!(code(&only_a), 0);
+}
+
+#[test]
+fn batch_probe_due_probes_endpoints_whose_open_time_passed() {
+    let a = Provider::builder()
+        .then(Behaviour::status(503))
+        .otherwise(ok("a"))
+        .start();
+    let b = Provider::start(ok("b"));
+    let mut child = Command::new(BATON)
+        .args([
+            "batch",
+            "-e",
+            &ep("a", &a.url()),
+            "-e",
+            &ep("b", &b.url()),
+            "--cooldown-threshold",
+            "1",
+            "--cooldown",
+            "0.3",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run baton");
+    let mut stdin = child.stdin.take().unwrap();
+    // The call opens a's breaker; right after it nothing is due.
+    writeln!(
+        stdin,
+        "{{\"id\": 1}}\n{{\"probe\": \"due\", \"id\": \"p1\"}}"
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    writeln!(
+        stdin,
+        "{{\"probe\": \"due\", \"id\": \"p2\"}}\n{{\"id\": 2}}"
+    )
+    .unwrap();
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = lines(&o);
+    assert_eq!(out[0]["endpoint"], "b");
+    assert_eq!(out[1]["probe"], "due");
+    assert_eq!(out[1]["results"], serde_json::json!([]));
+    assert_eq!(out[2]["id"], "p2");
+    let results = out[2]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["endpoint"], "a");
+    assert_eq!(results[0]["healthy"], true);
+    assert_eq!(results[0]["state"], "closed");
+    // The probe closed a's breaker: the next call goes there first.
+    assert_eq!(out[3]["endpoint"], "a");
+    let bad = run(
+        &["batch", "-e", &ep("b", &b.url())],
+        "{\"probe\": \"all\"}\n",
+    );
+    assert_eq!(code(&bad), 2);
+    assert!(stderr(&bad).contains("probe"), "{}", stderr(&bad));
+}
