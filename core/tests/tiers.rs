@@ -1,5 +1,6 @@
 //! Tiers, weights and per-endpoint settings (SPEC 2.1, 2.6): priority groups whose first
-//! endpoint is drawn by weight, and endpoints that override attempts and backoff.
+//! endpoint is drawn by weight, and endpoints that override attempts and backoff; and a
+//! one-endpoint policy that skips unavailable endpoints, which is a plain breaker (2.5).
 
 use std::time::{Duration, Instant};
 
@@ -164,4 +165,73 @@ fn bad_endpoint_settings_name_the_endpoint_and_the_setting() {
         e.to_string().contains("\"ap\"") && e.to_string().contains("backoff.multiplier"),
         "{e}"
     );
+}
+
+/// PushX's breaker, as a one-endpoint policy that skips unavailable endpoints: open, a
+/// call is refused at once with nothing sent; half-open, exactly one call is the probe and
+/// the others are refused until it reports.
+#[test]
+fn one_endpoint_skip_policy_refuses_while_open_and_admits_one_probe() {
+    let policy = Policy::builder()
+        .endpoint(ep("push"))
+        .configure(|s| {
+            s.unavailable = Unavailable::Skip;
+            s.attempts_per_endpoint = Some(1);
+            s.breaker.rule = BreakerRule::Consecutive { failures: 1 };
+            s.breaker.open = Duration::from_secs(1);
+        })
+        .build()
+        .unwrap();
+    let engine = Engine::new(policy);
+    let (uri, headers) = ("/".parse::<http::Uri>().unwrap(), http::HeaderMap::new());
+    let info = RequestInfo {
+        method: &Method::POST,
+        uri: &uri,
+        headers: &headers,
+    };
+    let t0 = Instant::now();
+    let start =
+        |t| Call::<'_, Head>::new(&engine, &info, BodyKind::Empty, CallOptions::default(), t);
+    let mut failing = start(t0);
+    let Action::Send(a) = failing.poll() else {
+        panic!("sends")
+    };
+    failing.handle(
+        Input::Response {
+            attempt: a.number,
+            response: Head::new(http::StatusCode::SERVICE_UNAVAILABLE),
+            wall: None,
+        },
+        t0,
+    );
+    assert_eq!(failing.poll(), Action::Done);
+    drop(failing);
+    let refused = |t| {
+        let mut c = start(t);
+        assert_eq!(c.poll(), Action::Done, "refused before any send");
+        let report = c.into_done().into_report();
+        assert!(report.attempts.is_empty());
+        assert_eq!(report.stop_reason, StopReason::NoUsableEndpoint);
+    };
+    refused(t0);
+    let t1 = t0 + Duration::from_secs(1);
+    let mut probe = start(t1);
+    let Action::Send(p) = probe.poll() else {
+        panic!("the probe is sent")
+    };
+    assert!(p.probe);
+    refused(t1);
+    refused(t1 + Duration::from_millis(10));
+    probe.handle(
+        Input::Response {
+            attempt: p.number,
+            response: Head::new(http::StatusCode::OK),
+            wall: None,
+        },
+        t1,
+    );
+    assert_eq!(probe.poll(), Action::Done);
+    drop(probe);
+    let mut after = start(t1);
+    assert!(matches!(after.poll(), Action::Send(_)), "closed again");
 }
