@@ -296,17 +296,9 @@ impl Client {
     /// Probes every endpoint that is due a probe now, one after another: call it from
     /// your own scheduler (baton runs no timers).
     pub async fn probe_due(&self) -> Vec<baton_core::ProbeResult> {
-        let engine = self.inner.engine.clone();
-        let due: Vec<String> = engine
-            .due_probes(Instant::now())
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        let mut results = Vec::with_capacity(due.len());
-        for id in due {
-            if let Ok(r) = self.probe(&id).await {
-                results.push(r);
-            }
+        let mut results = Vec::new();
+        for id in self.inner.engine.due_probes(Instant::now()) {
+            results.extend(self.probe(&id).await.ok());
         }
         results
     }

@@ -271,9 +271,7 @@ impl Client {
     /// your own scheduler (baton runs no timers).
     pub fn probe_due(&self) -> Vec<ProbeResult> {
         let due = self.inner.engine.due_probes(Instant::now());
-        due.into_iter()
-            .filter_map(|id| self.probe(id).ok())
-            .collect()
+        due.iter().filter_map(|id| self.probe(id).ok()).collect()
     }
 
     fn send_probe(&self, probe: &baton_core::Probe<'_>) -> Result<ureq::http::StatusCode, String> {

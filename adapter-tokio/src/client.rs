@@ -464,17 +464,9 @@ impl Client {
     /// ([`Engine::due_probes`](baton_core::Engine::due_probes)), one after another: call
     /// it from your own scheduler (baton runs no timers).
     pub async fn probe_due(&self) -> Vec<ProbeResult> {
-        let engine = self.engine().clone();
-        let due: Vec<String> = engine
-            .due_probes(Instant::now())
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        let mut results = Vec::with_capacity(due.len());
-        for id in due {
-            if let Ok(r) = self.probe(&id).await {
-                results.push(r);
-            }
+        let mut results = Vec::new();
+        for id in self.engine().due_probes(Instant::now()) {
+            results.extend(self.probe(&id).await.ok());
         }
         results
     }

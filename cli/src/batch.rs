@@ -34,8 +34,8 @@ use serde_json::Value;
 
 use crate::args::BatchArgs;
 use crate::call::{BatchLine, CallSpec};
+use crate::output;
 use crate::runner::{Collect, Runner};
-use crate::{config, events, output};
 
 /// What one input line asks for.
 enum Work {
@@ -49,12 +49,7 @@ type Job = (usize, Value, Work);
 /// Runs the batch; returns the exit status.
 pub fn run(args: BatchArgs) -> u8 {
     let t0 = Instant::now();
-    let config = match config::resolve(&args.client) {
-        Ok(c) => c,
-        Err(e) => return crate::usage_error(&e),
-    };
-    let sink = args.client.events.then(|| events::stderr_sink(t0));
-    let runner = match Runner::new(args.client.runtime, config, sink) {
+    let runner = match Runner::from_args(&args.client, t0) {
         Ok(r) => r,
         Err(e) => return crate::usage_error(&e),
     };

@@ -8,18 +8,13 @@ use std::io::Write;
 use std::time::Instant;
 
 use crate::args::ProbeArgs;
+use crate::output;
 use crate::runner::Runner;
-use crate::{config, events, output};
 
 /// Runs the probes; returns the exit status.
 pub fn run(args: ProbeArgs) -> u8 {
     let t0 = Instant::now();
-    let config = match config::resolve(&args.client) {
-        Ok(c) => c,
-        Err(e) => return crate::usage_error(&e),
-    };
-    let sink = args.client.events.then(|| events::stderr_sink(t0));
-    let runner = match Runner::new(args.client.runtime, config, sink) {
+    let runner = match Runner::from_args(&args.client, t0) {
         Ok(r) => r,
         Err(e) => return crate::usage_error(&e),
     };

@@ -43,6 +43,14 @@ fn header_list(map: &http::HeaderMap) -> Vec<(String, String)> {
 }
 
 impl Runner {
+    /// The client of the command's options (`--config`, flags, `--runtime`, `--events`
+    /// with times from `t0`); the error is the message for a usage error (exit 2).
+    pub fn from_args(args: &crate::args::ClientArgs, t0: Instant) -> Result<Runner, String> {
+        let config = crate::config::resolve(args)?;
+        let sink = args.events.then(|| crate::events::stderr_sink(t0));
+        Runner::new(args.runtime, config, sink)
+    }
+
     /// Builds the client; the error is the adapter's build error (it names the setting).
     pub fn new(
         kind: RuntimeKind,

@@ -140,7 +140,7 @@ impl Engine {
     /// The endpoints due a probe at `now`, in priority order: their breaker is open and
     /// its open time has passed, or half-open with a probe slot free, and no `Retry-After`
     /// cooldown is running. Closed endpoints are never due (their calls are the probes).
-    pub fn due_probes(&self, now: Instant) -> Vec<&str> {
+    pub fn due_probes(&self, now: Instant) -> Vec<String> {
         let endpoints = self.policy().endpoints();
         (0..endpoints.len())
             .filter(|&i| {
@@ -148,7 +148,7 @@ impl Engine {
                     h.state == BreakerState::HalfOpen && h.available && h.not_before.is_none()
                 })
             })
-            .map(|i| endpoints[i].id())
+            .map(|i| endpoints[i].id().to_owned())
             .collect()
     }
 

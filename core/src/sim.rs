@@ -567,3 +567,54 @@ fn deliver(call: &mut Call<'_, Head>, p: Pending, now: Instant, wall: SystemTime
     };
     call.handle(input, now);
 }
+
+/// One call on `engine` whose first attempt is answered `status` at `now`: the engine's
+/// healthy path with none of the simulator's bookkeeping (for benchmarks and tests of
+/// many calls). Returns the endpoint of the first attempt and the call's result.
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::{Endpoint, Engine, Policy, RequestInfo};
+/// let engine = Engine::new(Policy::builder().endpoint(Endpoint::new("a", "https://a.example/")).build().unwrap());
+/// let (uri, headers) = ("/".parse().unwrap(), http::HeaderMap::new());
+/// let info = RequestInfo { method: &http::Method::GET, uri: &uri, headers: &headers };
+/// let (endpoint, done) = baton_core::sim::answered_call(&engine, &info, http::StatusCode::OK, Instant::now());
+/// assert_eq!(endpoint, 0);
+/// assert_eq!(done.report().status(), Some(http::StatusCode::OK));
+/// ```
+pub fn answered_call(
+    engine: &Engine,
+    request: &RequestInfo<'_>,
+    status: StatusCode,
+    now: Instant,
+) -> (usize, crate::Done<Head>) {
+    let mut call: Call<'_, Head> = Call::new(
+        engine,
+        request,
+        BodyKind::Empty,
+        CallOptions::default(),
+        now,
+    );
+    let mut endpoint = usize::MAX;
+    loop {
+        match call.poll() {
+            Action::Send(a) => {
+                if endpoint == usize::MAX {
+                    endpoint = a.endpoint;
+                }
+                let response = Head::new(status);
+                call.handle(
+                    Input::Response {
+                        attempt: a.number,
+                        response,
+                        wall: None,
+                    },
+                    now,
+                );
+            }
+            // A triggering status on every endpoint: the call waits or ends; either way
+            // there is nothing more to answer at `now`.
+            _ => return (endpoint, call.into_done()),
+        }
+    }
+}

@@ -61,28 +61,12 @@ pub(crate) fn current() -> usize {
 #[cfg(test)]
 mod tests {
     use super::writes::counts;
-    use crate::{
-        Action, BodyKind, BreakerRule, Call, CallOptions, Endpoint, Engine, Head, Input, Policy,
-        RequestInfo,
-    };
+    use crate::{BreakerRule, Endpoint, Engine, Policy, RequestInfo};
     use std::time::{Duration, Instant};
 
     fn healthy_call(engine: &Engine, info: &RequestInfo<'_>, now: Instant) {
-        let mut call = Call::new(engine, info, BodyKind::Empty, CallOptions::default(), now);
-        let Action::Send(a) = call.poll() else {
-            panic!("the first poll sends");
-        };
-        let response = Head::new(http::StatusCode::OK);
-        call.handle(
-            Input::Response {
-                attempt: a.number,
-                response,
-                wall: None,
-            },
-            now,
-        );
-        assert_eq!(call.poll(), Action::Done);
-        assert!(call.into_done().into_result().is_ok());
+        let (_, done) = crate::sim::answered_call(engine, info, http::StatusCode::OK, now);
+        assert_eq!(done.report().attempts.len(), 1);
     }
 
     /// SPEC 6 (scaling): a healthy call on a client shared by threads writes no cache line

@@ -26,24 +26,7 @@ fn first_endpoints(engine: &Engine, n: usize) -> Vec<usize> {
     };
     let now = Instant::now();
     (0..n)
-        .map(|_| {
-            let mut call: Call<'_, Head> =
-                Call::new(engine, &info, BodyKind::Empty, CallOptions::default(), now);
-            let Action::Send(a) = call.poll() else {
-                panic!("the first poll sends");
-            };
-            let response = Head::new(http::StatusCode::OK);
-            call.handle(
-                Input::Response {
-                    attempt: a.number,
-                    response,
-                    wall: None,
-                },
-                now,
-            );
-            assert_eq!(call.poll(), Action::Done);
-            a.endpoint
-        })
+        .map(|_| baton_core::sim::answered_call(engine, &info, http::StatusCode::OK, now).0)
         .collect()
 }
 
