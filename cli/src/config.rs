@@ -56,7 +56,7 @@ pub struct EndpointConfig {
     pub attempts_per_endpoint: Option<u32>,
     /// This endpoint's backoff (`[endpoint.backoff]`, the keys of `[policy.backoff]`).
     #[serde(default)]
-    pub backoff: Option<baton_core::Backoff>,
+    pub backoff: Option<baton_core::BackoffOverride>,
     /// Headers sent to this endpoint only (credentials).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,

@@ -54,6 +54,56 @@ pub struct Backoff {
     pub jitter: Jitter,
 }
 
+/// An endpoint's own backoff settings: each one set replaces the policy's, each one unset
+/// inherits it (`[endpoint.backoff]` in TOML).
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::{Backoff, BackoffOverride};
+/// let slow = BackoffOverride { initial: Some(Duration::from_secs(1)), ..BackoffOverride::default() };
+/// let b = slow.over(&Backoff::default());
+/// assert_eq!(b.initial, Duration::from_secs(1));
+/// assert_eq!(b.max, Backoff::default().max);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+pub struct BackoffOverride {
+    /// The first delay.
+    #[cfg_attr(feature = "serde", serde(with = "crate::policy::serde_opt_duration"))]
+    pub initial: Option<Duration>,
+    /// Growth per wait.
+    pub multiplier: Option<f64>,
+    /// The largest delay.
+    #[cfg_attr(feature = "serde", serde(with = "crate::policy::serde_opt_duration"))]
+    pub max: Option<Duration>,
+    /// Jitter.
+    pub jitter: Option<Jitter>,
+}
+
+impl BackoffOverride {
+    /// `base` with the settings this override sets.
+    pub fn over(&self, base: &Backoff) -> Backoff {
+        Backoff {
+            initial: self.initial.unwrap_or(base.initial),
+            multiplier: self.multiplier.unwrap_or(base.multiplier),
+            max: self.max.unwrap_or(base.max),
+            jitter: self.jitter.unwrap_or(base.jitter),
+        }
+    }
+}
+
+impl From<Backoff> for BackoffOverride {
+    fn from(b: Backoff) -> Self {
+        BackoffOverride {
+            initial: Some(b.initial),
+            multiplier: Some(b.multiplier),
+            max: Some(b.max),
+            jitter: Some(b.jitter),
+        }
+    }
+}
+
 impl Default for Backoff {
     fn default() -> Self {
         Backoff {

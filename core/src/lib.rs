@@ -79,7 +79,7 @@ mod stripe;
 mod telemetry;
 mod time;
 
-pub use backoff::{Backoff, Jitter};
+pub use backoff::{Backoff, BackoffOverride, Jitter};
 pub use breaker::{Breakers, Circuit, CircuitOpen, Permit};
 pub use call::{
     Action, Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, Done, Head, Input,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 
-use crate::backoff::{Backoff, Jitter};
+use crate::backoff::{Backoff, BackoffOverride, Jitter};
 use crate::event::Event;
 use crate::limit::{Limiter, RateLimit};
 use crate::permission::PermissionOverride;
@@ -146,7 +146,7 @@ pub struct Endpoint {
     connect_timeout: Option<Duration>,
     attempt_timeout: Option<Duration>,
     attempts_per_endpoint: Option<u32>,
-    backoff: Option<Backoff>,
+    backoff: Option<BackoffOverride>,
     headers: HeaderMap,
     /// The `authorization` header came from the URL's userinfo (an explicit one replaces
     /// it).
@@ -387,9 +387,10 @@ impl Endpoint {
     }
 
     /// The backoff before a retry at this endpoint, or before a new round that starts
-    /// here (else the policy's).
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = Some(backoff);
+    /// here: a whole [`Backoff`], or a [`BackoffOverride`] whose unset settings inherit
+    /// the policy's.
+    pub fn backoff(mut self, backoff: impl Into<BackoffOverride>) -> Self {
+        self.backoff = Some(backoff.into());
         self
     }
 
@@ -930,6 +931,8 @@ pub struct Policy {
     pub(crate) group_of: Vec<u8>,
     /// How the base order is made from the tiers.
     pub(crate) tiers: Tiers,
+    /// Each endpoint's backoff, when it overrides the policy's (merged when built).
+    pub(crate) backoffs: Vec<Option<Backoff>>,
 }
 
 /// The endpoints' priority order, worked out once when the policy is built.
@@ -1019,9 +1022,9 @@ impl Policy {
 
     /// The backoff before an attempt at endpoint `index`.
     pub(crate) fn backoff_for(&self, index: usize) -> &Backoff {
-        self.endpoints
+        self.backoffs
             .get(index)
-            .and_then(|e| e.backoff.as_ref())
+            .and_then(Option::as_ref)
             .unwrap_or(&self.settings.backoff)
     }
 
@@ -1297,8 +1300,13 @@ impl PolicyBuilder {
                 max: MAX_ENDPOINTS,
             });
         }
-        let group_of = check_endpoints(&self.endpoints)?;
+        let group_of = check_endpoints(&self.endpoints, &s.backoff)?;
         let tiers = tiers_of(&self.endpoints);
+        let backoffs = self
+            .endpoints
+            .iter()
+            .map(|e| e.backoff.map(|b| b.over(&s.backoff)))
+            .collect();
         validate_settings(s)?;
         let (request_id_header, idempotency_key_header, attempt_header) = call_headers(s)?;
         // The request id is the call's, the same on every attempt (SPEC 3); the attempt
@@ -1331,6 +1339,7 @@ impl PolicyBuilder {
             events: self.events,
             group_of,
             tiers,
+            backoffs,
         })
     }
 }
@@ -1338,7 +1347,7 @@ impl PolicyBuilder {
 /// Checks each endpoint (id, URL, headers, timeouts, group) and numbers its idempotency
 /// group: endpoints without a group form a group of their own; named groups share a
 /// number. Numbers stay below `MAX_ENDPOINTS * 2`, so they fit in a u8.
-fn check_endpoints(endpoints: &[Endpoint]) -> Result<Vec<u8>, ConfigError> {
+fn check_endpoints(endpoints: &[Endpoint], backoff: &Backoff) -> Result<Vec<u8>, ConfigError> {
     let mut groups: Vec<&str> = Vec::new();
     let mut group_of = Vec::with_capacity(endpoints.len());
     for (i, e) in endpoints.iter().enumerate() {
@@ -1362,7 +1371,7 @@ fn check_endpoints(endpoints: &[Endpoint]) -> Result<Vec<u8>, ConfigError> {
                 reason: reason.clone(),
             });
         }
-        check_endpoint_settings(e).map_err(|source| ConfigError::Endpoint {
+        check_endpoint_settings(e, backoff).map_err(|source| ConfigError::Endpoint {
             id: e.id.clone(),
             source: Box::new(source),
         })?;
@@ -1392,7 +1401,7 @@ fn check_endpoints(endpoints: &[Endpoint]) -> Result<Vec<u8>, ConfigError> {
 }
 
 /// An endpoint's own settings (SPEC 5), named as in the endpoint's builder.
-fn check_endpoint_settings(e: &Endpoint) -> Result<(), ConfigError> {
+fn check_endpoint_settings(e: &Endpoint, policy_backoff: &Backoff) -> Result<(), ConfigError> {
     if let Some(t) = e.connect_timeout {
         check_timeout("connect_timeout", t)?;
     }
@@ -1405,7 +1414,7 @@ fn check_endpoint_settings(e: &Endpoint) -> Result<(), ConfigError> {
         MAX_ATTEMPTS_PER_ENDPOINT,
     )?;
     if let Some(b) = &e.backoff {
-        check_backoff(b)?;
+        check_backoff(&b.over(policy_backoff))?;
     }
     let w = e.weight;
     require(
@@ -1811,7 +1820,7 @@ pub mod serde_duration {
 }
 
 #[cfg(feature = "serde")]
-mod serde_opt_duration {
+pub(crate) mod serde_opt_duration {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};

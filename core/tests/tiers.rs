@@ -124,6 +124,22 @@ fn an_endpoint_overrides_attempts_per_round_and_backoff() {
 }
 
 #[test]
+fn an_endpoint_backoff_inherits_the_settings_it_leaves_unset() {
+    let first = BackoffOverride {
+        initial: Some(Duration::from_millis(30)),
+        ..BackoffOverride::default()
+    };
+    // The policy's multiplier (1) and jitter (none) apply to the endpoint's own initial.
+    let mut s = sim(Policy::builder()
+        .endpoint(ep("a").attempts_per_endpoint(3).backoff(first))
+        .configure(|s| s.backoff.multiplier = 1.0));
+    s.script("a", Script::status(503));
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["a", "a", "a"]);
+    assert_eq!(run.elapsed, Duration::from_millis(60));
+}
+
+#[test]
 fn bad_endpoint_settings_name_the_endpoint_and_the_setting() {
     let e = Policy::builder()
         .endpoint(ep("eu").weight(0))
