@@ -251,14 +251,17 @@ impl<'e, R: Answer> Call<'e, R> {
 
     #[inline(always)]
     fn take_done(&mut self) -> Done<R> {
-        let ending = match std::mem::replace(&mut self.phase, Phase::Taken) {
-            Phase::Finished(ending) => ending,
+        // Field by field: the ending was just written, and a whole-struct copy would wait
+        // on those stores.
+        let ending = match &mut self.phase {
+            Phase::Finished(e) => e.take(),
             Phase::Running | Phase::Taken => {
                 let now = self.now;
                 self.cancel_in_flight(now, AttemptResult::Cancelled);
                 self.ending(now, Stop::Reason(StopReason::Cancelled))
             }
         };
+        self.phase = Phase::Taken;
         self.hand_out(ending)
     }
 }

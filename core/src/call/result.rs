@@ -9,6 +9,7 @@ use super::history::Kept;
 use super::surface::Done;
 use super::{Call, Phase, Stop};
 use crate::event::EventKind;
+use crate::id::RequestId;
 use crate::permission::Permission;
 use crate::report::{ErrorKind, Outcome, Report, StopReason};
 use crate::time::since;
@@ -26,6 +27,20 @@ pub(crate) struct Ending {
     success: bool,
     at: Instant,
     may_have_executed: bool,
+}
+
+impl Ending {
+    /// Moves the ending out, field by field.
+    pub(super) fn take(&mut self) -> Ending {
+        Ending {
+            reason: self.reason,
+            error: self.error.take(),
+            retained: self.retained,
+            success: self.success,
+            at: self.at,
+            may_have_executed: self.may_have_executed,
+        }
+    }
 }
 
 impl<R> Call<'_, R> {
@@ -136,7 +151,10 @@ impl<R> Call<'_, R> {
         macro_rules! report {
             ($outcome:expr) => {
                 Report {
-                    request_id: self.class.identity.request_id.clone(),
+                    request_id: std::mem::replace(
+                        &mut self.class.identity.request_id,
+                        RequestId::taken(),
+                    ),
                     idempotency_key: self.class.identity.key.take(),
                     attempts: std::mem::take(&mut self.history.records),
                     redirects: std::mem::take(&mut self.history.redirects),
