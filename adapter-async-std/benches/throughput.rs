@@ -144,10 +144,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 async fn run(name: &str, spawn: Spawn, p: &Provider) -> f64 {
     let calls = env("BATON_BENCH_CALLS", 300);
     let rounds = env("BATON_BENCH_ROUNDS", 31).max(1);
-    let client = Client::builder()
-        .endpoint(Endpoint::new("local", p.url()))
-        .build()
-        .expect("client");
+    let client =
+        Client::new(baton_core::Policy::builder().endpoint(Endpoint::new("local", p.url())))
+            .expect("client");
     let mut spawned = Bare::connect(p.addr(), Some(spawn)).await;
     let mut inline = Bare::connect(p.addr(), None).await;
     // Warm-up: connections open, caches warm.

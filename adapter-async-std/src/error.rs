@@ -336,7 +336,7 @@ impl StdError for DecodeError {
 /// Building a [`Client`](crate::Client) failed; the message names the setting.
 ///
 /// ```
-/// let err = baton_async_std::Client::builder().build().unwrap_err();
+/// let err = baton_async_std::Client::new(baton_core::Policy::builder()).unwrap_err();
 /// assert!(err.to_string().contains("no endpoints"));
 /// ```
 #[derive(Debug, thiserror::Error)]

@@ -9,14 +9,15 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use baton_async_std::Client;
-//! use baton_core::Endpoint;
+//! use baton_core::{Endpoint, Policy};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = Client::builder()
-//!     .endpoint(Endpoint::new("primary", "https://rpc-a.example/v1/key"))
-//!     .endpoint(Endpoint::new("backup", "https://rpc-b.example/"))
-//!     .policy(|p| p.attempt_timeout(Duration::from_secs(2)))
-//!     .build()?;
+//! let client = Client::new(
+//!     Policy::builder()
+//!         .endpoint(Endpoint::new("primary", "https://rpc-a.example/v1/key"))
+//!         .endpoint(Endpoint::new("backup", "https://rpc-b.example/"))
+//!         .attempt_timeout(Duration::from_secs(2)),
+//! )?;
 //! async_std::task::block_on(async {
 //!     let resp = client.post("/").body(r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}"#)
 //!         .send().await?;
@@ -152,9 +153,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use baton_core::{
-    BreakerState, Endpoint, EndpointHealth, Engine, Event, EventSink, Policy, PolicyBuilder,
-};
+use baton_core::{BreakerState, EndpointHealth, Engine, Event, EventSink, Policy, PolicyBuilder};
 use futures_rustls::rustls::ClientConfig;
 use http::Method;
 
@@ -186,10 +185,8 @@ pub(crate) struct Inner {
 ///
 /// ```
 /// use baton_async_std::Client;
-/// use baton_core::{BreakerState, Endpoint};
-/// let client = Client::builder()
-///     .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
-///     .build()
+/// use baton_core::{BreakerState, Endpoint, Policy};
+/// let client = Client::new(Policy::builder().endpoint(Endpoint::new("a", "http://127.0.0.1:1/")))
 ///     .unwrap();
 /// assert_eq!(client.state("a"), Some(BreakerState::Closed));
 /// let _call = client.get("/status"); // a RequestBuilder; `.send().await` runs it
@@ -200,9 +197,10 @@ pub struct Client {
 }
 
 impl Client {
-    /// Starts building a client (policy and transport settings).
-    pub fn builder() -> ClientBuilder {
-        ClientBuilder::default()
+    /// Starts building a client for this policy (transport settings on the builder), as
+    /// on every baton adapter.
+    pub fn builder(policy: PolicyBuilder) -> ClientBuilder {
+        ClientBuilder::new(policy)
     }
 
     /// A client with this policy and default transport settings (as `baton-tokio`'s
@@ -325,11 +323,12 @@ impl std::fmt::Debug for Client {
 /// ```
 /// use std::time::Duration;
 /// use baton_async_std::Client;
-/// use baton_core::{Endpoint, Hedge};
-/// let client = Client::builder()
+/// use baton_core::{Endpoint, Hedge, Policy};
+/// let policy = Policy::builder()
 ///     .endpoint(Endpoint::new("a", "https://a.example/"))
 ///     .endpoint(Endpoint::new("b", "https://b.example/"))
-///     .policy(|p| p.hedge(Some(Hedge::after(Duration::from_millis(150)))))
+///     .hedge(Some(Hedge::after(Duration::from_millis(150))));
+/// let client = Client::builder(policy)
 ///     .pool_max_idle_per_endpoint(8)
 ///     .pool_idle_timeout(Duration::from_secs(30))
 ///     .on_event(|e| eprintln!("{}: {:?}", e.request_id, e.kind))
@@ -379,9 +378,8 @@ impl ClientBuilder {
     }
 
     /// A builder for an already built policy: without a seed in it, OS randomness is used
-    /// (a seed set is kept), and an event callback set here replaces the
-    /// policy's own sink. [`endpoint`](Self::endpoint)
-    /// and [`policy`](Self::policy) have no effect then.
+    /// (a seed set is kept); an event callback set here gets every call's events after
+    /// the policy's own sink.
     pub fn from_policy(policy: Policy) -> Self {
         ClientBuilder {
             built: Some(policy),
@@ -398,21 +396,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Adds an endpoint (priority order is the order of these calls).
-    pub fn endpoint(mut self, endpoint: Endpoint) -> Self {
-        self.policy = self.policy.endpoint(endpoint);
-        self
-    }
-
-    /// Adjusts the policy: `f` gets the policy builder (every engine setting of
-    /// [`baton_core::PolicyBuilder`]).
-    pub fn policy(mut self, f: impl FnOnce(PolicyBuilder) -> PolicyBuilder) -> Self {
-        self.policy = f(self.policy);
-        self
-    }
-
     /// The event callback for every call (delivered synchronously, in causal order; its
-    /// panics are not caught). Replaces a sink set through [`policy`](Self::policy).
+    /// panics are not caught), after the policy's own sink.
     pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
         self.events = Some(Arc::new(f));
         self
@@ -485,7 +470,7 @@ impl ClientBuilder {
                     }
                 });
                 if let Some(sink) = &events {
-                    pb = pb.event_sink(Some(sink.clone()));
+                    pb = pb.add_event_sink(sink.clone());
                 }
                 pb.build()?
             }

@@ -5,9 +5,8 @@
 //! the report and request id), exactly as the engine's rules say.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use baton_core::{BodyKind, CallOptions, Event, Permission};
+use baton_core::{BodyKind, CallOptions, Event};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Uri};
 
@@ -141,81 +140,11 @@ impl RequestBuilder {
         self
     }
 
-    /// The idempotency key, sent unchanged on every attempt (allows retries of a POST).
-    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.options.idempotency_key = Some(key.into());
-        self
-    }
-
-    /// The request id (8-128 of `A-Z a-z 0-9 . _ : -`); generated when not set.
-    pub fn request_id(mut self, id: impl Into<String>) -> Self {
-        self.options.request_id = Some(id.into());
-        self
-    }
-
-    /// A deadline for the whole call.
-    pub fn deadline(mut self, d: Duration) -> Self {
-        self.options.deadline = Some(d);
-        self
-    }
-
-    /// The attempt timeout (sending to the end of the response headers) for this call.
-    pub fn attempt_timeout(mut self, d: Duration) -> Self {
-        self.options.attempt_timeout = Some(d);
-        self
-    }
-
-    /// The preferred endpoint (tried first when eligible and available).
-    pub fn prefer(mut self, endpoint_id: impl Into<String>) -> Self {
-        self.options.prefer = Some(endpoint_id.into());
-        self
-    }
-
-    /// At most one attempt.
-    pub fn deny(mut self) -> Self {
-        self.options.deny = true;
-        self
-    }
-
-    /// The retry permission for this call.
-    pub fn retry(mut self, p: Permission) -> Self {
-        self.options.retry = Some(p);
-        self
-    }
-
-    /// The failover permission for this call.
-    pub fn failover(mut self, p: Permission) -> Self {
-        self.options.failover = Some(p);
-        self
-    }
-
-    /// Caps this call's attempts.
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.options.max_attempts = Some(n);
-        self
-    }
-
-    /// Attempts per endpoint per round for this call.
-    pub fn attempts_per_endpoint(mut self, n: u32) -> Self {
-        self.options.attempts_per_endpoint = Some(n);
-        self
-    }
+    baton_core::call_option_setters!(options);
 
     /// Opts a call that is not a safe method in to hedging (when the policy hedges).
     pub fn hedge(mut self, on: bool) -> Self {
         self.options.hedge = on;
-        self
-    }
-
-    /// An event callback for this call only (instead of the client's).
-    pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
-        self.options.events = Some(Arc::new(f));
-        self
-    }
-
-    /// Replaces all per-call options at once.
-    pub fn options(mut self, options: CallOptions) -> Self {
-        self.options = options;
         self
     }
 
@@ -249,9 +178,15 @@ impl RequestBuilder {
                 }
             }
         }
-        if options.events.is_none() {
-            options.events = client.inner.events.clone();
-        }
+        // The client's sink (when the policy was built elsewhere it travels with each
+        // call), then the call's own: a per-call sink never hides a call from the client's.
+        options.events = match (client.inner.events.clone(), options.events.take()) {
+            (Some(client_sink), Some(own)) => Some(Arc::new(move |e: &Event<'_>| {
+                client_sink(e);
+                own(e);
+            })),
+            (client_sink, own) => client_sink.or(own),
+        };
         let body_kind: BodyKind = body.kind();
         let prepared = Prepared {
             not_buffered,

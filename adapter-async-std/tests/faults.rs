@@ -37,11 +37,14 @@ fn client(urls: &[String]) -> Client {
 }
 
 fn builder(urls: &[String]) -> baton_async_std::ClientBuilder {
-    let mut b = Client::builder().policy(|p| {
-        p.connect_timeout(Duration::from_millis(800))
-            .attempt_timeout(Duration::from_secs(3))
-            .seed(7)
-    });
+    Client::builder(policy(urls))
+}
+
+fn policy(urls: &[String]) -> baton_core::PolicyBuilder {
+    let mut b = baton_core::Policy::builder()
+        .connect_timeout(Duration::from_millis(800))
+        .attempt_timeout(Duration::from_secs(3))
+        .seed(7);
     for (i, u) in urls.iter().enumerate() {
         let id = ((b'a' + i as u8) as char).to_string();
         b = b.endpoint(Endpoint::new(id, u.as_str()));
@@ -174,8 +177,7 @@ on_both_runtimes! {
     async fn keyed_post_retries_the_same_endpoint_with_the_same_key() {
         let a = Provider::builder().then(Behaviour::reset()).otherwise(Behaviour::ok()).start();
         let b = Provider::start(Behaviour::ok());
-        let c = builder(&[a.url(), b.url()])
-            .policy(|p| p.backoff(baton_core::Backoff {
+        let c = Client::builder(policy(&[a.url(), b.url()]).backoff(baton_core::Backoff {
                 initial: Duration::from_millis(10),
                 ..baton_core::Backoff::default()
             }))
@@ -363,9 +365,9 @@ on_both_runtimes! {
     async fn endpoint_headers_never_reach_another_endpoint() {
         let a = Provider::start(Behaviour::status(503));
         let b = Provider::start(Behaviour::ok());
-        let c = Client::builder()
+        let c = Client::builder(baton_core::Policy::builder()
             .endpoint(Endpoint::new("a", a.url()).header("authorization", "Bearer A"))
-            .endpoint(Endpoint::new("b", b.url()).header("authorization", "Bearer B"))
+            .endpoint(Endpoint::new("b", b.url()).header("authorization", "Bearer B")))
             .build()
             .unwrap();
         let resp = c.get("/").header("authorization", "caller").send().await.unwrap();
@@ -380,8 +382,7 @@ on_both_runtimes! {
 
     async fn base_url_mode_joins_the_request_path() {
         let a = Provider::start(Behaviour::ok());
-        let c = builder(&[format!("{}/v1?tenant=7", a.url())])
-            .policy(|p| p.url_mode(baton_core::UrlMode::Base))
+        let c = Client::builder(policy(&[format!("{}/v1?tenant=7", a.url())]).url_mode(baton_core::UrlMode::Base))
             .build()
             .unwrap();
         c.get("/charges?limit=3").send().await.unwrap();
@@ -393,8 +394,7 @@ on_both_runtimes! {
     async fn hedge_starts_the_next_endpoint_and_cancels_the_loser() {
         let a = Provider::start(Behaviour::ok().delay(Duration::from_secs(2)));
         let b = Provider::start(Behaviour::ok().body("fast"));
-        let c = builder(&[a.url(), b.url()])
-            .policy(|p| p.hedge(Some(Hedge::after(Duration::from_millis(100)))))
+        let c = Client::builder(policy(&[a.url(), b.url()]).hedge(Some(Hedge::after(Duration::from_millis(100)))))
             .build()
             .unwrap();
         let t0 = Instant::now();
@@ -429,8 +429,7 @@ on_both_runtimes! {
     async fn dropping_a_call_frees_its_half_open_probe_slot() {
         let a = Provider::start(Behaviour::status(503));
         let b = Provider::start(Behaviour::ok());
-        let c = builder(&[a.url(), b.url()])
-            .policy(|p| p.breaker(Breaker {
+        let c = Client::builder(policy(&[a.url(), b.url()]).breaker(Breaker {
                 rule: BreakerRule::Consecutive { failures: 1 },
                 open: Duration::from_millis(200),
                 ..Breaker::default()
@@ -604,8 +603,7 @@ fn client_settings_are_validated_at_build() {
         .build()
         .unwrap_err();
     assert!(e.to_string().contains("body_timeout"), "{e}");
-    let e = Client::builder()
-        .endpoint(Endpoint::new("a", "ftp://x/"))
+    let e = Client::builder(baton_core::Policy::builder().endpoint(Endpoint::new("a", "ftp://x/")))
         .build()
         .unwrap_err();
     assert!(matches!(e, baton_async_std::BuildError::Config(_)), "{e}");

@@ -5,22 +5,19 @@
 use std::time::Duration;
 
 use baton_async_std::Client;
-use baton_core::{BreakerRule, BreakerState, Endpoint};
+use baton_core::{BreakerRule, BreakerState, Endpoint, Policy};
 
 async fn probes_move_the_breaker_like_calls(sleep: impl std::future::Future<Output = ()>) {
     let p = testkit::probes::provider();
-    let client = Client::builder()
+    let policy = Policy::builder()
         .endpoint(Endpoint::new("a", p.url()).header("authorization", "Bearer t"))
-        .policy(|b| {
-            b.configure(|s| {
-                s.breaker.rule = BreakerRule::Consecutive { failures: 1 };
-                s.breaker.open = Duration::from_millis(200);
-                s.probe.path = Some("/health".into());
-                s.env_proxies = false;
-            })
-        })
-        .build()
-        .unwrap();
+        .configure(|s| {
+            s.breaker.rule = BreakerRule::Consecutive { failures: 1 };
+            s.breaker.open = Duration::from_millis(200);
+            s.probe.path = Some("/health".into());
+            s.env_proxies = false;
+        });
+    let client = Client::new(policy).unwrap();
     let r = client.probe("a").await.unwrap();
     assert_eq!((r.healthy, r.state), (false, BreakerState::Open));
     assert!(client.probe_due().await.is_empty(), "open: not due yet");

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use baton_blocking::{Client, Endpoint};
+use baton_blocking::{Client, Endpoint, Policy};
 use testkit::{Behaviour, Provider};
 
 fn env(name: &str, default: usize) -> usize {
@@ -63,9 +63,8 @@ fn main() {
         .proxy(None)
         .http_status_as_error(false)
         .build();
-    let client = Client::builder()
+    let client = Client::builder(Policy::builder().endpoint(Endpoint::new("local", url.clone())))
         .config(config.clone())
-        .endpoint(Endpoint::new("local", url.clone()))
         .build()
         .expect("client");
     let agent = client.agent().clone();

@@ -10,14 +10,13 @@ use ureq::Body;
 ///
 /// ```
 /// use std::time::Duration;
-/// use baton_blocking::{BuildError, Client, Endpoint, Hedge};
-/// let err = Client::builder()
+/// use baton_blocking::{BuildError, Client, Endpoint, Hedge, Policy};
+/// let hedged = Policy::builder()
 ///     .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
-///     .configure(|s| s.hedge = Some(Hedge::after(Duration::from_millis(50))))
-///     .build()
-///     .unwrap_err();
+///     .configure(|s| s.hedge = Some(Hedge::after(Duration::from_millis(50))));
+/// let err = Client::new(hedged).unwrap_err();
 /// assert!(matches!(err, BuildError::HedgingUnsupported));
-/// assert!(Client::builder().build().is_err()); // no endpoints
+/// assert!(Client::new(Policy::builder()).is_err()); // no endpoints
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -65,10 +64,8 @@ impl From<ConfigError> for BuildError {
 /// the last attempt.
 ///
 /// ```no_run
-/// use baton_blocking::{Client, Endpoint, ErrorKind};
-/// let client = Client::builder()
-///     .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
-///     .build()?;
+/// use baton_blocking::{Client, Endpoint, ErrorKind, Policy};
+/// let client = Client::new(Policy::builder().endpoint(Endpoint::new("a", "http://127.0.0.1:1/")))?;
 /// let err = client.post("/charge").send("{}").unwrap_err();
 /// assert_eq!(*err.kind(), ErrorKind::Failover);
 /// assert!(!err.report().may_have_executed); // refused: nothing was sent

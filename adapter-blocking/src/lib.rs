@@ -8,13 +8,14 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use baton_blocking::{Client, Endpoint};
+//! use baton_blocking::{Client, Endpoint, Policy};
 //!
-//! let client = Client::builder()
-//!     .endpoint(Endpoint::new("primary", "https://rpc-a.example/v1/KEY"))
-//!     .endpoint(Endpoint::new("backup", "https://rpc-b.example/"))
-//!     .configure(|s| s.attempt_timeout = Duration::from_secs(2))
-//!     .build()?;
+//! let client = Client::new(
+//!     Policy::builder()
+//!         .endpoint(Endpoint::new("primary", "https://rpc-a.example/v1/KEY"))
+//!         .endpoint(Endpoint::new("backup", "https://rpc-b.example/"))
+//!         .attempt_timeout(Duration::from_secs(2)),
+//! )?;
 //!
 //! // A read: retried and failed over freely.
 //! let mut head = client.get("/").call()?;
@@ -86,7 +87,7 @@
 //!   as unset; any other seed is kept (deterministic runs).
 //! - **Bodies**: [`RequestBuilder::send`] and `send_json` hold bytes and replay the same
 //!   slice; [`RequestBuilder::send_reader`] is one-shot unless
-//!   [`RequestBuilder::buffer_for_replay`] opts in with a size limit;
+//!   [`RequestBuilder::buffer_body`] opts in with a size limit;
 //!   [`RequestBuilder::send_with`] re-produces the body per attempt, and a failure to do so
 //!   is a replay failure.
 //! - **Invalid requests** (a bad header, URL or body) fail the call before any send as an
@@ -160,11 +161,12 @@ pub(crate) struct Inner {
 /// can serve many threads.
 ///
 /// ```no_run
-/// use baton_blocking::{Client, Endpoint};
-/// let client = Client::builder()
-///     .endpoint(Endpoint::new("a", "http://127.0.0.1:8080/"))
-///     .endpoint(Endpoint::new("b", "http://127.0.0.1:8081/"))
-///     .build()?;
+/// use baton_blocking::{Client, Endpoint, Policy};
+/// let client = Client::new(
+///     Policy::builder()
+///         .endpoint(Endpoint::new("a", "http://127.0.0.1:8080/"))
+///         .endpoint(Endpoint::new("b", "http://127.0.0.1:8081/")),
+/// )?;
 /// let threads: Vec<_> = (0..4)
 ///     .map(|_| {
 ///         let client = client.clone();
@@ -190,9 +192,16 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Starts building a client.
-    pub fn builder() -> ClientBuilder {
-        ClientBuilder::default()
+    /// A client for this policy with a default agent, as on every baton adapter; the
+    /// seed is drawn from the OS unless the policy sets one.
+    pub fn new(policy: PolicyBuilder) -> Result<Client, BuildError> {
+        ClientBuilder::new(policy).build()
+    }
+
+    /// Starts building a client for this policy (the agent and events on the builder), as
+    /// on every baton adapter.
+    pub fn builder(policy: PolicyBuilder) -> ClientBuilder {
+        ClientBuilder::new(policy)
     }
 
     /// A call with `method` to `path` (or a URL; see [`RequestBuilder`]).
@@ -309,11 +318,12 @@ type AgentFactory = Box<dyn FnOnce(Config) -> Agent>;
 ///     .user_agent("my-app/1.0")
 ///     .build()
 ///     .into();
-/// let client = Client::builder()
-///     .agent(&agent)
-///     .policy(Policy::builder().attempt_timeout(Duration::from_secs(3)))
+/// let policy = Policy::builder()
+///     .attempt_timeout(Duration::from_secs(3))
 ///     .endpoint(Endpoint::new("a", "http://127.0.0.1:8080/"))
-///     .endpoint(Endpoint::new("b", "http://127.0.0.1:8081/"))
+///     .endpoint(Endpoint::new("b", "http://127.0.0.1:8081/"));
+/// let client = Client::builder(policy)
+///     .agent(&agent)
 ///     .on_event(|e| eprintln!("{}: {:?}", e.request_id, e.kind))
 ///     .build()
 ///     .unwrap();
@@ -329,10 +339,11 @@ pub struct ClientBuilder {
     tracing: bool,
 }
 
-impl Default for ClientBuilder {
-    fn default() -> Self {
+impl ClientBuilder {
+    /// A builder starting from this policy builder.
+    pub fn new(policy: PolicyBuilder) -> Self {
         ClientBuilder {
-            policy: Policy::builder(),
+            policy,
             config: None,
             parts: None,
             sink: None,
@@ -385,42 +396,17 @@ impl ClientBuilder {
         self
     }
 
-    /// Starts from this policy builder (its endpoints and settings); later
-    /// [`endpoint`](Self::endpoint) and [`configure`](Self::configure) calls add to it.
-    pub fn policy(mut self, policy: PolicyBuilder) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Adds an endpoint (priority order is the order of these calls).
-    pub fn endpoint(mut self, endpoint: Endpoint) -> Self {
-        self.policy = self.policy.endpoint(endpoint);
-        self
-    }
-
-    /// Adds several endpoints.
-    pub fn endpoints(mut self, endpoints: impl IntoIterator<Item = Endpoint>) -> Self {
-        self.policy = self.policy.endpoints(endpoints);
-        self
-    }
-
-    /// Changes the policy's settings in place.
-    pub fn configure(mut self, f: impl FnOnce(&mut Settings)) -> Self {
-        self.policy = self.policy.configure(f);
-        self
-    }
-
-    /// Delivers every call's events to `f`, synchronously on the calling thread. Replaces
-    /// an event sink set on the policy builder; a per-call sink replaces it for that call.
+    /// Delivers every call's events to `f`, synchronously on the calling thread, after the
+    /// policy's own sink (a per-call sink gets them after both).
     pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
         self.sink = Some(Arc::new(f));
         self
     }
 
-    /// Also forwards every event to `tracing` (target `baton`, debug level).
+    /// Forwards every event to `tracing` (target `baton`, debug level; default off).
     #[cfg(feature = "tracing")]
-    pub fn trace_events(mut self) -> Self {
-        self.tracing = true;
+    pub fn tracing(mut self, on: bool) -> Self {
+        self.tracing = on;
         self
     }
 
@@ -444,8 +430,8 @@ impl ClientBuilder {
         };
         #[cfg(not(feature = "tracing"))]
         let sink = self.sink;
-        if sink.is_some() {
-            policy = policy.event_sink(sink);
+        if let Some(sink) = sink {
+            policy = policy.add_event_sink(sink);
         }
         let policy = policy.build()?;
         // Proxies from the environment, decided by core the same way on every adapter
@@ -519,11 +505,12 @@ mod tests {
     #[test]
     fn clients_without_a_seed_draw_from_the_os_and_a_seed_repeats_exactly() {
         let client = |seed: Option<u64>| {
-            Client::builder()
-                .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
-                .configure(|s| s.seed = seed)
-                .build()
-                .unwrap()
+            Client::new(
+                Policy::builder()
+                    .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+                    .configure(|s| s.seed = seed),
+            )
+            .unwrap()
         };
         let (a, b) = (client(None), client(None));
         assert_eq!(a.policy().settings().seed, None);
@@ -539,24 +526,24 @@ mod tests {
 
     #[test]
     fn hedging_is_refused_with_a_clear_error() {
-        let err = Client::builder()
-            .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
-            .policy(
-                Policy::builder().hedge(Some(Hedge::after(std::time::Duration::from_millis(5)))),
-            )
-            .build()
-            .unwrap_err();
+        let err = Client::new(
+            Policy::builder()
+                .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+                .hedge(Some(Hedge::after(std::time::Duration::from_millis(5)))),
+        )
+        .unwrap_err();
         assert_eq!(err, BuildError::HedgingUnsupported);
         assert!(err.to_string().contains("hedge"));
     }
 
     #[test]
     fn invalid_policy_names_the_setting() {
-        let err = Client::builder()
-            .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
-            .configure(|s| s.connect_timeout = std::time::Duration::ZERO)
-            .build()
-            .unwrap_err();
+        let err = Client::new(
+            Policy::builder()
+                .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+                .configure(|s| s.connect_timeout = std::time::Duration::ZERO),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("connect_timeout"), "{err}");
     }
 }

@@ -6,10 +6,8 @@
 //! before any send, as an invalid call with a report, like every other call error.
 
 use std::io::{self, Read};
-use std::sync::Arc;
-use std::time::Duration;
 
-use baton_core::{CallOptions, Event, Permission};
+use baton_core::CallOptions;
 use ureq::http::header::{HeaderName, HeaderValue};
 use ureq::http::{HeaderMap, Method, Response, Uri};
 use ureq::Body;
@@ -26,11 +24,12 @@ use crate::Client;
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use baton_blocking::{Client, Endpoint};
-/// let client = Client::builder()
-///     .endpoint(Endpoint::new("primary", "http://127.0.0.1:8080/rpc"))
-///     .endpoint(Endpoint::new("backup", "http://127.0.0.1:8081/rpc"))
-///     .build()?;
+/// use baton_blocking::{Client, Endpoint, Policy};
+/// let client = Client::new(
+///     Policy::builder()
+///         .endpoint(Endpoint::new("primary", "http://127.0.0.1:8080/rpc"))
+///         .endpoint(Endpoint::new("backup", "http://127.0.0.1:8081/rpc")),
+/// )?;
 /// let mut response = client
 ///     .post("/")
 ///     .header("content-type", "application/json")
@@ -100,85 +99,13 @@ impl<'c> RequestBuilder<'c> {
         self
     }
 
-    /// The request id (instead of a generated one): 8 to 128 of `A-Z a-z 0-9 . _ : -`.
-    pub fn request_id(mut self, id: impl Into<String>) -> Self {
-        self.options.request_id = Some(id.into());
-        self
-    }
-
-    /// The idempotency key, sent unchanged on every attempt. A keyed call may be retried
-    /// on the same endpoint after an ambiguous failure, and failed over only while
-    /// nothing may have executed (SPEC 2.2).
-    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.options.idempotency_key = Some(key.into());
-        self
-    }
-
-    /// Deadline for the whole call, from now.
-    pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.options.deadline = Some(deadline);
-        self
-    }
-
-    /// Attempt timeout for this call (sending to end of response headers).
-    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
-        self.options.attempt_timeout = Some(timeout);
-        self
-    }
-
-    /// Tries the endpoint with this id first, when eligible and available.
-    pub fn prefer(mut self, endpoint_id: impl Into<String>) -> Self {
-        self.options.prefer = Some(endpoint_id.into());
-        self
-    }
-
-    /// At most one attempt (both permissions `Never`).
-    pub fn deny_retries(mut self) -> Self {
-        self.options.deny = true;
-        self
-    }
-
-    /// Retry permission for this call.
-    pub fn retry(mut self, permission: Permission) -> Self {
-        self.options.retry = Some(permission);
-        self
-    }
-
-    /// Failover permission for this call.
-    pub fn failover(mut self, permission: Permission) -> Self {
-        self.options.failover = Some(permission);
-        self
-    }
-
-    /// Attempts per endpoint per round for this call.
-    pub fn attempts_per_endpoint(mut self, n: u32) -> Self {
-        self.options.attempts_per_endpoint = Some(n);
-        self
-    }
-
-    /// Cap on this call's attempts.
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.options.max_attempts = Some(n);
-        self
-    }
-
-    /// Also sends this call's events to `sink` (after the client's).
-    pub fn on_event(mut self, sink: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
-        self.options.events = Some(Arc::new(sink));
-        self
-    }
-
-    /// Replaces all call options at once.
-    pub fn options(mut self, options: CallOptions) -> Self {
-        self.options = options;
-        self
-    }
+    baton_core::call_option_setters!(options);
 
     /// Opt-in (SPEC 2.4): [`send_reader`](Self::send_reader) buffers a stream of up to
     /// `limit` bytes so later attempts can replay it. A longer stream is sent once,
     /// unreplayable (the engine then reports `NotReplayable` when it wanted another
     /// attempt).
-    pub fn buffer_for_replay(mut self, limit: usize) -> Self {
+    pub fn buffer_body(mut self, limit: usize) -> Self {
         self.buffer_limit = Some(limit);
         self
     }
@@ -228,7 +155,7 @@ impl<'c> RequestBuilder<'c> {
     }
 
     /// Runs the call with a stream as the body. The stream is sent once, so there is no
-    /// later attempt, unless [`buffer_for_replay`](Self::buffer_for_replay) was set and
+    /// later attempt, unless [`buffer_body`](Self::buffer_body) was set and
     /// the stream fits.
     pub fn send_reader(mut self, mut reader: impl Read + 'static) -> Result<Response<Body>, Error> {
         let Some(limit) = self.buffer_limit else {

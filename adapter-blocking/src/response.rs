@@ -142,8 +142,8 @@ pub(crate) struct CallReport(pub(crate) Report);
 /// Reads the call's [`Report`] from a response returned by a baton client.
 ///
 /// ```no_run
-/// use baton_blocking::{Client, Endpoint, ResponseExt};
-/// let client = Client::builder().endpoint(Endpoint::new("a", "http://127.0.0.1:8080/")).build()?;
+/// use baton_blocking::{Client, Endpoint, Policy, ResponseExt};
+/// let client = Client::new(Policy::builder().endpoint(Endpoint::new("a", "http://127.0.0.1:8080/")))?;
 /// let response = client.get("/").call()?;
 /// let report = response.report().expect("returned by baton");
 /// println!("{} attempt(s), answered by {:?}", report.attempts.len(), report.endpoint_id());

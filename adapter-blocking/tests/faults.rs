@@ -15,20 +15,25 @@ use testkit::{Behaviour, Provider};
 
 /// Short timeouts, tiny backoff, no proxy from the environment.
 fn builder(endpoints: &[(&str, &str)]) -> ClientBuilder {
-    let config = ureq::Agent::config_builder()
-        .proxy(None)
-        .timeout_recv_body(Some(Duration::from_millis(500)))
-        .build();
-    let mut b = Client::builder().config(config).configure(|s| {
+    let mut policy = Policy::builder().configure(|s| {
         s.connect_timeout = Duration::from_secs(2);
         s.attempt_timeout = Duration::from_secs(2);
         s.backoff.initial = Duration::from_millis(10);
         s.backoff.max = Duration::from_millis(50);
     });
     for (id, url) in endpoints {
-        b = b.endpoint(Endpoint::new(*id, *url));
+        policy = policy.endpoint(Endpoint::new(*id, *url));
     }
-    b
+    builder_for(policy)
+}
+
+/// The test agent (no proxy, a short body timeout) for `policy`.
+fn builder_for(policy: baton_blocking::PolicyBuilder) -> ClientBuilder {
+    let config = ureq::Agent::config_builder()
+        .proxy(None)
+        .timeout_recv_body(Some(Duration::from_millis(500)))
+        .build();
+    Client::builder(policy).config(config)
 }
 
 fn client(endpoints: &[(&str, &str)]) -> Client {
@@ -319,18 +324,17 @@ fn half_body_then_close_is_never_a_complete_body() {
 fn destination_rules_base_mode_endpoint_headers_host_and_attempt_number() {
     let a = Provider::start(Behaviour::status(503));
     let b = Provider::start(Behaviour::ok());
-    let c = builder(&[])
-        .policy(
-            Policy::builder()
-                .url_mode(UrlMode::Base)
-                .configure(|s| s.attempt_header = Some("x-attempt".into())),
-        )
-        .endpoint(
-            Endpoint::new("a", format!("{}/v1?tenant=7", a.url())).header("authorization", "A"),
-        )
-        .endpoint(Endpoint::new("b", format!("{}/v2", b.url())).header("authorization", "B"))
-        .build()
-        .unwrap();
+    let c = builder_for(
+        Policy::builder()
+            .url_mode(UrlMode::Base)
+            .configure(|s| s.attempt_header = Some("x-attempt".into()))
+            .endpoint(
+                Endpoint::new("a", format!("{}/v1?tenant=7", a.url())).header("authorization", "A"),
+            )
+            .endpoint(Endpoint::new("b", format!("{}/v2", b.url())).header("authorization", "B")),
+    )
+    .build()
+    .unwrap();
     let host_a = a.url().trim_start_matches("http://").to_string();
     let resp = c
         .get("/users/7?x=1")
@@ -370,7 +374,7 @@ fn one_shot_stream_is_not_replayed_unless_buffering_is_opted_in() {
 
     let resp = c
         .post("/")
-        .buffer_for_replay(1024)
+        .buffer_body(1024)
         .send_reader(std::io::Cursor::new(b"stream".to_vec()))
         .unwrap();
     assert_eq!(resp.status(), 200);
@@ -379,7 +383,7 @@ fn one_shot_stream_is_not_replayed_unless_buffering_is_opted_in() {
     // Over the limit: sent once, unreplayable.
     let err = c
         .post("/")
-        .buffer_for_replay(3)
+        .buffer_body(3)
         .send_reader(std::io::Cursor::new(b"stream".to_vec()))
         .unwrap_err();
     assert_eq!(err.report().stop_reason, StopReason::NotReplayable);
@@ -456,7 +460,7 @@ fn preferred_endpoint_goes_first_and_deny_allows_one_attempt() {
     let a = Provider::start(Behaviour::ok());
     let b = Provider::start(Behaviour::status(503));
     let c = client(&[("a", &a.url()), ("b", &b.url())]);
-    let resp = c.get("/").prefer("b").deny_retries().call().unwrap();
+    let resp = c.get("/").prefer("b").deny().call().unwrap();
     // 503 with no further attempt allowed: the retained response is returned.
     assert_eq!(resp.status(), 503);
     assert_eq!((a.request_count(), b.request_count()), (0, 1));
@@ -549,16 +553,14 @@ fn server_closing_a_pooled_connection_is_ambiguous_not_undelivered() {
 #[test]
 fn probes_move_the_breaker_like_calls() {
     let p = testkit::probes::provider();
-    let client = Client::builder()
-        .config(ureq::Agent::config_builder().proxy(None).build())
+    let policy = Policy::builder()
         .endpoint(Endpoint::new("a", p.url()).header("authorization", "Bearer t"))
         .configure(|s| {
             s.breaker.rule = baton_blocking::core::BreakerRule::Consecutive { failures: 1 };
             s.breaker.open = Duration::from_millis(200);
             s.probe.path = Some("/health".into());
-        })
-        .build()
-        .unwrap();
+        });
+    let client = builder_for(policy).build().unwrap();
     let r = client.probe("a").unwrap();
     assert_eq!((r.healthy, r.state), (false, BreakerState::Open));
     assert_eq!(r.status.map(|s| s.as_u16()), Some(503));

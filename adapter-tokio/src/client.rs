@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
-    CallOptions, EndpointHealth, Engine, Event, EventSink, Permission, Policy, PolicyBuilder,
-    Probe, ProbeRefused, ProbeResult, UrlMode,
+    CallOptions, EndpointHealth, Engine, Event, EventSink, Policy, PolicyBuilder, Probe,
+    ProbeRefused, ProbeResult, UrlMode,
 };
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Method, Uri, Version};
@@ -725,81 +725,11 @@ impl RequestBuilder {
         self
     }
 
-    /// Replaces all per-call options.
-    pub fn options(mut self, options: CallOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// Retry permission for this call (SPEC 2.2).
-    pub fn retry(mut self, permission: Permission) -> Self {
-        self.options.retry = Some(permission);
-        self
-    }
-
-    /// Failover permission for this call (SPEC 2.2).
-    pub fn failover(mut self, permission: Permission) -> Self {
-        self.options.failover = Some(permission);
-        self
-    }
-
-    /// At most one attempt.
-    pub fn deny(mut self) -> Self {
-        self.options.deny = true;
-        self
-    }
-
-    /// Tries the endpoint with this id first (when eligible and available).
-    pub fn prefer(mut self, endpoint: impl Into<String>) -> Self {
-        self.options.prefer = Some(endpoint.into());
-        self
-    }
-
-    /// Deadline for the whole call.
-    pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.options.deadline = Some(deadline);
-        self
-    }
-
-    /// Attempt timeout (from sending to the end of the response head).
-    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
-        self.options.attempt_timeout = Some(timeout);
-        self
-    }
-
-    /// Attempts per endpoint per round.
-    pub fn attempts_per_endpoint(mut self, n: u32) -> Self {
-        self.options.attempts_per_endpoint = Some(n);
-        self
-    }
-
-    /// Cap on the call's attempts.
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.options.max_attempts = Some(n);
-        self
-    }
-
-    /// The request id (8-128 of `A-Z a-z 0-9 . _ : -`; otherwise the call is invalid).
-    pub fn request_id(mut self, id: impl Into<String>) -> Self {
-        self.options.request_id = Some(id.into());
-        self
-    }
-
-    /// The idempotency key, sent unchanged on every attempt.
-    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.options.idempotency_key = Some(key.into());
-        self
-    }
+    baton_core::call_option_setters!(options);
 
     /// Opts a call that is not a safe method in to hedging (when the policy hedges).
     pub fn hedge(mut self, on: bool) -> Self {
         self.options.hedge = on;
-        self
-    }
-
-    /// Also calls `f` with this call's events (after the client's callback).
-    pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
-        self.options.events = Some(Arc::new(f));
         self
     }
 

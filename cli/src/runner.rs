@@ -71,6 +71,12 @@ impl Runner {
             settings.body_timeout = Some(longest);
         }
         let policy = Policy::builder().endpoints(endpoints).settings(settings);
+        // Every adapter takes the policy the same way; the command's event sink is the
+        // policy's.
+        let policy = match sink {
+            Some(s) => policy.add_event_sink(s),
+            None => policy,
+        };
         let inner = match kind {
             RuntimeKind::Tokio => {
                 let rt = tokio::runtime::Builder::new_multi_thread()
@@ -78,30 +84,17 @@ impl Runner {
                     .enable_all()
                     .build()
                     .map_err(|e| format!("cannot start the tokio runtime: {e}"))?;
-                let mut b = baton_tokio::Client::builder(policy);
-                if let Some(s) = sink {
-                    b = b.on_event(move |e| s(e));
-                }
                 let client = {
                     let _guard = rt.enter();
-                    b.build().map_err(|e| e.to_string())?
+                    baton_tokio::Client::new(policy).map_err(|e| e.to_string())?
                 };
                 Inner::Tokio { client, rt }
             }
             RuntimeKind::Blocking => {
-                let config = baton_blocking::Client::builder().policy(policy);
-                let b = match sink {
-                    Some(s) => config.on_event(move |e| s(e)),
-                    None => config,
-                };
-                Inner::Blocking(b.build().map_err(|e| e.to_string())?)
+                Inner::Blocking(baton_blocking::Client::new(policy).map_err(|e| e.to_string())?)
             }
             RuntimeKind::AsyncStd => {
-                let mut b = baton_async_std::Client::builder().policy(|_| policy);
-                if let Some(s) = sink {
-                    b = b.on_event(move |e| s(e));
-                }
-                Inner::AsyncStd(b.build().map_err(|e| e.to_string())?)
+                Inner::AsyncStd(baton_async_std::Client::new(policy).map_err(|e| e.to_string())?)
             }
         };
         Ok(Runner { inner })

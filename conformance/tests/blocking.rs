@@ -12,9 +12,8 @@ fn run(sc: &Scenario) -> Result<Vec<Observed>, String> {
     let config = ureq::Agent::config_builder()
         .timeout_recv_body(Some(BODY_TIMEOUT))
         .build();
-    let client = baton_blocking::Client::builder()
+    let client = baton_blocking::Client::builder(sc.policy()?)
         .config(config)
-        .policy(sc.policy()?)
         .build()
         .map_err(|e| format!("build: {e}"))?;
     let mut out = Vec::new();

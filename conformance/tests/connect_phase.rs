@@ -88,10 +88,7 @@ fn blocking_connect_that_never_completes_is_undelivered() {
     let hung = HungConnect::start();
     let backup = Provider::start(Behaviour::ok());
     for (case, policy, deadline) in policies(&hung, &backup) {
-        let client = baton_blocking::Client::builder()
-            .policy(policy)
-            .build()
-            .unwrap();
+        let client = baton_blocking::Client::builder(policy).build().unwrap();
         let mut req = client.post("/");
         if let Some(d) = deadline {
             req = req.deadline(d);

@@ -442,9 +442,8 @@ fn send_blocking(policy: PolicyBuilder, calls: &[CallPlan]) -> Vec<Sent> {
     let config = ureq::Agent::config_builder()
         .timeout_recv_body(Some(BODY_TIMEOUT))
         .build();
-    let client = match baton_blocking::Client::builder()
+    let client = match baton_blocking::Client::builder(policy)
         .config(config)
-        .policy(policy)
         .build()
     {
         Ok(c) => c,
@@ -481,8 +480,7 @@ fn fault_matrix_blocking() {
 }
 
 async fn send_async_io(policy: PolicyBuilder, calls: &[CallPlan]) -> Vec<Sent> {
-    let client = match baton_async_std::Client::builder()
-        .policy(|_| policy)
+    let client = match baton_async_std::Client::builder(policy)
         .body_timeout(BODY_TIMEOUT)
         .build()
     {

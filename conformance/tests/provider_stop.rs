@@ -153,8 +153,7 @@ fn tokio_keeps_not_sent_provable_when_a_provider_stops() {
 #[test]
 fn blocking_keeps_not_sent_provable_when_a_provider_stops() {
     let (a, b) = providers();
-    let client = baton_blocking::Client::builder()
-        .policy(policy(&a, &b))
+    let client = baton_blocking::Client::builder(policy(&a, &b))
         .build()
         .unwrap();
     drive("blocking", &a, &b, |key| {

@@ -32,8 +32,7 @@ fn get(adapter: &str, policy: PolicyBuilder) -> Result<u16, String> {
             })
         }
         "blocking" => {
-            let client = baton_blocking::Client::builder()
-                .policy(policy)
+            let client = baton_blocking::Client::builder(policy)
                 .build()
                 .map_err(|e| e.to_string())?;
             client

@@ -150,8 +150,7 @@ fn blocking_never_shows_url_secrets() {
         let (_p, url) = target(fault);
         let texts: Texts = Arc::default();
         let sink = texts.clone();
-        let client = baton_blocking::Client::builder()
-            .policy(policy(&url))
+        let client = baton_blocking::Client::builder(policy(&url))
             .on_event(move |e| push(&sink, format!("{e:?}")))
             .build()
             .unwrap();

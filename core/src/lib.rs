@@ -59,6 +59,7 @@ mod event;
 pub mod fuzzing;
 mod health;
 mod id;
+mod kit;
 mod limit;
 mod limits;
 mod permission;

@@ -1272,6 +1272,19 @@ impl PolicyBuilder {
         self
     }
 
+    /// Adds an event sink after the one already set (both get every event, the earlier
+    /// first): how an adapter's client-level callback joins a policy's own sink.
+    pub fn add_event_sink(mut self, sink: EventSink) -> Self {
+        self.events = Some(match self.events.take() {
+            None => sink,
+            Some(first) => Arc::new(move |e: &Event<'_>| {
+                first(e);
+                sink(e);
+            }),
+        });
+        self
+    }
+
     /// The event sink, as a shared function.
     pub fn event_sink(mut self, sink: Option<EventSink>) -> Self {
         self.events = sink;

@@ -15,8 +15,7 @@ where
     F: Future<Output = ()>,
 {
     let policy = sc.policy()?;
-    let client = baton_async_std::Client::builder()
-        .policy(|_| policy)
+    let client = baton_async_std::Client::builder(policy)
         .body_timeout(BODY_TIMEOUT)
         .build()
         .map_err(|e| format!("build: {e}"))?;
