@@ -4,9 +4,7 @@
 //! remembered and the call ends as *rejected locally* (no attempt sent, an error carrying
 //! the report and request id), exactly as the engine's rules say.
 
-use std::sync::Arc;
-
-use baton_core::{BodyKind, CallOptions, Event};
+use baton_core::{BodyKind, CallOptions};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Uri};
 
@@ -180,13 +178,7 @@ impl RequestBuilder {
         }
         // The client's sink (when the policy was built elsewhere it travels with each
         // call), then the call's own: a per-call sink never hides a call from the client's.
-        options.events = match (client.inner.events.clone(), options.events.take()) {
-            (Some(client_sink), Some(own)) => Some(Arc::new(move |e: &Event<'_>| {
-                client_sink(e);
-                own(e);
-            })),
-            (client_sink, own) => client_sink.or(own),
-        };
+        options.events = baton_core::join_sinks(client.inner.events.clone(), options.events.take());
         let body_kind: BodyKind = body.kind();
         let prepared = Prepared {
             not_buffered,

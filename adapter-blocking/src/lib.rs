@@ -332,6 +332,8 @@ type AgentFactory = Box<dyn FnOnce(Config) -> Agent>;
 #[must_use]
 pub struct ClientBuilder {
     policy: PolicyBuilder,
+    /// A policy built elsewhere ([`ClientBuilder::from_policy`]), used instead.
+    built: Option<Policy>,
     config: Option<Config>,
     parts: Option<AgentFactory>,
     sink: Option<EventSink>,
@@ -344,11 +346,22 @@ impl ClientBuilder {
     pub fn new(policy: PolicyBuilder) -> Self {
         ClientBuilder {
             policy,
+            built: None,
             config: None,
             parts: None,
             sink: None,
             #[cfg(feature = "tracing")]
-            tracing: false,
+            tracing: true,
+        }
+    }
+
+    /// A builder for an already built policy: without a seed in it, OS randomness is used
+    /// (a seed set is kept); an event callback set here gets every event after the
+    /// policy's own sink.
+    pub fn from_policy(policy: Policy) -> Self {
+        ClientBuilder {
+            built: Some(policy),
+            ..ClientBuilder::new(Policy::builder())
         }
     }
 }
@@ -403,7 +416,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Forwards every event to `tracing` (target `baton`, debug level; default off).
+    /// Forwards every event to `tracing` (target `baton`, debug level; default on, as on
+    /// every adapter).
     #[cfg(feature = "tracing")]
     pub fn tracing(mut self, on: bool) -> Self {
         self.tracing = on;
@@ -412,10 +426,10 @@ impl ClientBuilder {
 
     /// Validates everything and builds the client.
     pub fn build(self) -> Result<Client, BuildError> {
-        let mut hedge = false;
-        let mut policy = self.policy.configure(|s| {
-            hedge = s.hedge.is_some();
-        });
+        let hedge = match &self.built {
+            Some(p) => p.settings().hedge.is_some(),
+            None => self.policy.settings_ref().hedge.is_some(),
+        };
         if hedge {
             return Err(BuildError::HedgingUnsupported);
         }
@@ -430,10 +444,16 @@ impl ClientBuilder {
         };
         #[cfg(not(feature = "tracing"))]
         let sink = self.sink;
-        if let Some(sink) = sink {
-            policy = policy.add_event_sink(sink);
-        }
-        let policy = policy.build()?;
+        let policy = match self.built {
+            Some(p) => {
+                let joined = baton_core::join_sinks(p.event_sink().cloned(), sink);
+                p.with_event_sink(joined)
+            }
+            None => match sink {
+                Some(sink) => self.policy.add_event_sink(sink).build()?,
+                None => self.policy.build()?,
+            },
+        };
         // Proxies from the environment, decided by core the same way on every adapter
         // (SPEC 3); ureq's own proxy setting is replaced per request.
         let proxies = if policy.settings().env_proxies {
@@ -522,6 +542,32 @@ mod tests {
         let (c, d) = (client(Some(42)), client(Some(42)));
         assert_eq!(c.policy().settings().seed, Some(42));
         assert_eq!(first_request_id(&c), first_request_id(&d));
+    }
+
+    #[test]
+    fn a_prebuilt_policy_keeps_its_sink_and_the_client_callback_joins_it() {
+        use std::sync::Mutex;
+        let seen: Arc<Mutex<Vec<&str>>> = Arc::default();
+        let (a, b) = (seen.clone(), seen.clone());
+        let policy = Policy::builder()
+            .endpoint(Endpoint::new("a", "http://127.0.0.1:1/"))
+            .on_event(move |e| {
+                if matches!(e.kind, EventKind::Result { .. }) {
+                    a.lock().unwrap().push("policy");
+                }
+            })
+            .build()
+            .unwrap();
+        let client = ClientBuilder::from_policy(policy)
+            .on_event(move |e| {
+                if matches!(e.kind, EventKind::Result { .. }) {
+                    b.lock().unwrap().push("client");
+                }
+            })
+            .build()
+            .unwrap();
+        let _ = client.get("/").call();
+        assert_eq!(*seen.lock().unwrap(), ["policy", "client"]);
     }
 
     #[test]

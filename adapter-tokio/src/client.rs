@@ -169,10 +169,8 @@ impl ClientBuilder {
     ) -> Result<Shared, BuildError> {
         // The client's callback (and tracing) is combined with a sink the user set on the
         // policy itself: both see every event, the policy's first.
-        let effective = |user: Option<&EventSink>| match (user.cloned(), sink.clone()) {
-            (Some(user), Some(client)) => Some(driver::combine(user, client)),
-            (user, client) => user.or(client),
-        };
+        let effective =
+            |user: Option<&EventSink>| baton_core::join_sinks(user.cloned(), sink.clone());
         let policy = match policy {
             PolicySource::Builder(b) => {
                 let events = effective(b.event_sink_ref());

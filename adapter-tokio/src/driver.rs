@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
     Action, Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, Done, EndpointId, Engine,
-    Event, EventSink, Input, Outcome, Redirects, Report, RequestInfo, TimeoutPhase,
+    Input, Outcome, Redirects, Report, RequestInfo, TimeoutPhase,
 };
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
@@ -195,13 +195,6 @@ struct InFlight<'a> {
 enum BuildFail {
     Replay,
     Rejected(BoxError),
-}
-
-pub(crate) fn combine(a: EventSink, b: EventSink) -> EventSink {
-    Arc::new(move |e: &Event<'_>| {
-        a(e);
-        b(e);
-    })
 }
 
 /// Drives one call to its end.

@@ -105,9 +105,9 @@ pub use permission::{is_safe_method, Permission, PermissionOverride, PermissionS
 #[cfg(feature = "serde")]
 pub use policy::serde_duration;
 pub use policy::{
-    Breaker, BreakerRule, Budget, ClassifyFn, ConfigError, EligibleFn, Endpoint, EventSink, Hedge,
-    PermissionFn, Policy, PolicyBuilder, ProbeRequest, RequestInfo, ResponseView, Settings,
-    Unavailable, UrlMode, Verdict, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION,
+    join_sinks, Breaker, BreakerRule, Budget, ClassifyFn, ConfigError, EligibleFn, Endpoint,
+    EventSink, Hedge, PermissionFn, Policy, PolicyBuilder, ProbeRequest, RequestInfo, ResponseView,
+    Settings, Unavailable, UrlMode, Verdict, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION,
     MAX_ENDPOINTS, MAX_REDIRECTS, MAX_WEIGHT,
 };
 pub use probe::{Probe, ProbeRefused, ProbeResult};

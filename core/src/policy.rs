@@ -756,6 +756,38 @@ pub struct Settings {
     pub probe: ProbeRequest,
 }
 
+/// One sink that delivers every event to `first`, then to `then` (either may be absent):
+/// the one meaning of several sinks on every adapter (the policy's, the client's, the
+/// call's).
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use baton_core::{join_sinks, EventSink};
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let (a, b) = (seen.clone(), seen.clone());
+/// let first: EventSink = Arc::new(move |_| a.lock().unwrap().push("first"));
+/// let then: EventSink = Arc::new(move |_| b.lock().unwrap().push("then"));
+/// assert!(join_sinks(None, None).is_none());
+/// let both = join_sinks(Some(first), Some(then)).unwrap();
+/// let event = baton_core::Event {
+///     request_id: "r",
+///     idempotency_key: None,
+///     at: std::time::Instant::now(),
+///     kind: baton_core::EventKind::NotReplayable,
+/// };
+/// both(&event);
+/// assert_eq!(*seen.lock().unwrap(), ["first", "then"]);
+/// ```
+pub fn join_sinks(first: Option<EventSink>, then: Option<EventSink>) -> Option<EventSink> {
+    match (first, then) {
+        (Some(first), Some(then)) => Some(Arc::new(move |e: &Event<'_>| {
+            first(e);
+            then(e);
+        })),
+        (first, then) => first.or(then),
+    }
+}
+
 /// The health request a probe sends to an endpoint
 /// ([`Engine::probe`](crate::Engine::probe)).
 ///
@@ -1275,13 +1307,7 @@ impl PolicyBuilder {
     /// Adds an event sink after the one already set (both get every event, the earlier
     /// first): how an adapter's client-level callback joins a policy's own sink.
     pub fn add_event_sink(mut self, sink: EventSink) -> Self {
-        self.events = Some(match self.events.take() {
-            None => sink,
-            Some(first) => Arc::new(move |e: &Event<'_>| {
-                first(e);
-                sink(e);
-            }),
-        });
+        self.events = join_sinks(self.events.take(), Some(sink));
         self
     }
 
