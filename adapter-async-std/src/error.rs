@@ -6,7 +6,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 
-use baton_core::{ConfigError, ErrorKind, Report, RequestId};
+use baton_core::{ConfigError, ErrorKind, Report};
 
 use crate::classify::TransportError;
 use crate::response::Response;
@@ -17,7 +17,7 @@ use crate::response::Response;
 /// # async fn demo(client: baton_async_std::Client) {
 /// use baton_async_std::Error;
 /// match client.post("/v1/charges").idempotency_key("charge-42").send().await {
-///     Ok(resp) => println!("{} from {}", resp.status(), resp.endpoint_id()),
+///     Ok(resp) => println!("{} from {}", resp.status(), resp.endpoint()),
 ///     Err(Error::Call(e)) => {
 ///         // Every attempt, the stop reason, and whether the work may have been done.
 ///         eprintln!("{e}; may have executed: {}", e.report().may_have_executed);
@@ -40,15 +40,30 @@ pub enum Error {
 }
 
 impl Error {
-    /// The call's report (for call errors).
-    pub fn report(&self) -> Option<&Report> {
+    /// The call's report (every error has one: a body or decode error's is the report of
+    /// the call that answered).
+    pub fn report(&self) -> &Report {
         match self {
-            Error::Call(e) => Some(e.report()),
-            _ => None,
+            Error::Call(e) => e.report(),
+            Error::Body(b) => &b.report,
+            #[cfg(feature = "json")]
+            Error::Decode(d) => &d.report,
         }
     }
 
-    /// The engine's error kind (for call errors).
+    /// The endpoint the error names: the one that sent the response whose body failed,
+    /// or, for a failed call, the one of its retained response or of its last attempt.
+    pub fn endpoint(&self) -> Option<&str> {
+        match self {
+            Error::Call(e) => e.report().result_endpoint(),
+            Error::Body(b) => Some(&b.endpoint),
+            #[cfg(feature = "json")]
+            Error::Decode(d) => Some(&d.endpoint),
+        }
+    }
+
+    /// The engine's error kind (`None`: the call answered, and reading or decoding the
+    /// body failed).
     pub fn kind(&self) -> Option<&ErrorKind> {
         match self {
             Error::Call(e) => Some(e.kind()),
@@ -56,23 +71,14 @@ impl Error {
         }
     }
 
-    /// Whether the work may have been done somewhere: the call's `may_have_executed` for a
-    /// call error; always true for a body or decode error (a response arrived).
+    /// Whether the work may have been done somewhere: the call's `may_have_executed`.
     pub fn may_have_executed(&self) -> bool {
-        match self {
-            Error::Call(e) => e.report().may_have_executed,
-            _ => true,
-        }
+        self.report().may_have_executed
     }
 
     /// The call's request id (every error has one, even a call that never got a response).
     pub fn request_id(&self) -> &str {
-        match self {
-            Error::Call(e) => e.report().request_id.as_str(),
-            Error::Body(b) => b.request_id.as_str(),
-            #[cfg(feature = "json")]
-            Error::Decode(d) => d.request_id.as_str(),
-        }
+        self.report().request_id.as_str()
     }
 
     /// The retained response a failed call carries (SPEC 2.10), if any.
@@ -229,7 +235,7 @@ impl StdError for CallError {
 pub struct BodyError {
     pub(crate) endpoint: Arc<str>,
     pub(crate) attempt: u32,
-    pub(crate) request_id: RequestId,
+    pub(crate) report: Box<Report>,
     pub(crate) timed_out: bool,
     pub(crate) source: Option<hyper::Error>,
 }
@@ -246,8 +252,13 @@ impl BodyError {
     }
 
     /// The call's request id.
-    pub fn request_id(&self) -> &RequestId {
-        &self.request_id
+    pub fn request_id(&self) -> &str {
+        self.report.request_id.as_str()
+    }
+
+    /// The report of the call whose response this body belongs to.
+    pub fn report(&self) -> &Report {
+        &self.report
     }
 
     /// Whether the body timeout fired.
@@ -263,7 +274,7 @@ impl fmt::Display for BodyError {
             "reading the response body from endpoint {:?} (attempt {}, request id {}) {}",
             self.endpoint,
             self.attempt,
-            self.request_id,
+            self.report.request_id,
             if self.timed_out {
                 "timed out"
             } else {
@@ -303,7 +314,7 @@ impl StdError for BodyError {
 #[derive(Debug)]
 pub struct DecodeError {
     pub(crate) endpoint: Arc<str>,
-    pub(crate) request_id: RequestId,
+    pub(crate) report: Box<Report>,
     pub(crate) source: serde_json::Error,
 }
 

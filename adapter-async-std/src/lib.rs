@@ -21,7 +21,7 @@
 //! async_std::task::block_on(async {
 //!     let resp = client.post("/").body(r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}"#)
 //!         .send().await?;
-//!     println!("{} from {}", resp.status(), resp.endpoint_id());
+//!     println!("{} from {}", resp.status(), resp.endpoint());
 //!     Ok::<_, baton_async_std::Error>(())
 //! })?;
 //! # Ok(()) }

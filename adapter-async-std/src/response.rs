@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use baton_core::{Report, RequestId};
+use baton_core::Report;
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, StatusCode, Version};
 use http_body::Body as _;
@@ -30,7 +30,7 @@ use crate::pool::Lease;
 /// # async fn demo(client: baton_async_std::Client) -> Result<(), baton_async_std::Error> {
 /// let resp = client.get("/health").send().await?;
 /// assert!(resp.status().is_success());
-/// println!("answered by {} after {} attempt(s)", resp.endpoint_id(), resp.report().attempts.len());
+/// println!("answered by {} after {} attempt(s)", resp.endpoint(), resp.report().attempts.len());
 /// let text = resp.text().await?;
 /// # let _ = text; Ok(()) }
 /// ```
@@ -89,7 +89,7 @@ impl Response {
     }
 
     /// The id of the endpoint that answered.
-    pub fn endpoint_id(&self) -> &str {
+    pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
 
@@ -104,15 +104,20 @@ impl Response {
     }
 
     /// The call's request id.
-    pub fn request_id(&self) -> &RequestId {
-        &self.report.request_id
+    pub fn request_id(&self) -> &str {
+        self.report.request_id.as_str()
+    }
+
+    /// Whether any attempt may have done the work (SPEC 2.10).
+    pub fn may_have_executed(&self) -> bool {
+        self.report.may_have_executed
     }
 
     fn body_error(&self, timed_out: bool, source: Option<hyper::Error>) -> Error {
         Error::Body(Box::new(BodyError {
             endpoint: self.endpoint.clone(),
             attempt: self.attempt,
-            request_id: self.report.request_id.clone(),
+            report: self.report.clone(),
             timed_out,
             source,
         }))
@@ -199,6 +204,11 @@ impl Response {
 
     /// The whole body. The body timeout, when set, bounds the whole read.
     pub async fn bytes(mut self) -> Result<Bytes, Error> {
+        self.collect().await
+    }
+
+    /// Reads the whole body, within the body timeout.
+    async fn collect(&mut self) -> Result<Bytes, Error> {
         match self.read_by() {
             None => self.read_all().await,
             Some(at) => match timeout_at(at, self.read_all()).await {
@@ -216,14 +226,12 @@ impl Response {
 
     /// The whole body, parsed as JSON.
     #[cfg(feature = "json")]
-    pub async fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, Error> {
-        let endpoint = self.endpoint.clone();
-        let request_id = self.report.request_id.clone();
-        let b = self.bytes().await?;
+    pub async fn json<T: serde::de::DeserializeOwned>(mut self) -> Result<T, Error> {
+        let b = self.collect().await?;
         serde_json::from_slice(&b).map_err(|source| {
             Error::Decode(Box::new(crate::error::DecodeError {
-                endpoint,
-                request_id,
+                endpoint: self.endpoint,
+                report: self.report,
                 source,
             }))
         })

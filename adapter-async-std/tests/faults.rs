@@ -105,7 +105,7 @@ on_both_runtimes! {
         let c = client(&[p.url()]);
         let resp = c.get("/x").send().await.unwrap();
         assert_eq!(resp.status(), 200);
-        assert_eq!(resp.endpoint_id(), "a");
+        assert_eq!(resp.endpoint(), "a");
         assert_eq!(resp.report().attempts.len(), 1);
         assert_eq!(resp.report().stop_reason, StopReason::Answered);
         let id = resp.request_id().to_string();
@@ -129,7 +129,7 @@ on_both_runtimes! {
         let b = Provider::start(Behaviour::ok());
         let c = client(&[testkit::refused_url(), b.url()]);
         let resp = c.post("/").body("{}").send().await.unwrap();
-        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(resp.endpoint(), "b");
         let r = results(resp.report());
         assert_eq!(r[0], ("a".into(), AttemptResult::Failed(FailureClass::Undelivered)));
         assert_eq!(b.request_count(), 1);
@@ -139,7 +139,7 @@ on_both_runtimes! {
         let b = Provider::start(Behaviour::ok());
         let c = client(&[testkit::unresolvable_url(), b.url()]);
         let resp = c.post("/").body("{}").send().await.unwrap();
-        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(resp.endpoint(), "b");
         assert_eq!(
             resp.report().attempts[0].result,
             AttemptResult::Failed(FailureClass::Undelivered)
@@ -166,7 +166,7 @@ on_both_runtimes! {
         let b = Provider::start(Behaviour::ok());
         let c = client(&[a.url(), b.url()]);
         let resp = c.get("/").send().await.unwrap();
-        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(resp.endpoint(), "b");
         assert_eq!(
             resp.report().attempts[0].result,
             AttemptResult::Failed(FailureClass::Ambiguous)
@@ -184,7 +184,7 @@ on_both_runtimes! {
             .build()
             .unwrap();
         let resp = c.post("/").body("{}").idempotency_key("charge-42").send().await.unwrap();
-        assert_eq!(resp.endpoint_id(), "a");
+        assert_eq!(resp.endpoint(), "a");
         assert_eq!(resp.report().attempts.len(), 2);
         assert_eq!(a.count_with_header("idempotency-key", "charge-42"), 2);
         let ids: Vec<_> = a.requests().iter().map(|r| r.header("x-request-id").unwrap().to_string()).collect();
@@ -198,7 +198,7 @@ on_both_runtimes! {
         let c = client(&[a.url(), b.url()]);
         let t0 = Instant::now();
         let resp = c.get("/").attempt_timeout(Duration::from_millis(300)).send().await.unwrap();
-        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(resp.endpoint(), "b");
         assert_eq!(
             resp.report().attempts[0].result,
             AttemptResult::TimedOut(TimeoutPhase::Response)
@@ -289,7 +289,7 @@ on_both_runtimes! {
         let https = a.url().replace("http://", "https://");
         let c = client(&[https, b.url()]);
         let resp = c.post("/").body("{}").send().await.unwrap();
-        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(resp.endpoint(), "b");
         assert_eq!(
             resp.report().attempts[0].result,
             AttemptResult::Failed(FailureClass::Undelivered)
@@ -314,7 +314,7 @@ on_both_runtimes! {
             Ok(Bytes::from_static(b"1}")),
         ]);
         let resp = c.post("/").body(Body::stream(chunks)).buffer_body(1024).send().await.unwrap();
-        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(resp.endpoint(), "b");
         assert_eq!(b.requests()[0].body_text(), "{\"a\":1}");
     }
 
@@ -371,7 +371,7 @@ on_both_runtimes! {
             .build()
             .unwrap();
         let resp = c.get("/").header("authorization", "caller").send().await.unwrap();
-        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(resp.endpoint(), "b");
         assert_eq!(a.count_with_header("authorization", "Bearer A"), 1);
         assert_eq!(b.count_with_header("authorization", "Bearer B"), 1);
         assert_eq!(b.count_with_header("authorization", "Bearer A"), 0);
@@ -399,7 +399,7 @@ on_both_runtimes! {
             .unwrap();
         let t0 = Instant::now();
         let resp = c.get("/").send().await.unwrap();
-        assert_eq!(resp.endpoint_id(), "b");
+        assert_eq!(resp.endpoint(), "b");
         assert!(t0.elapsed() < Duration::from_millis(1500), "{:?}", t0.elapsed());
         let r = results(resp.report());
         assert_eq!(r.len(), 2);
@@ -451,7 +451,7 @@ on_both_runtimes! {
         // The slot is free again: the next call probes a at once (and a answers now).
         a.set_behaviour(Behaviour::ok());
         let resp = c.get("/").send().await.unwrap();
-        assert_eq!(resp.endpoint_id(), "a");
+        assert_eq!(resp.endpoint(), "a");
         assert_eq!(c.state("a"), Some(BreakerState::Closed));
     }
 
@@ -537,9 +537,9 @@ on_both_runtimes! {
         let a = Provider::start(Behaviour::ok());
         let policy = baton_core::Policy::builder().endpoint(Endpoint::new("only", a.url())).build().unwrap();
         let c = Client::with_policy(policy).unwrap();
-        assert_eq!(c.get("/").send().await.unwrap().endpoint_id(), "only");
+        assert_eq!(c.get("/").send().await.unwrap().endpoint(), "only");
         let c = Client::new(baton_core::Policy::builder().endpoint(Endpoint::new("x", a.url()))).unwrap();
-        assert_eq!(c.get(String::from("/")).send().await.unwrap().endpoint_id(), "x");
+        assert_eq!(c.get(String::from("/")).send().await.unwrap().endpoint(), "x");
     }
 
     async fn an_over_limit_stream_is_sent_once_with_an_event() {
@@ -573,10 +573,10 @@ on_both_runtimes! {
         let e = c.post("/").body("{}").send().await.unwrap_err();
         assert_eq!(e.kind(), Some(&ErrorKind::Failover));
         assert!(e.may_have_executed());
-        assert_eq!(e.request_id(), e.report().unwrap().request_id.as_str());
+        assert_eq!(e.request_id(), e.report().request_id.as_str());
         assert_eq!(e.retained_response().map(|r| r.status().as_u16()), Some(429));
         let resp = e.into_retained_response().unwrap();
-        assert_eq!(resp.endpoint_id(), "a");
+        assert_eq!(resp.endpoint(), "a");
         assert_eq!(resp.text().await.unwrap(), "slow down");
         assert_eq!((a.request_count(), b.request_count()), (1, 1));
     }

@@ -67,7 +67,7 @@ impl From<ConfigError> for BuildError {
 /// use baton_blocking::{Client, Endpoint, ErrorKind, Policy};
 /// let client = Client::new(Policy::builder().endpoint(Endpoint::new("a", "http://127.0.0.1:1/")))?;
 /// let err = client.post("/charge").send("{}").unwrap_err();
-/// assert_eq!(*err.kind(), ErrorKind::Failover);
+/// assert_eq!(err.kind(), Some(&ErrorKind::Failover));
 /// assert!(!err.report().may_have_executed); // refused: nothing was sent
 /// println!("{err}");
 /// # Ok::<_, Box<dyn std::error::Error>>(())
@@ -93,15 +93,33 @@ impl Error {
         }))
     }
 
-    /// Which error (SPEC 2.10).
-    pub fn kind(&self) -> &ErrorKind {
-        &self.0.inner.kind
+    /// Which error (SPEC 2.10). Always `Some` here (a body that fails later is an
+    /// `io::Error` of the read, carrying a [`BodyError`](crate::BodyError)); `Option` as on
+    /// every adapter, whose errors also cover body reads.
+    pub fn kind(&self) -> Option<&ErrorKind> {
+        Some(&self.0.inner.kind)
     }
 
     /// Everything known about the call: attempts, request id, stop reason,
     /// `may_have_executed`.
     pub fn report(&self) -> &Report {
         &self.0.inner.report
+    }
+
+    /// The endpoint the error names: the one of the retained response, else of the last
+    /// attempt (`None`: nothing was attempted).
+    pub fn endpoint(&self) -> Option<&str> {
+        self.report().result_endpoint()
+    }
+
+    /// The call's request id.
+    pub fn request_id(&self) -> &str {
+        self.report().request_id.as_str()
+    }
+
+    /// Whether any attempt may have done the work (SPEC 2.10).
+    pub fn may_have_executed(&self) -> bool {
+        self.report().may_have_executed
     }
 
     /// The engine's error.

@@ -25,7 +25,7 @@ use ureq::Body;
 /// let e = BodyError::new("backup", 2, id,
 ///     io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"));
 /// assert!(e.to_string().contains("\"backup\""));
-/// assert_eq!(e.endpoint_id(), "backup");
+/// assert_eq!(e.endpoint(), "backup");
 /// ```
 #[derive(Debug)]
 pub struct BodyError {
@@ -52,7 +52,7 @@ impl BodyError {
     }
 
     /// The endpoint whose response body failed.
-    pub fn endpoint_id(&self) -> &str {
+    pub fn endpoint(&self) -> &str {
         &self.endpoint_id
     }
 
@@ -151,8 +151,23 @@ pub(crate) struct CallReport(pub(crate) Report);
 /// ```
 pub trait ResponseExt {
     /// The report of the call that returned this response (`None` for a response that
-    /// did not come from a baton client).
+    /// did not come from a baton client: `http::Response` is not baton's own type).
     fn report(&self) -> Option<&Report>;
+
+    /// The id of the endpoint that answered.
+    fn endpoint(&self) -> Option<&str> {
+        self.report().and_then(Report::result_endpoint)
+    }
+
+    /// The call's request id.
+    fn request_id(&self) -> Option<&str> {
+        self.report().map(|r| r.request_id.as_str())
+    }
+
+    /// Whether any attempt may have done the work (SPEC 2.10).
+    fn may_have_executed(&self) -> Option<bool> {
+        self.report().map(|r| r.may_have_executed)
+    }
 }
 
 impl<B> ResponseExt for Response<B> {

@@ -213,6 +213,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// The endpoint the error names: the one that sent the response whose body failed,
+    /// or, for a failed call, the one of its retained response or of its last attempt
+    /// (`None`: nothing was attempted).
+    pub fn endpoint(&self) -> Option<&str> {
+        match self {
+            Error::Call { error, .. } => error.report.result_endpoint(),
+            Error::Body { endpoint, .. } => Some(endpoint),
+        }
+    }
+
     /// The engine's error kind, for a failed call.
     pub fn kind(&self) -> Option<&ErrorKind> {
         match self {

@@ -198,7 +198,7 @@ async fn run_tokio(
             CallResult::response(report, head, body)
         }
         Err(e) => match e.kind() {
-            Some(kind) => CallResult::error(&kind.clone(), e.report().clone(), error_chain(&e)),
+            Some(kind) => CallResult::error(kind, e.report().clone(), error_chain(&e)),
             None => CallResult::invalid(error_chain(&e)),
         },
     }
@@ -245,7 +245,10 @@ fn run_blocking(
             };
             CallResult::response(report, head, body)
         }
-        Err(e) => CallResult::error(e.kind(), e.report().clone(), error_chain(&e)),
+        Err(e) => match e.kind() {
+            Some(kind) => CallResult::error(kind, e.report().clone(), error_chain(&e)),
+            None => CallResult::invalid(error_chain(&e)),
+        },
     }
 }
 
@@ -266,7 +269,7 @@ async fn run_async_std(
         Ok(mut resp) => {
             let head = ResponseHead {
                 status: resp.status().as_u16(),
-                endpoint: resp.endpoint_id().to_string(),
+                endpoint: resp.endpoint().to_string(),
                 headers: header_list(resp.headers()),
             };
             let report = resp.report().clone();
@@ -279,11 +282,9 @@ async fn run_async_std(
             };
             CallResult::response(report, head, body)
         }
-        Err(e) => match (e.kind(), e.report()) {
-            (Some(kind), Some(report)) => {
-                CallResult::error(&kind.clone(), report.clone(), error_chain(&e))
-            }
-            _ => CallResult::invalid(error_chain(&e)),
+        Err(e) => match e.kind() {
+            Some(kind) => CallResult::error(kind, e.report().clone(), error_chain(&e)),
+            None => CallResult::invalid(error_chain(&e)),
         },
     }
 }

@@ -504,11 +504,7 @@ async fn send_async_io(policy: PolicyBuilder, calls: &[CallPlan]) -> Vec<Sent> {
                 let _ = resp.bytes().await;
                 Ok((report, took))
             }
-            Err(e) => e
-                .report()
-                .cloned()
-                .map(|r| (r, took))
-                .ok_or_else(|| format!("error without a report: {e}")),
+            Err(e) => Ok((e.report().clone(), took)),
         });
     }
     out

@@ -175,7 +175,7 @@ fn async_std_keeps_not_sent_provable_when_a_provider_stops() {
         async_std::task::block_on(async {
             match client.post("/").idempotency_key(key).body("x").send().await {
                 Ok(r) => (false, r.report().clone()),
-                Err(e) => (true, e.report().cloned().unwrap()),
+                Err(e) => (true, e.report().clone()),
             }
         })
     });

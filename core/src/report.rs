@@ -435,6 +435,18 @@ impl Report {
             .map(|a| &*a.endpoint_id)
     }
 
+    /// The endpoint a result names: the one whose response the call returns or retains,
+    /// else the one of the last attempt (`None`: no attempt was made). Every adapter's
+    /// `endpoint()` on a response or an error.
+    pub fn result_endpoint(&self) -> Option<&str> {
+        let attempt = self.outcome.kept_attempt();
+        let record = match attempt {
+            Some(n) => self.attempts.iter().find(|a| a.number == n),
+            None => self.attempts.last(),
+        };
+        record.map(|a| &*a.endpoint_id)
+    }
+
     /// The URL the returned response came from, when its attempt followed redirects
     /// (`None`: the endpoint's own URL). Show it with [`Origin`](crate::Origin): its path
     /// and query may hold secrets.

@@ -45,12 +45,7 @@ where
                 let body = resp.bytes().await;
                 sc.observe(&mark, &report, Some(body.is_err()))
             }
-            Err(e) => {
-                let report = e
-                    .report()
-                    .ok_or_else(|| format!("error without a report: {e}"))?;
-                sc.observe(&mark, report, None)
-            }
+            Err(e) => sc.observe(&mark, e.report(), None),
         };
         out.push(o);
     }
