@@ -92,9 +92,10 @@
 //!   is a replay failure.
 //! - **Invalid requests** (a bad header, URL or body) fail the call before any send as an
 //!   invalid call that carries a report, like every other call error.
-//! - **Events** go to [`ClientBuilder::on_event`] (or the policy's sink, or a per-call
-//!   sink), synchronously on the calling thread; with the `tracing` feature,
-//!   `ClientBuilder::trace_events` (feature `tracing`) forwards them to `tracing` at debug level.
+//! - **Events** go to the policy's sink, then to [`ClientBuilder::on_event`], then to a
+//!   per-call sink, synchronously on the calling thread; with the `tracing` feature,
+//!   `ClientBuilder::tracing` (on by default) also forwards them to `tracing` at debug
+//!   level.
 //!
 //! ## Cost on the healthy path
 //! `benches/blocking_throughput.rs` compares calls per second through a `Client` with the
