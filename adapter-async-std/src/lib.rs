@@ -135,6 +135,9 @@
 //!   `tracing` (feature `tracing`): event forwarding.
 
 #![forbid(unsafe_code)]
+// docs.rs (and CI, with nightly) builds with `--cfg docsrs`: every feature-gated item then
+// says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 mod attempt;
@@ -404,8 +407,8 @@ impl ClientBuilder {
     }
 
     /// Whether every event is also forwarded to `tracing` (see [`tracing_sink`]), besides
-    /// the [`on_event`](Self::on_event) callback (default: on, with the `tracing`
-    /// feature). When on, it replaces a sink set through [`policy`](Self::policy).
+    /// the policy's sink and the [`on_event`](Self::on_event) callback (default: on, with
+    /// the `tracing` feature).
     #[cfg(feature = "tracing")]
     pub fn tracing(mut self, on: bool) -> Self {
         self.tracing = on;

@@ -121,6 +121,9 @@
 //! through as sent. `gzip` turns on ureq's asking and decoding for this adapter only.
 
 #![forbid(unsafe_code)]
+// docs.rs (and CI, with nightly) builds with `--cfg docsrs`: every feature-gated item then
+// says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 mod classify;

@@ -127,6 +127,9 @@
 //!   (`middleware`: the trait is declared with `async-trait`), `tracing` (`tracing`).
 
 #![forbid(unsafe_code)]
+// docs.rs (and CI, with nightly) builds with `--cfg docsrs`: every feature-gated item then
+// says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 mod body;

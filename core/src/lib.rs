@@ -46,6 +46,9 @@
 //! tree); the `proptest` feature needs 1.88 (proptest 1.12).
 
 #![forbid(unsafe_code)]
+// docs.rs (and CI, with nightly) builds with `--cfg docsrs`: every feature-gated item then
+// says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 mod backoff;
