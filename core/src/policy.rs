@@ -965,6 +965,9 @@ pub struct Policy {
     pub(crate) tiers: Tiers,
     /// Each endpoint's backoff, when it overrides the policy's (merged when built).
     pub(crate) backoffs: Vec<Option<Backoff>>,
+    /// Each endpoint's metric labels, made once (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    pub(crate) metric_labels: Vec<crate::telemetry::EndpointLabels>,
 }
 
 /// The endpoints' priority order, worked out once when the policy is built.
@@ -1341,6 +1344,8 @@ impl PolicyBuilder {
         }
         let group_of = check_endpoints(&self.endpoints, &s.backoff)?;
         let tiers = tiers_of(&self.endpoints);
+        #[cfg(feature = "metrics")]
+        let metric_labels = crate::telemetry::endpoint_labels(&self.endpoints);
         let backoffs = self
             .endpoints
             .iter()
@@ -1376,6 +1381,8 @@ impl PolicyBuilder {
             eligible: self.eligible,
             classify: self.classify,
             events: self.events,
+            #[cfg(feature = "metrics")]
+            metric_labels,
             group_of,
             tiers,
             backoffs,

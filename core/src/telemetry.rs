@@ -20,7 +20,9 @@
 
 use std::time::Instant;
 
-use ::metrics::{counter, gauge, histogram};
+use std::sync::Arc;
+
+use ::metrics::{counter, gauge, histogram, Label, SharedString};
 use http::Method;
 
 use crate::event::{Event, EventKind};
@@ -90,6 +92,36 @@ pub(crate) fn transition(endpoint: &str, from: BreakerState, to: BreakerState) {
     gauge!("baton.breaker.state", "baton.endpoint" => endpoint.to_string()).set(state);
 }
 
+/// An endpoint's labels, made once when the policy is built: recording an attempt then
+/// copies shared strings instead of formatting them.
+#[derive(Debug, Clone)]
+pub(crate) struct EndpointLabels {
+    id: SharedString,
+    address: SharedString,
+    port: SharedString,
+}
+
+/// The labels of every endpoint, by index.
+pub(crate) fn endpoint_labels(endpoints: &[crate::Endpoint]) -> Vec<EndpointLabels> {
+    let shared = |s: String| SharedString::from(Arc::<str>::from(s));
+    endpoints
+        .iter()
+        .map(|e| {
+            let uri = e.uri();
+            let default_port = if uri.scheme_str() == Some("http") {
+                80
+            } else {
+                443
+            };
+            EndpointLabels {
+                id: shared(e.id().to_owned()),
+                address: shared(uri.host().unwrap_or("").to_owned()),
+                port: shared(uri.port_u16().unwrap_or(default_port).to_string()),
+            }
+        })
+        .collect()
+}
+
 fn attempt_finished(
     policy: &Policy,
     method: &Method,
@@ -98,37 +130,31 @@ fn attempt_finished(
     result: AttemptResult,
     elapsed: &std::time::Duration,
 ) {
-    let uri = policy
+    let Some(l) = policy
         .endpoint_index(endpoint)
-        .map(|i| policy.endpoints[i].uri());
-    let host = uri.and_then(|u| u.host()).unwrap_or("").to_string();
-    let port = uri
-        .and_then(|u| {
-            u.port_u16().or_else(|| {
-                Some(if u.scheme_str() == Some("http") {
-                    80
-                } else {
-                    443
-                })
-            })
-        })
-        .unwrap_or(443);
-    let mut labels = vec![
-        ("http.request.method", method_label(method).to_string()),
-        ("server.address", host),
-        ("server.port", port.to_string()),
-        ("baton.endpoint", endpoint.to_string()),
-    ];
+        .and_then(|i| policy.metric_labels.get(i))
+    else {
+        return;
+    };
+    let mut labels = Vec::with_capacity(6);
+    labels.push(Label::new("http.request.method", method_label(method)));
+    labels.push(Label::new("server.address", l.address.clone()));
+    labels.push(Label::new("server.port", l.port.clone()));
+    labels.push(Label::new("baton.endpoint", l.id.clone()));
     match result {
-        AttemptResult::Response(status) => {
-            labels.push(("http.response.status_code", status.as_str().to_string()));
-        }
-        other => labels.push(("error.type", error_type(other).to_string())),
+        AttemptResult::Response(status) => labels.push(Label::new(
+            "http.response.status_code",
+            status.as_str().to_owned(),
+        )),
+        other => labels.push(Label::new("error.type", error_type(other))),
     }
     if attempt > 1 {
-        labels.push(("http.request.resend_count", (attempt - 1).to_string()));
+        labels.push(Label::new(
+            "http.request.resend_count",
+            (attempt - 1).to_string(),
+        ));
     }
-    histogram!("http.client.request.duration", &labels).record(elapsed.as_secs_f64());
+    histogram!("http.client.request.duration", labels).record(elapsed.as_secs_f64());
 }
 
 /// The OpenTelemetry method label: the method, or `_OTHER` for one it does not know.
