@@ -183,11 +183,22 @@ impl HungConnect {
             .and_then(|a| a.as_socket())
             .expect("testkit: local_addr");
         let mut held = Vec::new();
-        for _ in 0..64 {
+        let connects = |wait_ms| {
             let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("testkit: socket");
             let done = s
-                .connect_timeout(&addr.into(), std::time::Duration::from_millis(100))
+                .connect_timeout(&addr.into(), std::time::Duration::from_millis(wait_ms))
                 .is_ok();
+            (s, done)
+        };
+        for _ in 0..64 {
+            let (s, done) = connects(100);
+            held.push(s);
+            if done {
+                continue;
+            }
+            // A connect that timed out on a busy machine may only have been slow: the
+            // backlog is full when a second, longer one hangs too.
+            let (s, done) = connects(400);
             held.push(s);
             if !done {
                 return HungConnect {
