@@ -468,7 +468,8 @@ pub(crate) async fn send_probe(
     inner: &Inner,
     probe: &baton_core::Probe<'_>,
 ) -> Result<http::StatusCode, String> {
-    let endpoint = probe.endpoint();
+    let policy = inner.engine.policy();
+    let endpoint = policy.endpoint_index(probe.endpoint_id()).unwrap_or(0);
     let target = inner.targets[endpoint].clone();
     let mut h = probe.headers.clone();
     if !h.contains_key(HOST) {

@@ -474,7 +474,10 @@ impl Client {
         let mut request = reqwest::Request::new(probe.method.clone(), url);
         *request.headers_mut() = probe.headers.clone();
         *request.timeout_mut() = Some(probe.connect_timeout + probe.timeout);
-        let endpoint = probe.endpoint();
+        let endpoint = self
+            .policy()
+            .endpoint_index(probe.endpoint_id())
+            .unwrap_or(0);
         match self.inner.http.send(endpoint, request).await {
             Ok(response) => Ok(response.status()),
             Err(SendError::Reqwest(e)) => Err(baton_core::scrub_urls(&e.to_string())),

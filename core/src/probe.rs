@@ -68,11 +68,6 @@ impl Probe<'_> {
         self.engine.policy().endpoints()[self.endpoint].id()
     }
 
-    /// The probed endpoint's index in the policy (where the adapter keeps its connections).
-    pub fn endpoint(&self) -> usize {
-        self.endpoint
-    }
-
     /// Records the probe's outcome: the response status, or why there was none. A status
     /// in the probe's `expect` set is a success for the breaker, anything else a failure.
     pub fn finish(self, outcome: Result<StatusCode, String>, now: Instant) -> ProbeResult {
@@ -164,12 +159,9 @@ impl Engine {
             .policy()
             .endpoint_index(id)
             .ok_or_else(|| ProbeRefused::UnknownEndpoint(id.to_owned()))?;
-        let circuit = crate::Circuit::of_endpoint(
-            &self.health,
-            endpoint,
-            &self.ids[endpoint],
-            self.policy().events.as_ref(),
-        );
+        let circuit = self
+            .circuit(id)
+            .ok_or_else(|| ProbeRefused::UnknownEndpoint(id.to_owned()))?;
         let permit = circuit.allow(now)?;
         let policy = self.policy();
         let e = &policy.endpoints()[endpoint];
