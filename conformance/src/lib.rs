@@ -25,6 +25,8 @@
 //! base = "/v1"                  # optional: appended to the provider's URL
 //! group = "pay"                 # optional idempotency group
 //! headers = { authorization = "Bearer A" }
+//! attempt_timeout = "300ms"     # optional per-endpoint settings: connect_timeout,
+//!                               # attempt_timeout, attempts_per_endpoint, tier, weight, backoff
 //! script = [{ fault = "refuse" }]   # per request number; the last step repeats
 //!
 //! [[endpoints]]
@@ -62,8 +64,10 @@
 //! Besides the fields above, `expect` may hold `error`, `endpoint`, `elapsed_ms = [min, max]`
 //! (real paths widen it by [`real::TOLERANCE`]), `headers_seen` (`"*same*"`: equal on every
 //! request), `headers_absent`, `target_seen`, `key_executions` (requests carrying each
-//! idempotency key, over all providers) and `body_error` (reading the returned body fails:
-//! `stall`, `half_body`).
+//! idempotency key, over all providers), `body_error` (reading the returned body fails:
+//! `stall`, `half_body`) and `safe = true` (no rule of `baton_core::verify::judge` breaks:
+//! what the counterexamples `baton check` writes expect, so they fail here exactly as it
+//! reported them).
 //!
 //! ## Runners
 //!
@@ -187,6 +191,24 @@ pub struct EndpointSpec {
     /// Behaviour per request number; the last step repeats.
     #[serde(default)]
     pub script: Vec<StepSpec>,
+    /// This endpoint's connect timeout.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub connect_timeout: Option<Duration>,
+    /// This endpoint's attempt timeout.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub attempt_timeout: Option<Duration>,
+    /// This endpoint's attempts per round.
+    #[serde(default)]
+    pub attempts_per_endpoint: Option<u32>,
+    /// Priority tier.
+    #[serde(default)]
+    pub tier: Option<u32>,
+    /// Weight within the tier.
+    #[serde(default)]
+    pub weight: Option<u32>,
+    /// This endpoint's backoff (the keys of `[policy.backoff]`).
+    #[serde(default)]
+    pub backoff: Option<baton_core::BackoffOverride>,
     /// Loopback address the real provider listens on (default `127.0.0.1`; `127.0.0.2`
     /// makes it another host). The simulator ignores it.
     #[serde(default)]
@@ -349,6 +371,10 @@ pub struct Expect {
     /// Requests carrying each idempotency key, over all providers, during this call.
     #[serde(default)]
     pub key_executions: BTreeMap<String, usize>,
+    /// The safety rules of `baton_core::verify::judge` hold for this call (what
+    /// `baton check` counterexamples expect, so they fail here as it reported).
+    #[serde(default)]
+    pub safe: Option<bool>,
     /// Whether reading the returned response's body fails (`stall`, `half_body`): the
     /// headers were the commit point, and a cut body is never passed off as complete.
     #[serde(default)]
@@ -387,6 +413,8 @@ pub struct Observed {
     pub seen: BTreeMap<String, Vec<SeenRequest>>,
     /// Whether reading the returned body failed (`None`: no response was returned).
     pub body_error: Option<bool>,
+    /// The engine's report, for the safety judge (`expect.safe`).
+    pub report: Option<baton_core::Report>,
 }
 
 /// The outcome name of an attempt result, as vectors write it.
@@ -419,14 +447,19 @@ impl Observed {
             elapsed: report.elapsed,
             seen: BTreeMap::new(),
             body_error: None,
+            report: Some(report.clone()),
         }
     }
 }
 
-/// Compares what happened with what a call expects; `tolerance` widens elapsed bounds for
-/// real sockets. Returns every mismatch.
-pub fn check(expect: &Expect, got: &Observed, tolerance: Duration) -> Vec<String> {
+/// Compares what call `c` of vector `v` did with what it expects; `tolerance` widens
+/// elapsed bounds for real sockets. Returns every mismatch.
+pub fn check(v: &Vector, c: &CallSpec, got: &Observed, tolerance: Duration) -> Vec<String> {
+    let expect = &c.expect;
     let mut bad = Vec::new();
+    if expect.safe == Some(true) {
+        bad.extend(safety(v, c, got));
+    }
     if let Some(a) = &expect.attempts {
         if *a != got.attempts {
             bad.push(format!("attempts: expected {a:?}, got {:?}", got.attempts));
@@ -590,6 +623,24 @@ pub fn check(expect: &Expect, got: &Observed, tolerance: Duration) -> Vec<String
     bad
 }
 
+/// The safety judge's verdict on one observed call: every rule broken, as
+/// `safety: <rule>: <what happened>`.
+fn safety(v: &Vector, c: &CallSpec, got: &Observed) -> Vec<String> {
+    let (Some(report), Ok(method)) = (&got.report, c.method.parse::<http::Method>()) else {
+        return vec!["safety: no report to judge".into()];
+    };
+    match v
+        .policy(|e| format!("http://{}.test", e.id))
+        .and_then(|b| b.build().map_err(|e| e.to_string()))
+    {
+        Ok(policy) => baton_core::verify::judge(&policy, &method, report)
+            .iter()
+            .map(|x| format!("safety: {x}"))
+            .collect(),
+        Err(e) => vec![format!("safety: the vector's policy does not build: {e}")],
+    }
+}
+
 /// Loads every vector under `dir` (sorted by file name).
 pub fn load_dir(dir: &Path) -> Result<Vec<Vector>, String> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -672,9 +723,34 @@ impl Vector {
             for (k, v) in &e.headers {
                 ep = ep.header(k, v);
             }
-            b = b.endpoint(ep);
+            b = b.endpoint(e.overrides(ep));
         }
         Ok(b)
+    }
+}
+
+impl EndpointSpec {
+    /// `ep` with this spec's per-endpoint settings.
+    fn overrides(&self, mut ep: Endpoint) -> Endpoint {
+        if let Some(t) = self.connect_timeout {
+            ep = ep.connect_timeout(t);
+        }
+        if let Some(t) = self.attempt_timeout {
+            ep = ep.attempt_timeout(t);
+        }
+        if let Some(n) = self.attempts_per_endpoint {
+            ep = ep.attempts_per_endpoint(n);
+        }
+        if let Some(t) = self.tier {
+            ep = ep.tier(t);
+        }
+        if let Some(w) = self.weight {
+            ep = ep.weight(w);
+        }
+        if let Some(b) = self.backoff {
+            ep = ep.backoff(b);
+        }
+        ep
     }
 }
 

@@ -301,7 +301,7 @@ impl Tally {
             ));
         }
         for (i, (c, o)) in v.calls.iter().zip(observed).enumerate() {
-            for bad in check(&c.expect, o, TOLERANCE) {
+            for bad in check(v, c, o, TOLERANCE) {
                 self.failures.push(format!(
                     "{} ({}) call {}: {bad}",
                     v.name,

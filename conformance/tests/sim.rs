@@ -39,7 +39,7 @@ fn every_vector_passes_on_the_simulator() {
                     }
                 }
                 for (i, (c, o)) in v.calls.iter().zip(&observed).enumerate() {
-                    for bad in check(&c.expect, o, Duration::ZERO) {
+                    for bad in check(v, c, o, Duration::ZERO) {
                         failures.push(format!(
                             "{} [{}] call {}: {bad}",
                             v.name,

@@ -82,6 +82,7 @@ mod stripe;
 #[cfg(feature = "metrics")]
 mod telemetry;
 mod time;
+pub mod verify;
 
 pub use backoff::{Backoff, BackoffOverride, Jitter};
 pub use breaker::{Breakers, Circuit, CircuitOpen, Permit};

@@ -466,6 +466,11 @@ impl Endpoint {
     pub fn attempt_timeout_override(&self) -> Option<Duration> {
         self.attempt_timeout
     }
+
+    /// The endpoint's own backoff, when it overrides the policy's.
+    pub(crate) fn backoff_override(&self) -> Option<&BackoffOverride> {
+        self.backoff.as_ref()
+    }
 }
 
 /// How an endpoint URL combines with the request's own path and query.

@@ -316,14 +316,14 @@ impl SimRun {
 }
 
 #[derive(Debug)]
-struct Pending {
-    number: u32,
-    at: Instant,
-    outcome: PendingOutcome,
+pub(crate) struct Pending {
+    pub(crate) number: u32,
+    pub(crate) at: Instant,
+    pub(crate) outcome: PendingOutcome,
 }
 
 #[derive(Debug, Clone)]
-enum PendingOutcome {
+pub(crate) enum PendingOutcome {
     Response(u16, Vec<(String, String)>),
     Failure(FailureClass),
     Timeout(TimeoutPhase),
@@ -513,7 +513,7 @@ impl Sim {
 
 /// When and how a scripted step ends for attempt `a`: a reply slower than the attempt's
 /// timeout is a response timeout, a connect that hangs ends at the connect timeout.
-fn pending_outcome(step: &Step, a: &crate::Attempt) -> (Duration, PendingOutcome) {
+pub(crate) fn pending_outcome(step: &Step, a: &crate::Attempt) -> (Duration, PendingOutcome) {
     let timed_out = (a.timeout, PendingOutcome::Timeout(TimeoutPhase::Response));
     match &step.reply {
         Reply::Status(code, headers) if step.after < a.timeout => {
@@ -539,7 +539,7 @@ fn pending_outcome(step: &Step, a: &crate::Attempt) -> (Duration, PendingOutcome
     }
 }
 
-fn deliver(call: &mut Call<'_, Head>, p: Pending, now: Instant, wall: SystemTime) {
+pub(crate) fn deliver(call: &mut Call<'_, Head>, p: Pending, now: Instant, wall: SystemTime) {
     let attempt = p.number;
     let input = match p.outcome {
         PendingOutcome::Response(code, headers) => {

@@ -1,0 +1,150 @@
+//! Worst-case bounds computed from the settings alone (SPEC 2.6), for one call class.
+//!
+//! **Attempts.** With `max_attempts` set, it is the bound, pinned calls included. Without
+//! it, a call's cap is one round at its start: `M = sum over endpoints of per(e)`, where
+//! `per(e)` is the endpoint's own `attempts_per_endpoint`, else the policy's, else 1 (3
+//! when only one endpoint is usable, so the bound is also at least `max over e of per(e)`
+//! with that default). A call that can be pinned (retry `Always`, failover not: a keyed
+//! write) makes at most `M - 1` attempts before the pin and then up to `pinned_attempts`
+//! at the pinned endpoint in total: `M - 1 + pinned_attempts`.
+//!
+//! **Time to a result** (the response headers, or the error). With a deadline, the
+//! deadline: no wait ends after it and every attempt timeout is clipped to it. Otherwise,
+//! for `A` attempts: `A x (connect_timeout + attempt_timeout)` (the longest of any
+//! endpoint; redirect hops share the attempt timeout) plus, for each of the `A - 1` waits
+//! between attempts, `max(backoff_k, max_retry_after)`, where `backoff_k` is the largest
+//! backoff any endpoint can draw for the call's `k`-th wait (its base delay, times `1 + f`
+//! with proportional jitter). A Retry-After wait and a wait for a cooling-down endpoint are
+//! both capped by `max_retry_after`. The time is unbounded when a rate limiter makes calls
+//! wait with no deadline (other calls can keep taking its tokens), or when the sum does not
+//! fit in a `Duration`.
+
+use std::time::Duration;
+
+use crate::backoff::Jitter;
+use crate::limit::OnLimit;
+use crate::policy::Policy;
+
+/// The worst case of one call class, from the settings.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::verify::{Bound, TimeBound};
+/// let b = Bound { attempts: 2, time: TimeBound::Within(Duration::from_secs(70)) };
+/// assert_eq!(b.time.within(), Some(Duration::from_secs(70)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    /// Most attempts one call can make.
+    pub attempts: u32,
+    /// Longest time to a result.
+    pub time: TimeBound,
+}
+
+/// The longest time to a result, or why there is none.
+///
+/// ```
+/// use baton_core::verify::TimeBound;
+/// assert_eq!(TimeBound::Unbounded("no deadline").within(), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeBound {
+    /// At most this long.
+    Within(Duration),
+    /// No finite bound, and why.
+    Unbounded(&'static str),
+}
+
+impl TimeBound {
+    /// The bound, when finite.
+    pub fn within(self) -> Option<Duration> {
+        match self {
+            TimeBound::Within(d) => Some(d),
+            TimeBound::Unbounded(_) => None,
+        }
+    }
+}
+
+/// The bound for calls of a class that `pinnable` (may be pinned) and has `deadline`
+/// (the call's, else the policy's).
+pub(crate) fn bound(policy: &Policy, pinnable: bool, deadline: Option<Duration>) -> Bound {
+    let attempts = attempts(policy, pinnable);
+    let time = match deadline {
+        Some(d) => TimeBound::Within(d),
+        None => time(policy, attempts),
+    };
+    Bound { attempts, time }
+}
+
+fn attempts(policy: &Policy, pinnable: bool) -> u32 {
+    let s = &policy.settings;
+    if let Some(max) = s.max_attempts {
+        return max;
+    }
+    let n = policy.endpoints.len();
+    let per = |e: usize, default: u32| {
+        policy
+            .attempts_per_endpoint_of(e)
+            .or(s.attempts_per_endpoint)
+            .unwrap_or(default)
+    };
+    let one = (0..n).map(|e| per(e, 3)).max().unwrap_or(0);
+    if n < 2 {
+        return one;
+    }
+    let round = (0..n).fold(0u32, |sum, e| sum.saturating_add(per(e, 1)));
+    let pinned_limit = s.pinned_attempts.or(s.attempts_per_endpoint).unwrap_or(3);
+    let pinned = if pinnable {
+        round.saturating_sub(1).saturating_add(pinned_limit)
+    } else {
+        round
+    };
+    one.max(pinned)
+}
+
+fn time(policy: &Policy, attempts: u32) -> TimeBound {
+    let s = &policy.settings;
+    if matches!(&s.rate_limit, Some(r) if r.on_limit == OnLimit::Wait) {
+        return TimeBound::Unbounded("a rate limiter that waits, and no deadline");
+    }
+    let n = policy.endpoints.len();
+    let per_attempt = (0..n)
+        .map(|e| {
+            policy
+                .connect_timeout_for(e)
+                .saturating_add(policy.attempt_timeout_for(e))
+        })
+        .max()
+        .unwrap_or(Duration::ZERO);
+    let mut total = Some(Duration::ZERO);
+    let mut backoff = Duration::ZERO;
+    for k in 0..attempts {
+        total = total.and_then(|t| t.checked_add(per_attempt));
+        if k + 1 < attempts {
+            backoff = backoff.max(largest_backoff(policy, k));
+            total = total.and_then(|t| t.checked_add(backoff.max(s.max_retry_after)));
+        }
+        if total.is_none() {
+            break;
+        }
+    }
+    match total {
+        Some(t) => TimeBound::Within(t),
+        None => TimeBound::Unbounded("the waits and timeouts add up past any duration"),
+    }
+}
+
+/// The largest delay any endpoint's backoff can draw for the call's `k`-th wait.
+fn largest_backoff(policy: &Policy, k: u32) -> Duration {
+    (0..policy.endpoints.len())
+        .map(|e| {
+            let b = policy.backoff_for(e);
+            let d = b.base_delay(k);
+            match b.jitter {
+                Jitter::Proportional(f) if f.is_finite() => d.mul_f64(1.0 + f.clamp(0.0, 1.0)),
+                _ => d,
+            }
+        })
+        .max()
+        .unwrap_or(Duration::ZERO)
+}

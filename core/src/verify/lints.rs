@@ -1,0 +1,165 @@
+//! Settings that are legal but likely wrong, each with the setting's name and one reason.
+
+use std::fmt;
+
+use crate::backoff::Jitter;
+use crate::policy::{BreakerRule, Policy, Unavailable};
+
+/// A legal setting that is likely a mistake.
+///
+/// ```
+/// use baton_core::verify::Lint;
+/// let l = Lint { setting: "policy.budget".into(), reason: "off".into() };
+/// assert_eq!(l.to_string(), "policy.budget: off");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Lint {
+    /// The setting, as the config file names it (`policy.key_trigger_statuses`,
+    /// `endpoint.backup`).
+    pub setting: String,
+    /// Why it is likely wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for Lint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.setting, self.reason)
+    }
+}
+
+/// What the exploration saw that the lints need.
+pub(crate) struct Seen<'a> {
+    /// Worst-case attempts of any class.
+    pub(crate) worst_attempts: u32,
+    /// Whether a write (not a safe method) resolves failover `Always` from the policy's
+    /// permission function.
+    pub(crate) writes_fail_over_always: bool,
+    /// Calls per endpoint that attempted it.
+    pub(crate) attempted: &'a [usize],
+    /// Calls explored.
+    pub(crate) explored: usize,
+}
+
+pub(crate) fn lints(policy: &Policy, seen: &Seen<'_>) -> Vec<Lint> {
+    let mut out = Vec::new();
+    let mut lint = |setting: &str, reason: String| {
+        out.push(Lint {
+            setting: setting.to_string(),
+            reason,
+        })
+    };
+    let s = &policy.settings;
+    let passed_on: Vec<u16> = [500, 502, 504]
+        .into_iter()
+        .filter(|c| s.key_trigger_statuses.contains_code(*c))
+        .collect();
+    if !passed_on.is_empty() {
+        lint(
+            "policy.key_trigger_statuses",
+            format!(
+                "contains {passed_on:?}: a keyed write is then sent again after an answer that may come after the provider passed the work on, where the key does not reach"
+            ),
+        );
+    }
+    let odd_not_processed: Vec<u16> = s
+        .not_processed
+        .codes()
+        .filter(|&c| c < 400 || (c >= 500 && c != 503))
+        .collect();
+    if !odd_not_processed.is_empty() {
+        lint(
+            "policy.not_processed",
+            format!(
+                "contains {odd_not_processed:?}: a provider may have done the work before answering that, yet writes then fail over as if it had not"
+            ),
+        );
+    }
+    let client_errors: Vec<u16> = s
+        .trigger_statuses
+        .codes()
+        .chain(s.key_trigger_statuses.codes())
+        .filter(|&c| c < 300 || ((400..500).contains(&c) && ![408, 425, 429].contains(&c)))
+        .collect();
+    if !client_errors.is_empty() {
+        lint(
+            "policy.trigger_statuses",
+            format!(
+                "contains {client_errors:?}: a success or a client error repeats the same answer at every endpoint"
+            ),
+        );
+    }
+    deadline_lints(policy, &mut lint);
+    if s.budget.is_none() && seen.worst_attempts > 2 {
+        lint(
+            "policy.budget",
+            format!(
+                "off with up to {} attempts per call: an outage multiplies the load on every provider by as much",
+                seen.worst_attempts
+            ),
+        );
+    }
+    if matches!(&s.budget, Some(b) if b.ratio >= 1.0) {
+        lint(
+            "policy.budget.ratio",
+            "1 or more: every first attempt funds a full retry, so the budget no longer limits an outage's load".into(),
+        );
+    }
+    if s.breaker.rule == BreakerRule::Disabled && s.unavailable == Unavailable::Skip {
+        lint(
+            "policy.breaker.rule",
+            "disabled while unavailable endpoints are skipped: only Retry-After ever makes one unavailable, so a dead endpoint is never skipped".into(),
+        );
+    }
+    if s.backoff.jitter == Jitter::None && seen.worst_attempts > 1 {
+        lint(
+            "policy.backoff.jitter",
+            "none: clients that failed together retry together, in lock-step".into(),
+        );
+    }
+    if s.hedge.is_some() && seen.writes_fail_over_always {
+        lint(
+            "policy.hedge",
+            "on while the permission function lets writes fail over always: a write that opts into hedging runs at two providers at once".into(),
+        );
+    }
+    for (e, n) in policy.endpoints.iter().zip(seen.attempted) {
+        if *n == 0 {
+            lint(
+                &format!("endpoint.{}", e.id()),
+                format!(
+                    "never attempted in {} explored calls: always ineligible, or shadowed by the endpoints before it and the attempt cap",
+                    seen.explored
+                ),
+            );
+        }
+    }
+    out
+}
+
+fn deadline_lints(policy: &Policy, lint: &mut impl FnMut(&str, String)) {
+    let s = &policy.settings;
+    let Some(deadline) = s.deadline else {
+        return;
+    };
+    let longest = (0..policy.endpoints.len())
+        .map(|e| policy.attempt_timeout_for(e))
+        .max()
+        .unwrap_or(s.attempt_timeout);
+    if longest >= deadline {
+        lint(
+            "policy.attempt_timeout",
+            format!(
+                "{longest:?} is at or above the deadline ({deadline:?}): one slow attempt uses the whole call, and no other endpoint is ever tried after it"
+            ),
+        );
+    }
+    if s.max_retry_after > deadline {
+        lint(
+            "policy.max_retry_after",
+            format!(
+                "{:?} is above the deadline ({deadline:?}): a Retry-After the call accepts to wait for can never be waited out",
+                s.max_retry_after
+            ),
+        );
+    }
+}
