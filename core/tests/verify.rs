@@ -1,0 +1,225 @@
+//! `baton_core::verify`: the bounds are never below what the engine does, the engine with
+//! the spec's own permissions is judged safe on every generated policy, and the lints and
+//! bounds say what their docs say.
+
+use std::time::{Duration, Instant};
+
+use baton_core::verify::{CallClass, Check, TimeBound, ViolationKind};
+use baton_core::{
+    Breaker, BreakerRule, Endpoint, LimitScope, Limiter, OnLimit, Permission, PermissionOverride,
+    Policy, PolicyBuilder, RateLimit, Unavailable,
+};
+use proptest::prelude::*;
+
+fn three() -> PolicyBuilder {
+    Policy::builder()
+        .endpoint(Endpoint::new("a", "https://a.example/"))
+        .endpoint(Endpoint::new("b", "https://b.example/"))
+        .endpoint(Endpoint::new("c", "https://c.example/"))
+}
+
+fn class(f: &baton_core::verify::Findings, c: CallClass) -> &baton_core::verify::ClassReport {
+    f.classes.iter().find(|r| r.class == c).unwrap()
+}
+
+fn settings_name(f: &baton_core::verify::Findings) -> Vec<&str> {
+    f.lints.iter().map(|l| l.setting.as_str()).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// On generated policies (1 to 4 endpoints, groups, per-endpoint attempts and
+    /// timeouts): the computed worst case is never below an observed call, and the
+    /// engine with the spec's permissions breaks no safety rule.
+    #[test]
+    fn bounds_hold_and_the_spec_permissions_are_safe(
+        settings in baton_core::strategies::settings(),
+        endpoints in prop::collection::vec(
+            (prop::option::of(0u8..2), prop::option::of(1u32..4), prop::option::of(100u64..2_000)),
+            1..5,
+        ),
+        seed in any::<u64>(),
+    ) {
+        let mut b = Policy::builder().settings(settings);
+        for (i, (group, per, timeout)) in endpoints.into_iter().enumerate() {
+            let mut e = Endpoint::new(format!("e{i}"), format!("https://e{i}.example/"));
+            if let Some(g) = group {
+                e = e.group(format!("g{g}"));
+            }
+            if let Some(n) = per {
+                e = e.attempts_per_endpoint(n);
+            }
+            if let Some(ms) = timeout {
+                e = e.attempt_timeout(Duration::from_millis(ms));
+            }
+            b = b.endpoint(e);
+        }
+        let policy = b.build().unwrap();
+        let f = Check::new().calls(400).seed(seed).outage(Duration::from_secs(5)).run(&policy, Instant::now());
+        for c in &f.classes {
+            prop_assert!(c.observed_attempts <= c.bound.attempts, "{:?}: {} > {}", c.class, c.observed_attempts, c.bound.attempts);
+            if let TimeBound::Within(t) = c.bound.time {
+                prop_assert!(c.observed_time <= t, "{:?}: {:?} > {:?}", c.class, c.observed_time, t);
+            }
+            prop_assert!(c.counterexample.is_none(), "{:?}", c.counterexample);
+        }
+        prop_assert!(f.is_safe());
+    }
+}
+
+#[test]
+fn attempt_bounds_follow_the_schedule() {
+    let f = Check::new()
+        .calls(2_000)
+        .run(&three().build().unwrap(), Instant::now());
+    // One round of one attempt each; a keyed write pinned after its last endpoint's
+    // ambiguous attempt gets up to pinned_attempts (3) there: 2 + 3.
+    assert_eq!(class(&f, CallClass::SafeRead).bound.attempts, 3);
+    assert_eq!(class(&f, CallClass::Write).bound.attempts, 3);
+    assert_eq!(class(&f, CallClass::KeyedWrite).bound.attempts, 5);
+    // The explorer reaches the worst case.
+    assert_eq!(class(&f, CallClass::KeyedWrite).observed_attempts, 5);
+    // 3 x (5 s + 30 s) plus two waits of at most max_retry_after (30 s).
+    assert_eq!(
+        class(&f, CallClass::SafeRead).bound.time,
+        TimeBound::Within(Duration::from_secs(165))
+    );
+
+    let capped = three().max_attempts(4).build().unwrap();
+    let f = Check::new().calls(1_000).run(&capped, Instant::now());
+    assert!(f.classes.iter().all(|c| c.bound.attempts == 4));
+
+    let single = Policy::builder()
+        .endpoint(Endpoint::new("only", "https://only.example/"))
+        .build()
+        .unwrap();
+    let f = Check::new().calls(1_000).run(&single, Instant::now());
+    assert!(f.classes.iter().all(|c| c.bound.attempts == 3));
+}
+
+#[test]
+fn a_deadline_bounds_time_and_a_waiting_limiter_without_one_does_not() {
+    let f = Check::new().calls(500).run(
+        &three().deadline(Duration::from_secs(40)).build().unwrap(),
+        Instant::now(),
+    );
+    assert!(f.classes.iter().all(
+        |c| c.bound.time == TimeBound::Within(Duration::from_secs(40))
+            && c.observed_time <= Duration::from_secs(40)
+    ));
+
+    let limited = three()
+        .rate_limit(Some(RateLimit {
+            limiter: Limiter::TokenBucket {
+                capacity: 5,
+                per_second: 5.0,
+            },
+            scope: LimitScope::Client,
+            on_limit: OnLimit::Wait,
+        }))
+        .build()
+        .unwrap();
+    let f = Check::new().calls(500).run(&limited, Instant::now());
+    assert!(f
+        .classes
+        .iter()
+        .all(|c| matches!(c.bound.time, TimeBound::Unbounded(_))));
+}
+
+#[test]
+fn a_permission_function_that_lets_posts_fail_over_is_caught_and_shrunk() {
+    let policy = three()
+        .permission_fn(|req| {
+            if req.method == http::Method::POST {
+                PermissionOverride::both(Permission::Always)
+            } else {
+                PermissionOverride::default()
+            }
+        })
+        .build()
+        .unwrap();
+    let f = Check::new().calls(3_000).run(&policy, Instant::now());
+    assert!(!f.is_safe());
+    let writes = class(&f, CallClass::Write);
+    assert!(writes.violations > 0);
+    let cx = writes.counterexample.as_ref().unwrap();
+    assert_eq!(cx.violations[0].kind, ViolationKind::Repeated);
+    // Shrunk: one call, one ambiguous attempt, then the failover that answers.
+    assert_eq!(cx.faults.len(), 1);
+    assert_eq!(cx.faults[0].len(), 2);
+    let first = cx.faults[0][0];
+    assert!(
+        first.delivered() && first != baton_core::verify::Fault::Ok,
+        "{first:?}"
+    );
+    assert_eq!(cx.vector.calls[0].failover, Some(Permission::Always));
+    assert_eq!(cx.vector.calls[0].expect.safe, Some(true));
+    // Reads are still safe, and the spec's keyed inference too.
+    assert_eq!(class(&f, CallClass::SafeRead).violations, 0);
+}
+
+#[test]
+fn keyed_retries_on_500_are_repeats_the_key_may_not_cover() {
+    let policy = three().extend_key_trigger_statuses(&[500]).build().unwrap();
+    let f = Check::new().calls(3_000).run(&policy, Instant::now());
+    let keyed = class(&f, CallClass::KeyedWrite);
+    assert!(keyed.violations > 0);
+    let cx = keyed.counterexample.as_ref().unwrap();
+    assert!(
+        cx.violations[0].text.contains("500"),
+        "{}",
+        cx.violations[0]
+    );
+    assert!(settings_name(&f).contains(&"policy.key_trigger_statuses"));
+}
+
+#[test]
+fn lints_name_the_setting() {
+    let risky = three()
+        .budget(None)
+        .deadline(Duration::from_secs(10))
+        .attempt_timeout(Duration::from_secs(10))
+        .max_retry_after(Duration::from_secs(20))
+        .breaker(Breaker {
+            rule: BreakerRule::Disabled,
+            ..Breaker::default()
+        })
+        .unavailable(Unavailable::Skip)
+        .eligible_fn(|e, _| e.id() != "c")
+        .build()
+        .unwrap();
+    let f = Check::new().calls(1_000).run(&risky, Instant::now());
+    let names = settings_name(&f);
+    for expected in [
+        "policy.budget",
+        "policy.attempt_timeout",
+        "policy.max_retry_after",
+        "policy.breaker.rule",
+        "endpoint.c",
+    ] {
+        assert!(names.contains(&expected), "{expected} not in {names:?}");
+    }
+    assert!(f.is_safe());
+
+    let clean = three().build().unwrap();
+    let f = Check::new().calls(1_000).run(&clean, Instant::now());
+    assert!(f.lints.is_empty(), "{:?}", f.lints);
+}
+
+#[test]
+fn the_outage_run_shows_the_budget_at_work() {
+    let with = Check::new()
+        .calls(200)
+        .run(&three().build().unwrap(), Instant::now());
+    let without = Check::new()
+        .calls(200)
+        .run(&three().budget(None).build().unwrap(), Instant::now());
+    let (w, wo) = (
+        class(&with, CallClass::SafeRead).outage,
+        class(&without, CallClass::SafeRead).outage,
+    );
+    assert!(w.calls > 100 && wo.calls > 100);
+    assert!(w.per_call() >= 1.0 && wo.per_call() <= 3.0);
+    assert!(w.steady < wo.steady, "{w:?} vs {wo:?}");
+}
