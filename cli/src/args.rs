@@ -40,6 +40,16 @@ pub enum Command {
                       configuration (nothing sent), 3 at least one endpoint unhealthy."
     )]
     Probe(ProbeArgs),
+    /// Proves the policy safe and bounds its cost before it ships: explores calls of each
+    /// class against fault scripts on the engine's simulator (nothing is sent) and prints,
+    /// per class, the safety count, the worst attempts and time (computed and observed),
+    /// the attempts per call in a total outage, and the lints.
+    #[command(
+        after_help = "Exit status of `check`: 0 clean, 1 lints only, 2 invalid usage or \
+                      configuration, 8 a safety violation (each violating class's shortest \
+                      counterexample is written as a vector file, and its path printed)."
+    )]
+    Check(CheckArgs),
 }
 
 /// Which adapter drives the engine.
@@ -197,6 +207,27 @@ pub struct ProbeArgs {
     /// One JSON line per endpoint instead of the text table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `baton check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Client options (the policy checked: `--config`, `-e`, the policy flags).
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Calls to explore: every fault script up to the longest length that fits, then
+    /// seeded random sessions.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub calls: usize,
+    /// Seed of the random sessions (and of the engine, when the policy sets none).
+    #[arg(long, default_value_t = 1, value_name = "S")]
+    pub seed: u64,
+    /// One JSON object on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Where counterexample vector files are written.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub out: PathBuf,
 }
 
 /// `baton request [PATH]`.

@@ -11,7 +11,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use baton_core::{BreakerRule, Endpoint, Hedge, Settings, Unavailable, UrlMode};
+use baton_core::{
+    BreakerRule, Endpoint, Hedge, Permission, PermissionOverride, Policy, PolicyBuilder, Settings,
+    Unavailable, UrlMode,
+};
 use serde::Deserialize;
 
 use crate::args::{ClientArgs, CooldownMode};
@@ -26,6 +29,23 @@ pub struct ConfigFile {
     /// The policy (`baton_core::Settings`).
     #[serde(default)]
     pub policy: Settings,
+    /// Permissions per method (`[permissions.POST]`): the policy's permission function.
+    #[serde(default)]
+    pub permissions: BTreeMap<String, PermissionConfig>,
+}
+
+/// One `[permissions.METHOD]` table: the retry and failover permissions of every call of
+/// that method (`never`, `if_undelivered`, `always`); a key left out defers to the spec's
+/// inference (SPEC 2.2). A call's own `--retry` / `--failover` still wins.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionConfig {
+    /// Retry permission.
+    #[serde(default)]
+    pub retry: Option<Permission>,
+    /// Failover permission.
+    #[serde(default)]
+    pub failover: Option<Permission>,
 }
 
 /// One `[[endpoint]]` table.
@@ -118,6 +138,47 @@ pub struct ClientConfig {
     pub endpoints: Vec<Endpoint>,
     /// The policy's plain settings.
     pub settings: Settings,
+    /// Permissions per method (the file's `[permissions]`).
+    pub permissions: Vec<(http::Method, PermissionOverride)>,
+}
+
+impl ClientConfig {
+    /// The policy builder of this configuration: endpoints, settings, and a permission
+    /// function when the file has `[permissions]`.
+    pub fn policy(self) -> PolicyBuilder {
+        let builder = Policy::builder()
+            .endpoints(self.endpoints)
+            .settings(self.settings);
+        if self.permissions.is_empty() {
+            return builder;
+        }
+        let table = self.permissions;
+        builder.permission_fn(move |req| {
+            table
+                .iter()
+                .find(|(m, _)| m == req.method)
+                .map_or_else(PermissionOverride::default, |(_, p)| *p)
+        })
+    }
+}
+
+/// The `[permissions]` tables with their methods parsed; a bad method name is an error
+/// naming it.
+fn permissions(
+    table: &BTreeMap<String, PermissionConfig>,
+) -> Result<Vec<(http::Method, PermissionOverride)>, String> {
+    table
+        .iter()
+        .map(|(name, p)| {
+            let method = http::Method::from_bytes(name.as_bytes())
+                .map_err(|_| format!("[permissions.{name}]: {name:?} is not an HTTP method"))?;
+            let over = PermissionOverride {
+                retry: p.retry,
+                failover: p.failover,
+            };
+            Ok((method, over))
+        })
+        .collect()
 }
 
 /// Parses one `-e ID=URL`.
@@ -153,11 +214,13 @@ pub fn resolve(args: &ClientArgs) -> Result<ClientConfig, String> {
                 .into(),
         );
     }
+    let permissions = permissions(&file.permissions)?;
     let mut s = file.policy;
     apply_flags(&mut s, args);
     Ok(ClientConfig {
         endpoints,
         settings: s,
+        permissions,
     })
 }
 
@@ -233,6 +296,45 @@ fn insert_code(set: &mut baton_core::StatusSet, code: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_demo_policy_file_holds_the_demo_settings() {
+        let file = parse(include_str!("../examples/demo.toml")).unwrap();
+        let expected = Settings {
+            url_mode: UrlMode::Base,
+            attempt_timeout: Duration::from_millis(400),
+            connect_timeout: Duration::from_millis(400),
+            breaker: baton_core::Breaker {
+                rule: BreakerRule::Consecutive { failures: 2 },
+                open: Duration::from_secs(1),
+                ..baton_core::Breaker::default()
+            },
+            ..Settings::default()
+        };
+        assert_eq!(file.policy, expected);
+        let ids: Vec<&str> = file.endpoints.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["primary", "backup"]);
+    }
+
+    #[test]
+    fn permissions_tables_become_the_permission_function() {
+        let file = parse(
+            "[[endpoint]]\nid = \"a\"\nurl = \"https://a.example/\"\n\
+             [permissions.POST]\nfailover = \"always\"\n",
+        )
+        .unwrap();
+        let table = permissions(&file.permissions).unwrap();
+        assert_eq!(table.len(), 1);
+        assert_eq!(table[0].0, http::Method::POST);
+        assert_eq!(table[0].1.failover, Some(Permission::Always));
+        assert_eq!(table[0].1.retry, None);
+
+        let bad = parse("[permissions.\"P OST\"]\nretry = \"always\"\n").unwrap();
+        let err = permissions(&bad.permissions).unwrap_err();
+        assert!(err.contains("[permissions.P OST]"), "{err}");
+        let unknown = parse("[permissions.POST]\nretries = \"always\"\n").unwrap_err();
+        assert!(unknown.contains("retries"), "{unknown}");
+    }
 
     #[test]
     fn example_policy_file_parses_and_builds() {

@@ -22,13 +22,13 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use baton_core::{BreakerRule, Endpoint, Settings, UrlMode};
+use baton_core::Endpoint;
 use serde_json::Value;
 use testkit::{Behaviour, Provider};
 
 use crate::args::{Choice, DemoArgs};
 use crate::call::{CallResult, CallSpec};
-use crate::config::ClientConfig;
+use crate::config::{self, ClientConfig};
 use crate::events;
 use crate::runner::Runner;
 
@@ -114,28 +114,29 @@ fn notes_cell(evs: &[Value]) -> String {
     notes.join("; ")
 }
 
+/// The demo's policy, `cli/examples/demo.toml` (so `baton check` can check it), with its
+/// two endpoints pointed at the local providers.
+pub fn demo_config(primary: String, backup: String) -> Result<ClientConfig, String> {
+    let file = config::parse(include_str!("../examples/demo.toml"))
+        .map_err(|e| format!("cli/examples/demo.toml: {e}"))?;
+    Ok(ClientConfig {
+        endpoints: vec![
+            Endpoint::new("primary", primary),
+            Endpoint::new("backup", backup),
+        ],
+        settings: file.policy,
+        permissions: Vec::new(),
+    })
+}
+
 /// Runs the demo; returns the exit status.
 pub fn run(args: DemoArgs) -> u8 {
     let t0 = Instant::now();
     let primary = Provider::start(healthy("primary"));
     let backup = Provider::start(healthy("backup"));
-    let settings = Settings {
-        url_mode: UrlMode::Base,
-        attempt_timeout: Duration::from_millis(400),
-        connect_timeout: Duration::from_millis(400),
-        breaker: baton_core::Breaker {
-            rule: BreakerRule::Consecutive { failures: 2 },
-            open: Duration::from_secs(1),
-            ..baton_core::Breaker::default()
-        },
-        ..Settings::default()
-    };
-    let config = ClientConfig {
-        endpoints: vec![
-            Endpoint::new("primary", primary.url()),
-            Endpoint::new("backup", backup.url()),
-        ],
-        settings,
+    let config = match demo_config(primary.url(), backup.url()) {
+        Ok(c) => c,
+        Err(e) => return crate::usage_error(&e),
     };
     let collected = Arc::new(Mutex::new(Vec::new()));
     let mut sink = events::collecting_sink(Arc::clone(&collected), t0);

@@ -124,6 +124,7 @@ mod args;
 mod batch;
 mod body;
 mod call;
+mod check;
 mod config;
 mod demo;
 mod events;
@@ -151,6 +152,7 @@ fn main() -> ExitCode {
         Command::Batch(a) => batch::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Probe(a) => probe::run(a),
+        Command::Check(a) => check::run(a),
     };
     ExitCode::from(code)
 }

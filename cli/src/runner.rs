@@ -14,7 +14,7 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use baton_core::{EndpointHealth, EventSink, Policy, ProbeRefused, ProbeResult, Report};
+use baton_core::{EndpointHealth, EventSink, ProbeRefused, ProbeResult, Report};
 use http::Method;
 
 use crate::args::RuntimeKind;
@@ -57,20 +57,18 @@ impl Runner {
         config: ClientConfig,
         sink: Option<EventSink>,
     ) -> Result<Runner, String> {
-        let ClientConfig {
-            endpoints,
-            mut settings,
-        } = config;
+        let mut config = config;
         // The command's default body timeout is the longest attempt timeout, so a provider
         // that stalls after the headers cannot hang it (`--body-timeout` sets another).
-        if settings.body_timeout.is_none() {
-            let longest = endpoints
+        if config.settings.body_timeout.is_none() {
+            let longest = config
+                .endpoints
                 .iter()
                 .filter_map(|e| e.attempt_timeout_override())
-                .fold(settings.attempt_timeout, Duration::max);
-            settings.body_timeout = Some(longest);
+                .fold(config.settings.attempt_timeout, Duration::max);
+            config.settings.body_timeout = Some(longest);
         }
-        let policy = Policy::builder().endpoints(endpoints).settings(settings);
+        let policy = config.policy();
         // Every adapter takes the policy the same way; the command's event sink is the
         // policy's.
         let policy = match sink {

@@ -1306,3 +1306,143 @@ fn batch_probe_due_probes_endpoints_whose_open_time_passed() {
     assert_eq!(code(&bad), 2);
     assert!(stderr(&bad).contains("probe"), "{}", stderr(&bad));
 }
+
+// --------------------------------------------------------------------------- check
+
+fn check_in(dir: &std::path::Path, args: &[&str]) -> Output {
+    let mut all = vec!["check", "--out", dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    run(&all, "")
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("baton-check-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn check_of_the_example_policy_exits_1_with_its_one_lint() {
+    let dir = temp_dir("example");
+    let o = check_in(&dir, &["--config", "examples/policy.toml"]);
+    assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    // Its rate limiter waits and it has no deadline: that is the lint, and the reason
+    // every class's time is unbounded.
+    assert!(out.contains("policy.rate_limit.on_limit"), "{out}");
+    assert_eq!(
+        out.matches("no bound on the time to a result").count(),
+        3,
+        "{out}"
+    );
+    assert!(out.contains("10000 calls explored"), "{out}");
+    for class in ["safe reads", "writes", "keyed writes"] {
+        let row = out.lines().find(|l| l.starts_with(class)).unwrap();
+        let cols: Vec<&str> = row[13..].split_whitespace().collect();
+        assert_eq!(cols[1], "0", "{class}: safety count {row}");
+        assert!(
+            cols[2].parse::<u32>().unwrap() >= cols[3].parse::<u32>().unwrap(),
+            "{row}"
+        );
+    }
+    assert!(
+        std::fs::read_dir(&dir).unwrap().next().is_none(),
+        "no counterexample written"
+    );
+}
+
+#[test]
+fn check_of_the_demo_policy_exits_0_and_json_has_the_figures() {
+    let dir = temp_dir("demo");
+    let o = check_in(
+        &dir,
+        &[
+            "--config",
+            "examples/demo.toml",
+            "--json",
+            "--calls",
+            "4000",
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["status"], 0);
+    assert_eq!(v["explored"], 4000);
+    assert_eq!(v["lints"].as_array().unwrap().len(), 0);
+    let classes = v["classes"].as_array().unwrap();
+    assert_eq!(classes.len(), 3);
+    for c in classes {
+        assert_eq!(c["violations"], 0, "{c}");
+        assert!(c["bound"]["attempts"].as_u64() >= c["observed"]["attempts"].as_u64());
+        assert!(c["bound"]["time_ms"].as_f64() >= c["observed"]["time_ms"].as_f64());
+        assert!(c["outage"]["per_call"].as_f64().unwrap() >= 1.0);
+        assert!(c["counterexample"].is_null());
+    }
+    // The demo's two endpoints, one attempt each: reads and unkeyed writes make at most 2;
+    // a keyed write pinned at the second endpoint gets 1 + 3.
+    assert_eq!(classes[0]["bound"]["attempts"], 2);
+    assert_eq!(classes[2]["bound"]["attempts"], 4);
+}
+
+const UNSAFE: &str = r#"
+[[endpoint]]
+id = "a"
+url = "https://a.pay.example/"
+
+[[endpoint]]
+id = "b"
+url = "https://b.pay.example/"
+
+[policy]
+attempt_timeout = "500ms"
+key_trigger_statuses = [500, 503]
+
+[permissions.POST]
+retry = "always"
+failover = "always"
+"#;
+
+#[test]
+fn check_of_an_unsafe_policy_exits_8_with_counterexamples_that_fail_the_conformance_runner() {
+    let dir = temp_dir("unsafe");
+    let config = dir.join("unsafe.toml");
+    std::fs::write(&config, UNSAFE).unwrap();
+    let o = check_in(&dir, &["--config", config.to_str().unwrap()]);
+    assert_eq!(code(&o), 8, "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("SAFETY writes"), "{out}");
+    assert!(out.contains("SAFETY keyed writes"), "{out}");
+    assert!(out.contains("policy.key_trigger_statuses"), "{out}");
+    let paths: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("counterexample: "))
+        .collect();
+    assert_eq!(paths.len(), 2, "{out}");
+    for path in paths {
+        let text = std::fs::read_to_string(path).unwrap();
+        let vector: conformance::Vector = toml::from_str(&text).unwrap();
+        let observed = conformance::run_sim(&vector).unwrap();
+        let last = vector.calls.last().unwrap();
+        let bad = conformance::check(&vector, last, observed.last().unwrap(), Duration::ZERO);
+        // Exactly the rules the check printed for this class, and nothing else.
+        assert!(!bad.is_empty());
+        for b in &bad {
+            let rule = b.strip_prefix("safety: ").expect("only safety fails");
+            assert!(out.contains(rule), "{rule} not reported in\n{out}");
+        }
+    }
+}
+
+#[test]
+fn check_rejects_a_bad_configuration_with_exit_2() {
+    let dir = temp_dir("bad");
+    let config = dir.join("bad.toml");
+    std::fs::write(&config, "[[endpoint]]\nid = \"a\"\nurl = \"https://a.example/\"\n[permissions.\"P OST\"]\nretry = \"always\"\n").unwrap();
+    let o = check_in(&dir, &["--config", config.to_str().unwrap()]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("[permissions.P OST]"), "{}", stderr(&o));
+    let o = check_in(&dir, &[]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("no endpoints"), "{}", stderr(&o));
+}

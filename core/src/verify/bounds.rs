@@ -2,9 +2,10 @@
 //!
 //! **Attempts.** With `max_attempts` set, it is the bound, pinned calls included. Without
 //! it, a call's cap is one round at its start: `M = sum over endpoints of per(e)`, where
-//! `per(e)` is the endpoint's own `attempts_per_endpoint`, else the policy's, else 1 (3
-//! when only one endpoint is usable, so the bound is also at least `max over e of per(e)`
-//! with that default). A call that can be pinned (retry `Always`, failover not: a keyed
+//! `per(e)` is the endpoint's own `attempts_per_endpoint`, else the policy's, else 1. When
+//! a call can find a single endpoint usable (the policy has one, or an eligibility
+//! predicate or skipped unavailable endpoints can leave one), that default is 3 and the
+//! bound is also at least `max over e of per(e)` with it. A call that can be pinned (retry `Always`, failover not: a keyed
 //! write) makes at most `M - 1` attempts before the pin and then up to `pinned_attempts`
 //! at the pinned endpoint in total: `M - 1 + pinned_attempts`.
 //!
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use crate::backoff::Jitter;
 use crate::limit::OnLimit;
-use crate::policy::Policy;
+use crate::policy::{Policy, Unavailable};
 
 /// The worst case of one call class, from the settings.
 ///
@@ -88,7 +89,14 @@ fn attempts(policy: &Policy, pinnable: bool) -> u32 {
             .or(s.attempts_per_endpoint)
             .unwrap_or(default)
     };
-    let one = (0..n).map(|e| per(e, 3)).max().unwrap_or(0);
+    // A call sees one usable endpoint when the policy has one, or when eligibility or
+    // skipping leaves one: it then defaults to 3 attempts there.
+    let can_be_alone = n < 2 || policy.eligible.is_some() || s.unavailable == Unavailable::Skip;
+    let one = if can_be_alone {
+        (0..n).map(|e| per(e, 3)).max().unwrap_or(0)
+    } else {
+        0
+    };
     if n < 2 {
         return one;
     }

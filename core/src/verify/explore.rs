@@ -150,7 +150,7 @@ pub(crate) fn systematic(
     }
 }
 
-/// A random session: up to four calls, each of a random variant, with up to
+/// A random session: up to four calls (and at most `max_calls`), each of a random variant, with up to
 /// `max_faults` random faults and a random pause before it (none, a backoff's worth, the
 /// breaker's open time, a Retry-After's worth).
 pub(crate) fn random_session(
@@ -158,6 +158,7 @@ pub(crate) fn random_session(
     variants: &[Variant],
     rng: &mut Rng,
     max_faults: usize,
+    max_calls: usize,
 ) -> Vec<Planned> {
     let s = &world.policy.settings;
     let pauses = [
@@ -168,7 +169,7 @@ pub(crate) fn random_session(
         Duration::from_secs(1),
         Duration::from_secs(2),
     ];
-    let calls = 1 + pick(rng, 4);
+    let calls = (1 + pick(rng, 4)).min(max_calls.max(1));
     (0..calls)
         .map(|_| {
             let len = pick(rng, max_faults + 1);

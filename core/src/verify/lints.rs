@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::backoff::Jitter;
+use crate::limit::OnLimit;
 use crate::policy::{BreakerRule, Policy, Unavailable};
 
 /// A legal setting that is likely a mistake.
@@ -89,6 +90,12 @@ pub(crate) fn lints(policy: &Policy, seen: &Seen<'_>) -> Vec<Lint> {
         );
     }
     deadline_lints(policy, &mut lint);
+    if s.deadline.is_none() && matches!(&s.rate_limit, Some(r) if r.on_limit == OnLimit::Wait) {
+        lint(
+            "policy.rate_limit.on_limit",
+            "wait with no deadline: while other calls keep taking the tokens, a call waits without end (set policy.deadline, or fail_fast)".into(),
+        );
+    }
     if s.budget.is_none() && seen.worst_attempts > 2 {
         lint(
             "policy.budget",

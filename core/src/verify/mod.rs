@@ -217,7 +217,8 @@ impl Check {
         let mut rng = Rng::new(self.seed);
         let max_faults = (worst as usize + 1).min(12);
         while explorer.explored < budget {
-            let session = explore::random_session(&world, &variants, &mut rng, max_faults);
+            let left = budget - explorer.explored;
+            let session = explore::random_session(&world, &variants, &mut rng, max_faults, left);
             explorer.session(&session);
             progress(explorer.explored.min(budget), budget);
         }
