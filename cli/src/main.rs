@@ -10,7 +10,29 @@
 //! baton batch   [OPTIONS]             JSON lines on stdin -> one JSON line per call on stdout
 //! baton demo    [--runtime R] [--events]   a scripted outage against local providers
 //! baton probe   [OPTIONS] [--json]    the health request to every endpoint: a check for scripts
+//! baton check   [--config FILE | -e ...] [--calls N] [--seed S] [--json] [--out DIR]
+//!                                     prove the policy safe and bound its cost; nothing is sent
 //! ```
+//!
+//! `check` explores the policy's calls (safe reads, writes, keyed writes; with and without
+//! a deadline; replayable and one-shot bodies) against fault scripts on the engine's
+//! simulator: every fault at every attempt position for short scripts, then seeded random
+//! sessions of several calls (`--calls N`, default 10,000; `--seed S`, default 1). It
+//! prints one row per class: calls explored, calls that broke a safety rule (a request
+//! that could not safely repeat reaching a provider again, a response hiding another
+//! possible execution, `may_have_executed` understated), the worst attempts and worst
+//! time to a result computed from the settings beside the worst seen, and the attempts
+//! per call while every endpoint answers 503 for a minute (over the window and over its
+//! last quarter); then the lints, each naming its setting. `--json` prints one object
+//! (`explored`, `systematic`, `scripts`, `seed`, `elapsed_ms`, `classes[]` with
+//! `violations`, `by_kind`, `bound`, `observed`, `outage`, `counterexample`, `lints[]`,
+//! `status`). A progress bar is drawn on stderr when it is a terminal. Exit status 0
+//! clean, 1 lints only, 2 invalid usage or configuration, 8 a safety violation: each
+//! violating class's shortest counterexample, shrunk, is written to
+//! `DIR/baton-check-<class>.toml` (`--out`, default `.`) in the `vectors/` format, where
+//! it fails the conformance runner's simulator path with the same rule. The config file's
+//! `[permissions.METHOD]` tables (`retry`, `failover`: `never`, `if_undelivered`,
+//! `always`) are the policy's permission function, for every command.
 //!
 //! `probe` sends the policy's `[policy.probe]` request (default `GET` of each endpoint URL,
 //! healthy on 2xx) to every endpoint under its breaker and prints one line per endpoint
