@@ -41,7 +41,7 @@
 //! found" (it lags behind the chain) should make a read move on. Three functions say so,
 //! and three tools check them:
 //!
-//! - [`strategies`](crate::strategies) (feature `proptest`) generates policies and
+//! - `baton_core::strategies` (feature `proptest`) generates policies and
 //!   outcome sequences for your own `proptest!` blocks;
 //! - [`sim`](crate::sim) runs one scripted call on a virtual clock, for the cases you want
 //!   to name;
