@@ -47,7 +47,8 @@ pub enum Command {
     #[command(
         after_help = "Exit status of `check`: 0 clean, 1 lints only, 2 invalid usage or \
                       configuration, 8 a safety violation (each violating class's shortest \
-                      counterexample is written as a vector file, and its path printed)."
+                      counterexample is written as a vector file, and its path printed), \
+                      23 the report could not be written to stdout."
     )]
     Check(CheckArgs),
 }
@@ -217,7 +218,8 @@ pub struct CheckArgs {
     pub client: ClientArgs,
     /// Calls to explore: every fault script up to the longest length that fits, then
     /// seeded random sessions.
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    #[arg(long, default_value_t = 10_000, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub calls: usize,
     /// Seed of the random sessions (and of the engine, when the policy sets none).
     #[arg(long, default_value_t = 1, value_name = "S")]

@@ -162,6 +162,11 @@ impl ClientConfig {
     }
 }
 
+/// The methods of RFC 9110 (and PATCH), as a table key may misspell them in lower case.
+const STANDARD_METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+];
+
 /// The `[permissions]` tables with their methods parsed; a bad method name is an error
 /// naming it.
 fn permissions(
@@ -172,6 +177,14 @@ fn permissions(
         .map(|(name, p)| {
             let method = http::Method::from_bytes(name.as_bytes())
                 .map_err(|_| format!("[permissions.{name}]: {name:?} is not an HTTP method"))?;
+            // Methods are case-sensitive: `post` would be an extension method no POST
+            // ever matches.
+            let upper = name.to_ascii_uppercase();
+            if upper != *name && STANDARD_METHODS.contains(&upper.as_str()) {
+                return Err(format!(
+                    "[permissions.{name}]: methods are case-sensitive; write [permissions.{upper}]"
+                ));
+            }
             let over = PermissionOverride {
                 retry: p.retry,
                 failover: p.failover,
@@ -332,6 +345,9 @@ mod tests {
         let bad = parse("[permissions.\"P OST\"]\nretry = \"always\"\n").unwrap();
         let err = permissions(&bad.permissions).unwrap_err();
         assert!(err.contains("[permissions.P OST]"), "{err}");
+        let lower = parse("[permissions.post]\nretry = \"always\"\n").unwrap();
+        let err = permissions(&lower.permissions).unwrap_err();
+        assert!(err.contains("write [permissions.POST]"), "{err}");
         let unknown = parse("[permissions.POST]\nretries = \"always\"\n").unwrap_err();
         assert!(unknown.contains("retries"), "{unknown}");
     }

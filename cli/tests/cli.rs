@@ -1446,3 +1446,39 @@ fn check_rejects_a_bad_configuration_with_exit_2() {
     assert_eq!(code(&o), 2);
     assert!(stderr(&o).contains("no endpoints"), "{}", stderr(&o));
 }
+
+#[test]
+fn check_stays_8_when_its_counterexample_cannot_be_written_and_refuses_zero_calls() {
+    let dir = temp_dir("unwritable");
+    let config = dir.join("unsafe.toml");
+    std::fs::write(&config, UNSAFE).unwrap();
+    let missing = dir.join("no-such-dir");
+    let o = run(
+        &[
+            "check",
+            "--config",
+            config.to_str().unwrap(),
+            "--out",
+            missing.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(code(&o), 8, "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("SAFETY writes"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("cannot write the counterexample"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(
+        &[
+            "check",
+            "--config",
+            config.to_str().unwrap(),
+            "--calls",
+            "0",
+        ],
+        "",
+    );
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+}

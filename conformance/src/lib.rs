@@ -57,7 +57,9 @@
 //! resolve), `reset` (reads the request, then resets), `close` (reads the request, then
 //! closes), `black_hole` (reads the request, never answers), `stall` (sends headers, never the
 //! body), `half_body` (sends headers and half the body, then closes). Without `fault`, a step
-//! answers `status` (default 200) with `headers` and `body` after `delay`. `refuse` and `dns`
+//! answers `status` (default 200) with `headers` and `body` after `delay`; a `refuse` or
+//! `dns` with a `delay` fails then (at most at the connect timeout: on the simulator only,
+//! as `baton check` writes a connect that never completes). `refuse` and `dns`
 //! are states of a whole endpoint on real sockets: a script that mixes them with other steps
 //! cannot run there (the runner fails such a vector unless its `paths` leave those out).
 //!
@@ -633,10 +635,14 @@ fn safety(v: &Vector, c: &CallSpec, got: &Observed) -> Vec<String> {
         .policy(|e| format!("http://{}.test", e.id))
         .and_then(|b| b.build().map_err(|e| e.to_string()))
     {
-        Ok(policy) => baton_core::verify::judge(&policy, &method, report)
-            .iter()
-            .map(|x| format!("safety: {x}"))
-            .collect(),
+        Ok(policy) => {
+            let received = got.seen.values().map(Vec::len).sum();
+            let mut found = baton_core::verify::judge(&policy, &method, report);
+            found.extend(baton_core::verify::understated_by_receipts(
+                &policy, report, received, &found,
+            ));
+            found.iter().map(|x| format!("safety: {x}")).collect()
+        }
         Err(e) => vec![format!("safety: the vector's policy does not build: {e}")],
     }
 }
@@ -1026,7 +1032,7 @@ fn play_attempt(
             });
         }
         let left = a.timeout.saturating_sub(spent);
-        let (after, reply) = play_step(&step, left);
+        let (after, reply) = play_step(&step, left, a.connect_timeout);
         spent += after;
         let cut_body = matches!(step.fault, Some(Fault::Stall | Fault::HalfBody));
         let SimReply::Status(code, hs) = &reply else {
@@ -1054,11 +1060,12 @@ fn play_attempt(
     }
 }
 
-/// What one scripted step does within `left` of the attempt's time.
-fn play_step(step: &StepSpec, left: Duration) -> (Duration, SimReply) {
+/// What one scripted step does within `left` of the attempt's time (a refusal after a
+/// delay comes at most at the connect timeout: a connect that long never completed).
+fn play_step(step: &StepSpec, left: Duration, connect: Duration) -> (Duration, SimReply) {
     let delay = step.delay.unwrap_or_default();
     match step.fault {
-        Some(Fault::Refuse) | Some(Fault::Dns) => (Duration::ZERO, SimReply::Undelivered),
+        Some(Fault::Refuse) | Some(Fault::Dns) => (delay.min(connect), SimReply::Undelivered),
         Some(Fault::Reset) | Some(Fault::Close) if delay < left => (delay, SimReply::Ambiguous),
         Some(Fault::BlackHole) | Some(Fault::Reset) | Some(Fault::Close) => {
             (left, SimReply::Timeout)

@@ -55,7 +55,7 @@ enum Seeds {
 }
 
 /// The seed of an engine built without entropy and without a seed in its policy.
-pub(crate) const FIXED_SEED: u64 = 0x5EED_BA70;
+const FIXED_SEED: u64 = 0x5EED_BA70;
 
 impl Engine {
     /// A fresh engine, deterministic: every endpoint closed, budget full, and each call's

@@ -223,3 +223,83 @@ fn the_outage_run_shows_the_budget_at_work() {
     assert!(w.per_call() >= 1.0 && wo.per_call() <= 3.0);
     assert!(w.steady < wo.steady, "{w:?} vs {wo:?}");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// With a permission function giving POSTs any permissions (failover `Never` pins a
+    /// call at its first endpoint, for one), the computed worst case still holds.
+    #[test]
+    fn bounds_hold_under_any_permission_function(
+        settings in baton_core::strategies::settings(),
+        n in 1usize..4,
+        retry in prop::option::of(baton_core::strategies::permission()),
+        failover in prop::option::of(baton_core::strategies::permission()),
+        seed in any::<u64>(),
+    ) {
+        let mut b = Policy::builder().settings(settings);
+        for i in 0..n {
+            b = b.endpoint(Endpoint::new(format!("e{i}"), format!("https://e{i}.example/")));
+        }
+        let policy = b
+            .permission_fn(move |req| {
+                if req.method == http::Method::POST {
+                    PermissionOverride { retry, failover }
+                } else {
+                    PermissionOverride::default()
+                }
+            })
+            .build()
+            .unwrap();
+        let f = Check::new().calls(400).seed(seed).outage(Duration::from_secs(5)).run(&policy, Instant::now());
+        for c in &f.classes {
+            prop_assert!(c.observed_attempts <= c.bound.attempts, "{:?}: {} > {}", c.class, c.observed_attempts, c.bound.attempts);
+            if let TimeBound::Within(t) = c.bound.time {
+                prop_assert!(c.observed_time <= t, "{:?}: {:?} > {:?}", c.class, c.observed_time, t);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_retained_answer_returned_after_a_later_possible_execution_is_hidden() {
+    use baton_core::{AttemptRecord, AttemptResult, FailureClass, Outcome, Report, RequestId};
+    let policy = three().build().unwrap();
+    let record = |number, result| AttemptRecord {
+        endpoint: 0,
+        endpoint_id: "a".into(),
+        number,
+        result,
+        elapsed: Duration::from_millis(1),
+    };
+    let status = http::StatusCode::SERVICE_UNAVAILABLE;
+    let report = Report {
+        request_id: RequestId::parse("check-request-1").unwrap(),
+        idempotency_key: Some("k-1".into()),
+        attempts: [
+            record(1, AttemptResult::Response(status)),
+            record(2, AttemptResult::Failed(FailureClass::Ambiguous)),
+        ]
+        .into_iter()
+        .collect(),
+        redirects: Vec::new(),
+        elapsed: Duration::from_millis(2),
+        stop_reason: baton_core::StopReason::AttemptsExhausted,
+        may_have_executed: true,
+        outcome: Outcome::Response {
+            attempt: 1,
+            endpoint: 0,
+            status,
+            retained: true,
+            classified_success: false,
+        },
+    };
+    // Keyed, one endpoint: the repeat itself was safe, but "503, not done" hides that the
+    // second attempt may have done it (SPEC 2.10, invariant 11).
+    let found = baton_core::verify::judge(&policy, &http::Method::POST, &report);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].kind, ViolationKind::Hidden);
+    assert!(found[0].text.contains("retained"), "{}", found[0]);
+    // A GET may return it: repeating a read is harmless.
+    assert!(baton_core::verify::judge(&policy, &http::Method::GET, &report).is_empty());
+}

@@ -312,6 +312,14 @@ impl<'e, R> Call<'e, R> {
         (self.class.perms.retry, self.class.perms.failover)
     }
 
+    /// Which endpoints the eligibility predicate admitted for this call, in policy order
+    /// (asked once, at the start).
+    pub(crate) fn eligible_endpoints(&self) -> Vec<bool> {
+        (0..self.engine.policy.endpoints.len())
+            .map(|i| self.order.eligible.has(i))
+            .collect()
+    }
+
     /// Where each resolved permission came from: (retry, failover).
     pub fn permission_sources(&self) -> (PermissionSource, PermissionSource) {
         (

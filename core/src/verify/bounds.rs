@@ -5,14 +5,18 @@
 //! `per(e)` is the endpoint's own `attempts_per_endpoint`, else the policy's, else 1. When
 //! a call can find a single endpoint usable (the policy has one, or an eligibility
 //! predicate or skipped unavailable endpoints can leave one), that default is 3 and the
-//! bound is also at least `max over e of per(e)` with it. A call that can be pinned (retry `Always`, failover not: a keyed
-//! write) makes at most `M - 1` attempts before the pin and then up to `pinned_attempts`
-//! at the pinned endpoint in total: `M - 1 + pinned_attempts`.
+//! bound is also at least `max over e of per(e)` with it. A call that can be pinned (only the
+//! current endpoint allowed: a retry permission that differs from the failover one, such
+//! as a keyed write's) makes at most `M - 1` attempts before the pin and then up to
+//! `pinned_attempts` at the pinned endpoint in total: `M - 1 + pinned_attempts`.
+//!
+//! The bounds are for calls without per-call schedule options (`CallOptions`'
+//! `attempts_per_endpoint`, `max_attempts`, `attempt_timeout`), as the explorer makes them.
 //!
 //! **Time to a result** (the response headers, or the error). With a deadline, the
 //! deadline: no wait ends after it and every attempt timeout is clipped to it. Otherwise,
 //! for `A` attempts: `A x (connect_timeout + attempt_timeout)` (the longest of any
-//! endpoint; redirect hops share the attempt timeout) plus, for each of the `A - 1` waits
+//! endpoint; redirect hops share the attempt's timer) plus, for each of the `A - 1` waits
 //! between attempts, `max(backoff_k, max_retry_after)`, where `backoff_k` is the largest
 //! backoff any endpoint can draw for the call's `k`-th wait (its base delay, times `1 + f`
 //! with proportional jitter). A Retry-After wait and a wait for a cooling-down endpoint are

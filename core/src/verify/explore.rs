@@ -256,8 +256,14 @@ fn trim_unused(world: &World, calls: &mut [Planned], start: Instant) {
     }
 }
 
-/// Whether a class's calls resolve retry `Always` with failover not `Always` (they can be
-/// pinned), and whether the policy's permission function makes failover `Always` for it.
+/// Whether a class's calls can be pinned (SPEC 2.6: the current endpoint may take an
+/// attempt and no other may), and whether the policy's permission function makes failover
+/// `Always` for it. Equal permissions allow or refuse every endpoint alike, so pinning
+/// needs them to differ: retry `Always` with failover weaker (a keyed write after a
+/// possible execution), failover `Never` (pinned at the first endpoint), or failover
+/// `Always` with retry weaker (once the first endpoint may have executed, the sticky rule
+/// of SPEC 2.2 lets a failover endpoint take retries and forbids the first). Only retry
+/// `Never` with failover `IfUndelivered` differs and never pins.
 pub(crate) fn permissions_of(world: &World, class: CallClass, start: Instant) -> (bool, bool) {
     let variant = Variant {
         class,
@@ -275,7 +281,7 @@ pub(crate) fn permissions_of(world: &World, class: CallClass, start: Instant) ->
     traced.first().map_or((false, false), |t: &Traced| {
         let (retry, failover) = t.permissions;
         (
-            retry == Permission::Always && failover != Permission::Always,
+            retry != failover && (retry != Permission::Never || failover == Permission::Always),
             failover == Permission::Always && t.sources.1 == PermissionSource::PolicyFn,
         )
     })

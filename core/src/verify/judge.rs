@@ -15,12 +15,17 @@
 //!   locally rejected failure), the pair not repeat-safe.
 //! - **hidden**: the call returned a response although another attempt, not repeat-safe
 //!   with the answering one, may have executed it: the caller sees one answer and cannot
-//!   tell that a second provider may have done the work.
+//!   tell that a second provider may have done the work. A retained response (SPEC 2.10)
+//!   returned after a later attempt that may have executed a non-idempotent call is hidden
+//!   too, whatever the endpoints: the caller reads "not done" where it may be done.
 //! - **understated**: the result's `may_have_executed` is false although an attempt may
 //!   have executed the call, or a provider received the request and did not answer with a
 //!   `not_processed` status.
 //!
-//! The judge trusts the policy's `not_processed` set: it is the provider's promise.
+//! The judge trusts the policy's `not_processed` set: it is the provider's promise. PUT and
+//! DELETE count as idempotent, as RFC 9110 defines them, so a permission function that lets
+//! them fail over is not flagged (the explorer's writes are POSTs); a provider whose PUT
+//! does more than replace is better checked with POST-like permissions.
 
 use std::fmt;
 
@@ -134,6 +139,48 @@ pub fn judge(policy: &Policy, method: &Method, report: &Report) -> Vec<Violation
     found
 }
 
+/// The ground-truth half of the understated rule, for a runner that knows how many
+/// requests of the call its providers received: `received` requests, of which only those
+/// answered with a `not_processed` status did nothing, yet `may_have_executed` is false.
+/// `None` when `found` already holds an understated violation (each call reports the rule
+/// once).
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::{sim::{Script, Sim}, CallOptions, Endpoint, Policy};
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "https://a.example/")).build().unwrap();
+/// let mut sim = Sim::new(policy.clone(), Instant::now());
+/// sim.script("a", Script::refuse());
+/// let run = sim.run(http::Method::POST, CallOptions::default());
+/// assert!(!run.report.may_have_executed);
+/// // Had a provider received one of those requests, the result would understate it.
+/// let v = baton_core::verify::understated_by_receipts(&policy, &run.report, 1, &[]);
+/// assert!(v.is_some());
+/// assert!(baton_core::verify::understated_by_receipts(&policy, &run.report, 0, &[]).is_none());
+/// ```
+pub fn understated_by_receipts(
+    policy: &Policy,
+    report: &Report,
+    received: usize,
+    found: &[Violation],
+) -> Option<Violation> {
+    if report.may_have_executed || found.iter().any(|v| v.kind == ViolationKind::Understated) {
+        return None;
+    }
+    let not_processed = &policy.settings.not_processed;
+    let promised = report
+        .attempts
+        .iter()
+        .filter(|a| a.result.status().is_some_and(|s| not_processed.contains(s)))
+        .count();
+    (received > promised).then(|| Violation {
+        kind: ViolationKind::Understated,
+        text: format!(
+            "may_have_executed is false, but providers received {received} request(s) of the call and only {promised} answer(s) promised nothing was done"
+        ),
+    })
+}
+
 struct Judge<'p> {
     policy: &'p Policy,
     idempotent: bool,
@@ -195,12 +242,33 @@ impl Judge<'_> {
     }
 
     fn hidden(&self, report: &Report, found: &mut Vec<Violation>) {
-        let Outcome::Response { attempt, .. } = report.outcome else {
+        let Outcome::Response {
+            attempt, retained, ..
+        } = report.outcome
+        else {
             return;
         };
         let Some(answer) = report.attempts.iter().find(|a| a.number == attempt) else {
             return;
         };
+        let later = report
+            .attempts
+            .iter()
+            .find(|o| o.number > attempt && self.may_have_executed(o));
+        if let (true, false, Some(o)) = (retained, self.idempotent, later) {
+            found.push(Violation {
+                kind: ViolationKind::Hidden,
+                text: format!(
+                    "the call returned the retained response of attempt {} at {}, while the later attempt {} at {} ended {} and may have executed",
+                    answer.number,
+                    answer.endpoint_id,
+                    o.number,
+                    o.endpoint_id,
+                    describe(&o.result)
+                ),
+            });
+            return;
+        }
         let other = report.attempts.iter().find(|o| {
             let (first, second) = if o.number < attempt {
                 (*o, answer)

@@ -118,7 +118,7 @@ mod world;
 use std::time::{Duration, Instant};
 
 pub use bounds::{Bound, TimeBound};
-pub use judge::{is_idempotent_method, judge, Violation, ViolationKind};
+pub use judge::{is_idempotent_method, judge, understated_by_receipts, Violation, ViolationKind};
 pub use lints::Lint;
 pub use vector::{Counterexample, Vector, VectorCall, VectorEndpoint, VectorExpect, VectorStep};
 pub use world::{CallClass, Fault};
@@ -158,7 +158,9 @@ impl Check {
     }
 
     /// Calls to explore in all: every script of one fault, then of two, and so on while a
-    /// whole length fits, then random sessions for the rest.
+    /// whole length fits, one call per variant with every attempt refused (so every
+    /// reachable endpoint is reached), then random sessions for the rest. At least the ten
+    /// all-refused calls are explored.
     pub fn calls(mut self, n: usize) -> Self {
         self.calls = n;
         self
@@ -193,7 +195,7 @@ impl Check {
         start: Instant,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Findings {
-        let world = World::new(policy.clone());
+        let world = World::new(policy.clone(), self.seed);
         let variants = explore::variants(self.deadline_for(policy));
         let mut explorer = Explorer::new(&world, start);
         let budget = self.calls;
@@ -203,6 +205,17 @@ impl Check {
                 explore::systematic(&mut explorer, v, len, &mut |n| progress(n, budget));
             }
             len += 1;
+        }
+        // Every variant once with every attempt refused (undelivered: always free to move
+        // on), so every endpoint a call can reach at all is reached.
+        let all_refused = vec![Fault::Refused; policy.endpoints.len() * 4];
+        for &variant in &variants {
+            let faults = all_refused.clone();
+            explorer.session(&[Planned {
+                variant,
+                faults,
+                wait_before: Duration::ZERO,
+            }]);
         }
         let systematic = explorer.explored;
         let bounds: Vec<(CallClass, Bound, bool)> = CallClass::ALL
@@ -215,7 +228,7 @@ impl Check {
             .collect();
         let worst = bounds.iter().map(|b| b.1.attempts).max().unwrap_or(1);
         let mut rng = Rng::new(self.seed);
-        let max_faults = (worst as usize + 1).min(12);
+        let max_faults = (worst as usize + 1).min(32);
         while explorer.explored < budget {
             let left = budget - explorer.explored;
             let session = explore::random_session(&world, &variants, &mut rng, max_faults, left);

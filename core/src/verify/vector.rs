@@ -9,7 +9,7 @@ use crate::permission::{Permission, PermissionSource};
 use crate::policy::Settings;
 
 use super::judge::Violation;
-use super::world::{CallClass, Fault, Planned, Traced, World};
+use super::world::{CallClass, Fault, Planned, Sent, Traced, World};
 
 /// The shortest failing session found for a class, and the vector that replays it.
 ///
@@ -185,7 +185,7 @@ impl Counterexample {
         for t in traced {
             for s in &t.sent {
                 timed_connect |= s.fault == Fault::ConnectTimeout;
-                scripts[s.endpoint].push(step_of(s.fault, world));
+                scripts[s.endpoint].push(step_of(s, world));
             }
         }
         let endpoints = policy
@@ -223,9 +223,19 @@ impl Counterexample {
         let class = calls
             .last()
             .map_or(CallClass::SafeRead, |c| c.variant.class);
-        let mut settings = policy.settings.clone();
-        settings.seed = Some(policy.settings.seed.unwrap_or(crate::engine::FIXED_SEED));
+        // The world's policy always carries the seed its engines drew from.
+        let settings = policy.settings.clone();
         let first = violations.first().map_or(String::new(), |v| v.to_string());
+        let mut why_not = String::from(
+            "written by `baton check` from the simulator; real sockets time refusals and \
+             connect timeouts differently (remove `paths` to try them)",
+        );
+        if policy.classify.is_some() {
+            why_not.push_str(
+                "; the policy's response classifier is not part of this file, so calls whose \
+                 answers it re-labelled may not replay",
+            );
+        }
         let name = format!("baton check counterexample ({}): {first}", class.as_str());
         Counterexample {
             class,
@@ -236,9 +246,7 @@ impl Counterexample {
             vector: Vector {
                 name,
                 paths: vec!["sim".into()],
-                why_not: "written by `baton check` from the simulator; real sockets time \
-                          refusals and connect timeouts differently (remove `paths` to try them)"
-                    .into(),
+                why_not,
                 policy: settings,
                 endpoints,
                 calls: vector_calls,
@@ -249,9 +257,10 @@ impl Counterexample {
 }
 
 /// A fault as a vector step. A connect timeout has no fault of its own in vectors (loopback
-/// answers or refuses at once): it is written as a refusal after the connect timeout, the
-/// same class (undelivered) at the same time.
-fn step_of(fault: Fault, world: &World) -> VectorStep {
+/// answers or refuses at once): it is written as a refusal after the attempt's connect
+/// timeout, the same class (undelivered) at the same time.
+fn step_of(sent: &Sent, world: &World) -> VectorStep {
+    let fault = sent.fault;
     let faulted = |name: &'static str, delay: Option<Duration>| VectorStep {
         fault: Some(name),
         delay,
@@ -260,7 +269,7 @@ fn step_of(fault: Fault, world: &World) -> VectorStep {
     match fault {
         Fault::Refused => faulted("refuse", None),
         Fault::Dns => faulted("dns", None),
-        Fault::ConnectTimeout => faulted("refuse", Some(world.policy.settings.connect_timeout)),
+        Fault::ConnectTimeout => faulted("refuse", Some(sent.connect_timeout)),
         Fault::Reset => faulted("reset", None),
         Fault::BlackHole => faulted("black_hole", None),
         Fault::BrokenBody => faulted("half_body", None),

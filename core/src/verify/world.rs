@@ -14,7 +14,7 @@ use crate::report::Report;
 use crate::sim::{self, Pending, Reply, Step};
 use crate::time::add;
 
-use super::judge::{judge, Violation, ViolationKind};
+use super::judge::{judge, understated_by_receipts, Violation};
 
 /// What a provider does with one attempt: every failure class of SPEC 1, the statuses of
 /// SPEC 2.3 and 2.6, and slow answers.
@@ -236,6 +236,8 @@ pub(crate) struct Planned {
 pub(crate) struct Sent {
     pub(crate) endpoint: usize,
     pub(crate) fault: Fault,
+    /// The attempt's connect timeout (a connect timeout fault ends then).
+    pub(crate) connect_timeout: Duration,
 }
 
 /// What one call did.
@@ -261,7 +263,9 @@ pub(crate) struct World {
 }
 
 impl World {
-    pub(crate) fn new(policy: Policy) -> Self {
+    /// The world of `policy`; its engines draw from `seed` when the policy sets none.
+    pub(crate) fn new(mut policy: Policy, seed: u64) -> Self {
+        policy.settings.seed = Some(policy.settings.seed.unwrap_or(seed));
         let s = &policy.settings;
         World {
             slow: s.attempt_timeout.mul_f64(0.75),
@@ -316,10 +320,10 @@ impl World {
             idempotency_key: key.clone(),
             ..CallOptions::default()
         };
-        let eligible = self.eligible(&info);
         let mut call: Call<'_, Head> =
             Call::new(engine, &info, planned.variant.body(), options, start);
         let (permissions, sources) = (call.permissions(), call.permission_sources());
+        let eligible = call.eligible_endpoints();
         let mut now = start;
         let mut sent = Vec::new();
         let mut pending: Vec<Pending> = Vec::new();
@@ -330,6 +334,7 @@ impl World {
                     sent.push(Sent {
                         endpoint: a.endpoint,
                         fault,
+                        connect_timeout: a.connect_timeout,
                     });
                     let (after, outcome) = sim::pending_outcome(&fault.step(self), &a);
                     pending.push(Pending {
@@ -345,9 +350,13 @@ impl World {
             }
         };
         let mut violations = judge(&self.policy, &method, &report);
-        if let Some(v) = self.understated(&report, &sent) {
-            violations.push(v);
-        }
+        let received = sent.iter().filter(|s| s.fault.delivered()).count();
+        violations.extend(understated_by_receipts(
+            &self.policy,
+            &report,
+            received,
+            &violations,
+        ));
         let traced = Traced {
             report,
             sent,
@@ -358,39 +367,6 @@ impl World {
             violations,
         };
         (traced, now)
-    }
-
-    /// The eligible predicate's answers for a request (all true without one).
-    fn eligible(&self, info: &RequestInfo<'_>) -> Vec<bool> {
-        let endpoints = &self.policy.endpoints;
-        match &self.policy.eligible {
-            Some(f) => endpoints.iter().map(|e| f(e, info)).collect(),
-            None => vec![true; endpoints.len()],
-        }
-    }
-
-    /// The ground-truth half of the understated rule: a provider received the request and
-    /// did not promise it did nothing, yet the result says nothing may have executed.
-    fn understated(&self, report: &Report, sent: &[Sent]) -> Option<Violation> {
-        if report.may_have_executed {
-            return None;
-        }
-        let not_processed = &self.policy.settings.not_processed;
-        let (n, s) = sent.iter().enumerate().find(|(_, s)| {
-            s.fault.delivered()
-                && !s.fault.response(self).is_some_and(|(code, _)| {
-                    http::StatusCode::from_u16(code).is_ok_and(|c| not_processed.contains(c))
-                })
-        })?;
-        Some(Violation {
-            kind: ViolationKind::Understated,
-            text: format!(
-                "may_have_executed is false, but attempt {} reached {} ({})",
-                n + 1,
-                self.policy.endpoints[s.endpoint].id(),
-                s.fault.as_str()
-            ),
-        })
     }
 }
 
