@@ -122,7 +122,38 @@ fn table(
         f.seed,
         elapsed.as_secs_f64()
     );
-    out += &format!(
+    out += &rows(f);
+    if f.classes.iter().any(|c| c.bound.time.within().is_none()) {
+        out += "\n";
+    }
+    for c in &f.classes {
+        if let TimeBound::Unbounded(why) = c.bound.time {
+            out += &format!(
+                "{}: no bound on the time to a result: {why}\n",
+                c.class.as_str()
+            );
+        }
+    }
+    for c in f.classes.iter().filter(|c| c.violations > 0) {
+        out += &violations(c, path_of(written, c));
+    }
+    if f.classes.iter().any(|c| c.violations > 0) {
+        out += "\n";
+    }
+    if f.lints.is_empty() {
+        out += "\nlints: none\n";
+    } else {
+        out += "\nlints:\n";
+        for l in &f.lints {
+            out += &format!("  {l}\n");
+        }
+    }
+    out
+}
+
+/// The table's header and one row per class.
+fn rows(f: &Findings) -> String {
+    let mut out = format!(
         "{:<13} {:>6} {:>7}  {:>14}  {:>20}  {:>16}\n",
         "class", "calls", "safety", "worst attempts", "worst time", "outage att./call"
     );
@@ -144,57 +175,38 @@ fn table(
             c.outage.steady
         );
     }
-    if f.classes.iter().any(|c| c.bound.time.within().is_none()) {
-        out += "\n";
-    }
-    for c in &f.classes {
-        if let TimeBound::Unbounded(why) = c.bound.time {
-            out += &format!(
-                "{}: no bound on the time to a result: {why}\n",
-                c.class.as_str()
-            );
-        }
-    }
-    for c in f.classes.iter().filter(|c| c.violations > 0) {
+    out
+}
+
+/// A violating class: counts by rule, the shortest counterexample, and where it is.
+fn violations(c: &ClassReport, path: Option<&Path>) -> String {
+    let mut out = format!(
+        "\nSAFETY {}: {} calls broke a rule (repeated {}, hidden {}, understated {})",
+        c.class.as_str(),
+        c.violations,
+        c.by_kind[0],
+        c.by_kind[1],
+        c.by_kind[2]
+    );
+    if let Some(cx) = &c.counterexample {
+        let faults: Vec<String> = cx
+            .faults
+            .iter()
+            .map(|call| {
+                let names: Vec<&str> = call.iter().map(|x| x.as_str()).collect();
+                format!("[{}]", names.join(", "))
+            })
+            .collect();
         out += &format!(
-            "\nSAFETY {}: {} calls broke a rule (repeated {}, hidden {}, understated {})",
-            c.class.as_str(),
-            c.violations,
-            c.by_kind[0],
-            c.by_kind[1],
-            c.by_kind[2]
+            "\n  shortest: {} call(s), faults {}",
+            cx.faults.len(),
+            faults.join(" ")
         );
-        if let Some(cx) = &c.counterexample {
-            let faults: Vec<String> = cx
-                .faults
-                .iter()
-                .map(|call| {
-                    let names: Vec<&str> = call.iter().map(|x| x.as_str()).collect();
-                    format!("[{}]", names.join(", "))
-                })
-                .collect();
-            out += &format!(
-                "\n  shortest: {} call(s), faults {}",
-                cx.faults.len(),
-                faults.join(" ")
-            );
-            for v in &cx.violations {
-                out += &format!("\n  {v}");
-            }
-            if let Some(p) = path_of(written, c) {
-                out += &format!("\n  counterexample: {}", p.display());
-            }
+        for v in &cx.violations {
+            out += &format!("\n  {v}");
         }
-    }
-    if f.classes.iter().any(|c| c.violations > 0) {
-        out += "\n";
-    }
-    if f.lints.is_empty() {
-        out += "\nlints: none\n";
-    } else {
-        out += "\nlints:\n";
-        for l in &f.lints {
-            out += &format!("  {l}\n");
+        if let Some(p) = path {
+            out += &format!("\n  counterexample: {}", p.display());
         }
     }
     out

@@ -41,6 +41,7 @@ pub(crate) struct Seen<'a> {
     pub(crate) explored: usize,
 }
 
+/// Every lint of `policy`, status sets first, then timing, load and reachability.
 pub(crate) fn lints(policy: &Policy, seen: &Seen<'_>) -> Vec<Lint> {
     let mut out = Vec::new();
     let mut lint = |setting: &str, reason: String| {
@@ -49,6 +50,25 @@ pub(crate) fn lints(policy: &Policy, seen: &Seen<'_>) -> Vec<Lint> {
             reason,
         })
     };
+    status_lints(policy, &mut lint);
+    deadline_lints(policy, &mut lint);
+    load_lints(policy, seen, &mut lint);
+    for (e, n) in policy.endpoints.iter().zip(seen.attempted) {
+        if *n == 0 {
+            lint(
+                &format!("endpoint.{}", e.id()),
+                format!(
+                    "never attempted in {} explored calls: always ineligible, or shadowed by the endpoints before it and the attempt cap",
+                    seen.explored
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// The status sets: key-reliant 500s, promises a provider cannot keep, client errors.
+fn status_lints(policy: &Policy, lint: &mut impl FnMut(&str, String)) {
     let s = &policy.settings;
     let passed_on: Vec<u16> = [500, 502, 504]
         .into_iter()
@@ -89,7 +109,11 @@ pub(crate) fn lints(policy: &Policy, seen: &Seen<'_>) -> Vec<Lint> {
             ),
         );
     }
-    deadline_lints(policy, &mut lint);
+}
+
+/// Load on providers: budget, breaker, jitter, hedging, a limiter that waits forever.
+fn load_lints(policy: &Policy, seen: &Seen<'_>, lint: &mut impl FnMut(&str, String)) {
+    let s = &policy.settings;
     if s.deadline.is_none() && matches!(&s.rate_limit, Some(r) if r.on_limit == OnLimit::Wait) {
         lint(
             "policy.rate_limit.on_limit",
@@ -129,18 +153,6 @@ pub(crate) fn lints(policy: &Policy, seen: &Seen<'_>) -> Vec<Lint> {
             "on while the permission function lets writes fail over always: a write that opts into hedging runs at two providers at once".into(),
         );
     }
-    for (e, n) in policy.endpoints.iter().zip(seen.attempted) {
-        if *n == 0 {
-            lint(
-                &format!("endpoint.{}", e.id()),
-                format!(
-                    "never attempted in {} explored calls: always ineligible, or shadowed by the endpoints before it and the attempt cap",
-                    seen.explored
-                ),
-            );
-        }
-    }
-    out
 }
 
 fn deadline_lints(policy: &Policy, lint: &mut impl FnMut(&str, String)) {
