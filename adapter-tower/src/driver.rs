@@ -1,0 +1,471 @@
+//! The loop that drives one call through the inner services: it turns the engine's actions
+//! into `poll_ready` + `call` under timers, and what happened into the engine's inputs. It
+//! decides nothing: which endpoint, whether to retry, how long to wait come from
+//! [`baton_core::Call`]. Attempts in flight are futures owned by the call's future, so
+//! dropping it cancels them and drops the `Call` (which frees any half-open probe slot).
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant, SystemTime};
+
+use baton_core::{
+    Action, Answer, Attempt, AttemptOutcome, Call, CallOptions, Done, Engine, FailureClass, Input,
+    Redirects, RequestInfo, TimeoutPhase,
+};
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body::Body;
+use smallvec::SmallVec;
+use tower_service::Service;
+
+use crate::body::{self, Kept, ReplayBody};
+use crate::classify::{classify, ErrorClassifier};
+use crate::error::Error;
+use crate::sleep::{Sleep, Sleeping};
+use crate::BoxError;
+
+/// What a service shares with every call's driver.
+pub(crate) struct Shared {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) sleep: Arc<dyn Sleep>,
+    pub(crate) buffer_limit: Option<usize>,
+    pub(crate) classify_error: Option<ErrorClassifier>,
+}
+
+/// Where attempts go: one service that takes absolute URIs, or one per endpoint.
+#[derive(Clone)]
+pub(crate) enum Backends<S> {
+    One(S),
+    PerEndpoint(Arc<[S]>),
+}
+
+impl<S: Clone> Backends<S> {
+    fn for_endpoint(&self, e: usize) -> Option<S> {
+        match self {
+            Backends::One(s) => Some(s.clone()),
+            Backends::PerEndpoint(all) => all.get(e).cloned(),
+        }
+    }
+}
+
+/// A response as the engine reads it.
+struct Reply<R>(Response<R>);
+
+impl<R> Answer for Reply<R> {
+    fn status(&self) -> StatusCode {
+        self.0.status()
+    }
+    fn headers(&self) -> &HeaderMap {
+        self.0.headers()
+    }
+}
+
+/// How one request of an attempt ended.
+enum Landed<R> {
+    Response(Response<R>),
+    Failed(FailureClass, BoxError),
+    TimedOut,
+}
+
+type FlightFuture<R> = Pin<Box<dyn Future<Output = Landed<R>> + Send>>;
+
+struct Flight<R> {
+    number: u32,
+    endpoint: usize,
+    timeout: Duration,
+    /// When the attempt's timer ends (every redirect hop shares it).
+    at: Instant,
+    redirects: Option<Box<Redirects>>,
+    fut: FlightFuture<R>,
+}
+
+/// The error of an inner service's `poll_ready` or `call`.
+#[derive(Debug)]
+struct NotReady(BoxError);
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the endpoint's service was not ready: {}", self.0)
+    }
+}
+
+impl std::error::Error for NotReady {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0)
+    }
+}
+
+/// Why an attempt's request could not be built.
+#[derive(Debug)]
+struct Rejected(String);
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the request could not be built: {}", self.0)
+    }
+}
+
+impl std::error::Error for Rejected {}
+
+/// Drives one call to its end.
+pub(crate) async fn drive<S, B, R>(
+    shared: Arc<Shared>,
+    backends: Backends<S>,
+    request: Request<B>,
+) -> Result<Response<R>, Error<R>>
+where
+    S: Service<Request<ReplayBody<B>>, Response = Response<R>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    R: Send + 'static,
+{
+    let (parts, body) = request.into_parts();
+    let options = parts
+        .extensions
+        .get::<CallOptions>()
+        .cloned()
+        .unwrap_or_default();
+    let prepared = body::prepare(body, shared.buffer_limit).await;
+    let engine = Arc::clone(&shared.engine);
+    let info = RequestInfo {
+        method: &parts.method,
+        uri: &parts.uri,
+        headers: &parts.headers,
+    };
+    let mut call: Call<'_, Reply<R>> = Call::new(
+        &engine,
+        &info,
+        prepared.body.kind(),
+        options,
+        Instant::now(),
+    );
+    if let Some(limit) = prepared.over_limit {
+        call.handle(Input::BodyNotBuffered { limit }, Instant::now());
+    }
+    let mut driver = Driver {
+        shared: &shared,
+        backends,
+        parts: &parts,
+        body: prepared.body,
+        body_error: prepared.error.map(|e| e.to_string()),
+        flights: SmallVec::new(),
+        last: None,
+    };
+    loop {
+        match call.poll() {
+            Action::Send(a) => driver.send(&mut call, &a),
+            Action::Discard(n) => driver.flights.retain(|f| f.number != n),
+            Action::WaitUntil(t) => driver.wait(&mut call, Some(t)).await,
+            Action::WaitForAttempt => driver.wait(&mut call, None).await,
+            Action::Done => break,
+            // An action this adapter does not know: end the call with what it has.
+            _ => call.handle(Input::Cancel, Instant::now()),
+        }
+    }
+    driver.flights.clear();
+    let last = driver.last.take();
+    finish(call.into_done(), last)
+}
+
+struct Driver<'a, S, B, R> {
+    shared: &'a Shared,
+    backends: Backends<S>,
+    parts: &'a http::request::Parts,
+    body: Kept<B>,
+    /// The request body failed while it was being read for copying.
+    body_error: Option<String>,
+    flights: SmallVec<[Flight<R>; 2]>,
+    /// The last attempt's error: (attempt number, error), for the call error's `source()`.
+    last: Option<(u32, BoxError)>,
+}
+
+impl<S, B, R> Driver<'_, S, B, R>
+where
+    S: Service<Request<ReplayBody<B>>, Response = Response<R>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    R: Send + 'static,
+{
+    /// Builds and sends attempt `a`, or tells the call why it could not be sent.
+    fn send(&mut self, call: &mut Call<'_, Reply<R>>, a: &Attempt) {
+        let now = Instant::now();
+        let mut headers = self.parts.headers.clone();
+        let built = match (&self.body_error, self.backends.for_endpoint(a.endpoint)) {
+            (Some(e), _) => Err(format!("reading the request body failed: {e}")),
+            (None, None) => Err(format!("no service for endpoint {}", a.endpoint)),
+            (None, Some(svc)) => call
+                .attempt_parts(a, &self.parts.uri, &mut headers)
+                .map_err(|e| e.to_string())
+                .map(|uri| (svc, uri)),
+        };
+        let (svc, uri) = match built {
+            Ok(b) => b,
+            Err(why) => {
+                self.last = Some((a.number, Box::new(Rejected(why))));
+                let outcome = AttemptOutcome::Failure(FailureClass::RejectedLocally);
+                call.handle(
+                    Input::Failed {
+                        attempt: a.number,
+                        outcome,
+                    },
+                    now,
+                );
+                return;
+            }
+        };
+        let Some(body) = self.body.next() else {
+            call.handle(Input::ReplayFailed { attempt: a.number }, now);
+            return;
+        };
+        let request = self.request(self.parts.method.clone(), uri, headers, body);
+        let at = now + a.timeout;
+        self.flights.push(Flight {
+            number: a.number,
+            endpoint: a.endpoint,
+            timeout: a.timeout,
+            at,
+            redirects: None,
+            fut: self.flight(svc, request, at),
+        });
+    }
+
+    fn request(
+        &self,
+        method: http::Method,
+        uri: http::Uri,
+        headers: HeaderMap,
+        body: ReplayBody<B>,
+    ) -> Request<ReplayBody<B>> {
+        let mut request = Request::new(body);
+        *request.method_mut() = method;
+        *request.uri_mut() = uri;
+        *request.headers_mut() = headers;
+        *request.version_mut() = self.parts.version;
+        *request.extensions_mut() = self.parts.extensions.clone();
+        request
+    }
+
+    /// One request under the attempt's timer: the service's readiness is awaited first
+    /// (a service that fails it never took the request: undelivered).
+    fn flight(&self, mut svc: S, request: Request<ReplayBody<B>>, at: Instant) -> FlightFuture<R> {
+        let hook = self.shared.classify_error.clone();
+        let send = async move {
+            if let Err(e) = poll_fn(|cx| svc.poll_ready(cx)).await {
+                let e: BoxError = Box::new(NotReady(e.into()));
+                return Landed::Failed(FailureClass::Undelivered, e);
+            }
+            match svc.call(request).await {
+                Ok(r) => Landed::Response(r),
+                Err(e) => {
+                    let e: BoxError = e.into();
+                    let class = classify(&*e, hook.as_ref());
+                    Landed::Failed(class, e)
+                }
+            }
+        };
+        Box::pin(timed(send, self.shared.sleep.sleep_until(at)))
+    }
+
+    /// Waits until `until` (or, without it, for an attempt) and hands the call what
+    /// happened.
+    async fn wait(&mut self, call: &mut Call<'_, Reply<R>>, until: Option<Instant>) {
+        let mut timer: Option<Sleeping> = until.map(|t| self.shared.sleep.sleep_until(t));
+        if self.flights.is_empty() && timer.is_none() {
+            call.handle(Input::Cancel, Instant::now());
+            return;
+        }
+        let flights = &mut self.flights;
+        let done = poll_fn(|cx| {
+            for (i, f) in flights.iter_mut().enumerate() {
+                if let Poll::Ready(out) = f.fut.as_mut().poll(cx) {
+                    return Poll::Ready(Some((i, out)));
+                }
+            }
+            match timer.as_mut().map(|t| t.as_mut().poll(cx)) {
+                Some(Poll::Ready(())) => Poll::Ready(None),
+                _ => Poll::Pending,
+            }
+        })
+        .await;
+        match done {
+            None => call.handle(Input::Timer, Instant::now()),
+            Some((i, out)) => {
+                let f = self.flights.swap_remove(i);
+                self.landed(call, f, out);
+            }
+        }
+    }
+
+    /// A request of attempt `f` ended: follow a redirect, or hand the call the response or
+    /// the classified failure.
+    fn landed(&mut self, call: &mut Call<'_, Reply<R>>, mut f: Flight<R>, out: Landed<R>) {
+        // One table of response limits on every adapter: an over-limit head is a
+        // protocol failure after the request was sent.
+        let out = match out {
+            Landed::Response(r) => match baton_core::check_response_head(r.headers()) {
+                Ok(()) => Landed::Response(r),
+                Err(e) => Landed::Failed(FailureClass::Ambiguous, Box::new(e)),
+            },
+            other => other,
+        };
+        if let Landed::Response(r) = &out {
+            if r.status().is_redirection() {
+                if let Some(next) = self.next_hop(call, &mut f, r) {
+                    f.fut = next;
+                    self.flights.push(f);
+                    return;
+                }
+            }
+        }
+        let now = Instant::now();
+        if let Some(r) = f.redirects.take() {
+            let redirects = r.into_followed();
+            call.handle(
+                Input::Redirected {
+                    attempt: f.number,
+                    redirects,
+                },
+                now,
+            );
+        }
+        let attempt = f.number;
+        let input = match out {
+            Landed::Response(response) => {
+                let status = response.status();
+                // The wall time only matters for an HTTP-date `Retry-After` (429, 503).
+                let wall = (status == StatusCode::TOO_MANY_REQUESTS
+                    || status == StatusCode::SERVICE_UNAVAILABLE)
+                    .then(SystemTime::now);
+                Input::Response {
+                    attempt,
+                    response: Reply(response),
+                    wall,
+                }
+            }
+            Landed::Failed(class, e) => {
+                self.last = Some((attempt, e));
+                Input::Failed {
+                    attempt,
+                    outcome: AttemptOutcome::Failure(class),
+                }
+            }
+            Landed::TimedOut => {
+                self.last = Some((attempt, Box::new(Elapsed(f.timeout))));
+                // A generic service does not say whether it had connected: ambiguous.
+                let outcome = AttemptOutcome::Timeout(TimeoutPhase::Unknown);
+                Input::Failed { attempt, outcome }
+            }
+        };
+        call.handle(input, Instant::now());
+    }
+
+    /// The next request of attempt `f` when `response` is a redirect the engine's rules
+    /// follow; `None`: the response is the attempt's answer.
+    fn next_hop(
+        &self,
+        call: &Call<'_, Reply<R>>,
+        f: &mut Flight<R>,
+        response: &Response<R>,
+    ) -> Option<FlightFuture<R>> {
+        let policy = self.shared.engine.policy();
+        if policy.settings().max_redirects == 0 {
+            return None;
+        }
+        let (endpoint, number) = (f.endpoint, f.number);
+        let parts = self.parts;
+        let kind = self.body.kind();
+        let state = f.redirects.get_or_insert_with(|| {
+            let first = baton_core::attempt_uri(policy, endpoint, &parts.uri).unwrap_or_default();
+            Box::new(Redirects::new(
+                policy,
+                endpoint,
+                number,
+                kind,
+                &first,
+                &parts.method,
+            ))
+        });
+        let hop = state.next(response.status(), response.headers())?;
+        let mut headers = parts.headers.clone();
+        let built = baton_core::apply_attempt_headers(
+            policy,
+            endpoint,
+            &parts.uri,
+            call.request_id().as_str(),
+            call.idempotency_key(),
+            number,
+            &mut headers,
+        );
+        let body = if hop.body {
+            self.body.copy()
+        } else {
+            Some(ReplayBody::from_bytes(Bytes::new()))
+        };
+        let (Ok(()), Some(body), Some(svc)) = (built, body, self.backends.for_endpoint(endpoint))
+        else {
+            state.unfollow();
+            return None;
+        };
+        state.prepare(policy, &hop, &mut headers);
+        let request = self.request(hop.method, hop.uri, headers, body);
+        Some(self.flight(svc, request, f.at))
+    }
+}
+
+/// The attempt timer fired.
+#[derive(Debug)]
+struct Elapsed(Duration);
+
+impl std::fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the attempt timed out after {:?}", self.0)
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+/// `send`, or `TimedOut` when `timer` completes first.
+async fn timed<R>(send: impl Future<Output = Landed<R>>, timer: Sleeping) -> Landed<R> {
+    let mut send = std::pin::pin!(send);
+    let mut timer = timer;
+    poll_fn(|cx| {
+        if let Poll::Ready(out) = send.as_mut().poll(cx) {
+            return Poll::Ready(out);
+        }
+        timer.as_mut().poll(cx).map(|()| Landed::TimedOut)
+    })
+    .await
+}
+
+/// The call's result: the response with its report in the extensions, or the error with
+/// the last attempt's error and any retained response.
+fn finish<R>(done: Done<Reply<R>>, last: Option<(u32, BoxError)>) -> Result<Response<R>, Error<R>>
+where
+    R: Send + 'static,
+{
+    let last_number = done.report().attempts.last().map(|a| a.number);
+    let last = last
+        .filter(|(n, _)| Some(*n) == last_number)
+        .map(|(_, e)| e);
+    match done.into_result() {
+        Ok((reply, report)) => {
+            let mut response = reply.0;
+            response.extensions_mut().insert(report);
+            Ok(response)
+        }
+        Err((error, retained)) => {
+            let retained = retained.map(|r| {
+                let mut response = r.0;
+                response.extensions_mut().insert((*error.report).clone());
+                response
+            });
+            Err(Error::new(error, last, retained))
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! # baton-tower: baton's failover engine as a tower `Layer` and `Service`
+//!
+//! tower is how Rust HTTP stacks compose: hyper-util's `Client`, tonic's `Channel` and
+//! alloy's transports are `tower::Service`s. This crate puts [`baton_core`]'s engine in
+//! front of them: each call goes to the policy's endpoints in order, and the engine
+//! decides which endpoint, whether another attempt is allowed and safe, when to wait and
+//! when to stop, exactly as on the other adapters. This crate only builds each attempt's
+//! request, awaits the inner service, runs the timers and classifies failures.
+//!
+//! Two shapes:
+//! - [`BatonLayer`] wraps **one** service that takes absolute URIs (hyper-util's legacy
+//!   `Client`, a reqwest-backed service): each attempt's URI is rewritten to its endpoint
+//!   with core's destination rules (complete or base URLs, the Host rule, per-endpoint
+//!   credentials that never reach another endpoint).
+//! - [`Baton::from_services`] takes **one service per endpoint**, in the policy's
+//!   endpoint order (tonic `Channel`s, alloy transports): the attempt goes to its
+//!   endpoint's service, with the same URI and header rules.
+//!
+//! ```
+//! use std::time::Duration;
+//! use baton_core::{Endpoint, Policy};
+//! use baton_tower::BatonLayer;
+//! use http_body_util::Full;
+//! use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+//! use tower_layer::Layer;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+//! // A connect that never completes fails as a connect error (undelivered), before the
+//! // attempt timer, which cannot tell a hung connect from a hung answer.
+//! connector.set_connect_timeout(Some(Duration::from_millis(500)));
+//! let client = Client::builder(TokioExecutor::new()).build(connector);
+//! let layer = BatonLayer::new(
+//!     Policy::builder()
+//!         .endpoint(Endpoint::new("primary", "http://rpc-a.example/"))
+//!         .endpoint(Endpoint::new("backup", "http://rpc-b.example/"))
+//!         .attempt_timeout(Duration::from_secs(2)),
+//! )?;
+//! let service: baton_tower::Baton<Client<_, baton_tower::ReplayBody<Full<bytes::Bytes>>>> =
+//!     layer.layer(client);
+//! # let _ = service;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Requests, responses, errors
+//! - The request body `B` of `Request<B>` reaches the inner service as
+//!   [`ReplayBody<B>`]. A body in memory (its frames all ready at once: `Full`, `String`,
+//!   `Bytes`, empty) is copied for every attempt; a streaming body is sent once, unless
+//!   [`BatonBuilder::buffer_body`] opts into buffering it up to a limit (past it: sent
+//!   once, and an event says why). The request's extensions are copied to every attempt.
+//! - Per-call options ([`baton_core::CallOptions`]: permissions, deadline, idempotency key,
+//!   preferred endpoint, ...) ride in the request's extensions.
+//! - The response is the inner service's, with the call's [`baton_core::Report`] in its
+//!   extensions. Its head is the commit point (SPEC 1): reading the body is the caller's.
+//! - A failed call is an [`Error`]: the engine's error kind and report, the last attempt's
+//!   error as `source()`, and any retained response.
+//!
+//! ## Timers
+//! Through the [`Sleep`] trait; [`TokioSleep`] (feature `tokio`, default) is the tokio
+//! implementation. `poll_ready` of `Baton` is always ready: the chosen backend's readiness
+//! is awaited inside the call, under the attempt's timer, and a backend whose `poll_ready`
+//! fails never took the request (undelivered).
+//!
+//! ## Classification
+//! See [`classify`](crate#classification): undelivered only with proof (a failed
+//! `poll_ready`, hyper-util's `is_connect()`, a refused or unreachable connect in the
+//! error chain, or the caller's [`BatonBuilder::classify_error`]); everything else,
+//! attempt timeouts included, is ambiguous. Responses are classified by the policy's own
+//! rules, and its classifier sees status and headers: a gRPC error in a trailers-only
+//! response (its `grpc-status` header) can trigger a failover:
+//!
+//! ```
+//! use baton_core::{Endpoint, Policy, Verdict};
+//! let policy = Policy::builder()
+//!     .endpoint(Endpoint::new("a", "http://grpc-a.example/"))
+//!     .endpoint(Endpoint::new("b", "http://grpc-b.example/"))
+//!     .classify_fn(|view| {
+//!         // UNAVAILABLE (14) in a trailers-only response: this node cannot serve now.
+//!         let unavailable = view.headers.get("grpc-status").is_some_and(|s| s == "14");
+//!         unavailable.then_some(Verdict::Trigger)
+//!     });
+//! let layer = baton_tower::BatonLayer::new(policy).unwrap();
+//! # let _ = layer;
+//! ```
+//!
+//! Not here: environment proxies and redirects' connection handling are the inner
+//! service's (redirects themselves are followed by the engine's rules, within the
+//! attempt, as on every adapter); body timeouts (the response body is the inner
+//! service's stream).
+//!
+//! ## Dependencies
+//! - `baton-core`: every decision.
+//! - `tower-service`, `tower-layer`: the two traits, nothing of tower's runtime.
+//! - `http`, `http-body`, `bytes`: the request and body types the services exchange.
+//! - `smallvec`: the in-flight attempts of one call, inline.
+//! - `tokio` (feature `tokio`): [`TokioSleep`].
+//! - `hyper-util` (feature `hyper-util`): its client error's `is_connect()`.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod body;
+mod classify;
+mod driver;
+mod error;
+mod sleep;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use baton_core::{Engine, FailureClass, Policy, PolicyBuilder};
+use bytes::Bytes;
+use http::{Request, Response};
+use tower_service::Service;
+
+pub use body::ReplayBody;
+pub use classify::ErrorClassifier;
+pub use error::{BuildError, Error};
+#[cfg(feature = "tokio")]
+pub use sleep::TokioSleep;
+pub use sleep::{Sleep, Sleeping};
+
+use driver::{Backends, Shared};
+
+/// A boxed error, as tower services commonly return.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Builds a [`BatonLayer`] or a [`Baton`] service with more settings.
+///
+/// ```
+/// use baton_core::{Endpoint, Policy};
+/// let layer = baton_tower::BatonLayer::builder(
+///     Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")),
+/// )
+/// .buffer_body(64 * 1024)
+/// .layer()
+/// .unwrap();
+/// # let _ = layer;
+/// ```
+pub struct BatonBuilder {
+    policy: Result<Policy, BuildError>,
+    sleep: Option<Arc<dyn Sleep>>,
+    buffer_limit: Option<usize>,
+    classify_error: Option<ErrorClassifier>,
+}
+
+impl BatonBuilder {
+    /// A builder for this policy.
+    pub fn new(policy: PolicyBuilder) -> Self {
+        Self::from_policy_result(policy.build().map_err(BuildError::Policy))
+    }
+
+    /// A builder for an already built policy.
+    pub fn from_policy(policy: Policy) -> Self {
+        Self::from_policy_result(Ok(policy))
+    }
+
+    fn from_policy_result(policy: Result<Policy, BuildError>) -> Self {
+        BatonBuilder {
+            policy,
+            sleep: None,
+            buffer_limit: None,
+            classify_error: None,
+        }
+    }
+
+    /// The timers (default [`TokioSleep`] with feature `tokio`; required without it).
+    pub fn sleep(mut self, sleep: impl Sleep) -> Self {
+        self.sleep = Some(Arc::new(sleep));
+        self
+    }
+
+    /// Opts into buffering streaming request bodies up to `limit` bytes, so they can be
+    /// replayed (SPEC 2.4). A larger body is sent once, unreplayable, with an event.
+    pub fn buffer_body(mut self, limit: usize) -> Self {
+        self.buffer_limit = Some(limit);
+        self
+    }
+
+    /// Classifies the inner service's errors first (`None` leaves an error to the built-in
+    /// rules). Say `Undelivered` only when the error proves no request byte was sent.
+    pub fn classify_error(
+        mut self,
+        f: impl Fn(&(dyn std::error::Error + 'static)) -> Option<FailureClass> + Send + Sync + 'static,
+    ) -> Self {
+        self.classify_error = Some(Arc::new(f));
+        self
+    }
+
+    fn shared(self) -> Result<Arc<Shared>, BuildError> {
+        let policy = self.policy?;
+        let sleep = match self.sleep {
+            Some(s) => s,
+            None => default_sleep()?,
+        };
+        Ok(Arc::new(Shared {
+            engine: Arc::new(Engine::with_entropy(policy, os_seed())),
+            sleep,
+            buffer_limit: self.buffer_limit,
+            classify_error: self.classify_error,
+        }))
+    }
+
+    /// The layer, for one inner service that takes absolute URIs.
+    pub fn layer(self) -> Result<BatonLayer, BuildError> {
+        Ok(BatonLayer {
+            shared: self.shared()?,
+        })
+    }
+
+    /// The service over one inner service per endpoint, in the policy's endpoint order.
+    pub fn services<S>(self, services: Vec<S>) -> Result<Baton<S>, BuildError> {
+        let shared = self.shared()?;
+        let n = shared.engine.policy().endpoints().len();
+        if services.len() != n {
+            return Err(BuildError::Setting {
+                setting: "services",
+                reason: format!(
+                    "{} services for {n} endpoints: give one per endpoint, in the policy's order",
+                    services.len()
+                ),
+            });
+        }
+        Ok(Baton {
+            shared,
+            backends: Backends::PerEndpoint(services.into()),
+        })
+    }
+}
+
+#[cfg(feature = "tokio")]
+fn default_sleep() -> Result<Arc<dyn Sleep>, BuildError> {
+    Ok(Arc::new(TokioSleep))
+}
+
+#[cfg(not(feature = "tokio"))]
+fn default_sleep() -> Result<Arc<dyn Sleep>, BuildError> {
+    Err(BuildError::Setting {
+        setting: "sleep",
+        reason: "without the `tokio` feature, give the timers with BatonBuilder::sleep".into(),
+    })
+}
+
+/// A seed from the OS's per-process hashing keys, for the engine's random source (jitter,
+/// generated request ids): different in every process.
+fn os_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// A `tower::Layer` that puts the engine in front of one service taking absolute URIs.
+///
+/// ```
+/// use baton_core::{Endpoint, Policy};
+/// let layer = baton_tower::BatonLayer::new(
+///     Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")),
+/// )
+/// .unwrap();
+/// assert_eq!(layer.engine().policy().endpoints().len(), 1);
+/// ```
+#[derive(Clone)]
+pub struct BatonLayer {
+    shared: Arc<Shared>,
+}
+
+impl BatonLayer {
+    /// A layer for this policy (timers from tokio).
+    pub fn new(policy: PolicyBuilder) -> Result<BatonLayer, BuildError> {
+        BatonBuilder::new(policy).layer()
+    }
+
+    /// A builder, for more settings (timers, body buffering, error classification); it
+    /// also builds a [`Baton`] over one service per endpoint.
+    pub fn builder(policy: PolicyBuilder) -> BatonBuilder {
+        BatonBuilder::new(policy)
+    }
+
+    /// The engine (policy, health, budget) shared by every service of this layer.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.shared.engine
+    }
+}
+
+impl std::fmt::Debug for BatonLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatonLayer").finish_non_exhaustive()
+    }
+}
+
+impl<S> tower_layer::Layer<S> for BatonLayer {
+    type Service = Baton<S>;
+
+    fn layer(&self, inner: S) -> Baton<S> {
+        Baton {
+            shared: Arc::clone(&self.shared),
+            backends: Backends::One(inner),
+        }
+    }
+}
+
+/// The failover service: every call through the engine, each attempt to its endpoint's
+/// service. Cloning it shares the engine (health, budget).
+///
+/// ```
+/// use baton_core::{Endpoint, Policy};
+/// // One service per endpoint (here a closure service from `tower::service_fn` would do).
+/// #[derive(Clone)]
+/// struct Node;
+/// let svc = baton_tower::Baton::from_services(
+///     Policy::builder()
+///         .endpoint(Endpoint::new("a", "http://a.example/"))
+///         .endpoint(Endpoint::new("b", "http://b.example/")),
+///     vec![Node, Node],
+/// )
+/// .unwrap();
+/// assert_eq!(svc.engine().policy().endpoints().len(), 2);
+/// ```
+pub struct Baton<S> {
+    shared: Arc<Shared>,
+    backends: Backends<S>,
+}
+
+impl<S> Baton<S> {
+    /// One service per endpoint, in the policy's endpoint order.
+    pub fn from_services(policy: PolicyBuilder, services: Vec<S>) -> Result<Baton<S>, BuildError> {
+        BatonBuilder::new(policy).services(services)
+    }
+
+    /// The engine (policy, health, budget) shared by every clone.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.shared.engine
+    }
+}
+
+impl<S: Clone> Clone for Baton<S> {
+    fn clone(&self) -> Self {
+        Baton {
+            shared: Arc::clone(&self.shared),
+            backends: self.backends.clone(),
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for Baton<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Baton").finish_non_exhaustive()
+    }
+}
+
+/// The future of one call.
+pub type CallFuture<R> = Pin<Box<dyn Future<Output = Result<Response<R>, Error<R>>> + Send>>;
+
+impl<S, B, R> Service<Request<B>> for Baton<S>
+where
+    S: Service<Request<ReplayBody<B>>, Response = Response<R>> + Clone + Send + Sync + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    R: Send + 'static,
+{
+    type Response = Response<R>;
+    type Error = Error<R>;
+    type Future = CallFuture<R>;
+
+    /// Always ready: the chosen backend's readiness is awaited inside the call.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> CallFuture<R> {
+        Box::pin(driver::drive(
+            Arc::clone(&self.shared),
+            self.backends.clone(),
+            request,
+        ))
+    }
+}

@@ -1,0 +1,235 @@
+//! baton-tower in front of hyper-util's legacy `Client`, against real providers on
+//! 127.0.0.1: the failure classes, permissions, bodies, per-call options, per-endpoint
+//! services and the response classifier.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use baton_core::{CallOptions, Endpoint, ErrorKind, Policy, PolicyBuilder, Report, StopReason};
+use baton_tower::{Baton, BatonLayer, ReplayBody};
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use testkit::{Behaviour, Provider};
+use tower_layer::Layer;
+use tower_service::Service;
+
+type Body = BoxBody<Bytes, baton_tower::BoxError>;
+type Inner = Client<HttpConnector, ReplayBody<Body>>;
+
+fn client() -> Inner {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(Duration::from_millis(300)));
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
+fn two(a: &str, b: &str) -> PolicyBuilder {
+    Policy::builder()
+        .endpoint(Endpoint::new("a", a))
+        .endpoint(Endpoint::new("b", b))
+        .attempt_timeout(Duration::from_millis(400))
+        .connect_timeout(Duration::from_millis(300))
+}
+
+fn service(policy: PolicyBuilder) -> Baton<Inner> {
+    BatonLayer::new(policy).unwrap().layer(client())
+}
+
+fn full(text: &str) -> Body {
+    Full::new(Bytes::from(text.to_string()))
+        .map_err(|e| match e {})
+        .boxed()
+}
+
+/// A body that is not ready at once (a stream): sent once unless buffering is on.
+struct Streaming(Option<Bytes>, bool);
+
+impl http_body::Body for Streaming {
+    type Data = Bytes;
+    type Error = baton_tower::BoxError;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if !self.1 {
+            self.1 = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        Poll::Ready(self.0.take().map(|b| Ok(http_body::Frame::data(b))))
+    }
+}
+
+fn streaming(text: &str) -> Body {
+    Streaming(Some(Bytes::from(text.to_string())), false).boxed()
+}
+
+fn request(method: &str, body: Body) -> http::Request<Body> {
+    http::Request::builder()
+        .method(method)
+        .uri("/")
+        .body(body)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_call_answers_from_the_first_endpoint_with_its_report() {
+    let a = Provider::start(Behaviour::ok().body("from a"));
+    let b = Provider::start(Behaviour::ok().body("from b"));
+    let mut svc = service(two(&a.url(), &b.url()));
+    let resp = svc.call(request("GET", full(""))).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let report = resp.extensions().get::<Report>().cloned().unwrap();
+    assert_eq!(report.result_endpoint(), Some("a"));
+    assert_eq!(report.attempts.len(), 1);
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"from a");
+    assert_eq!((a.request_count(), b.request_count()), (1, 0));
+    // The request id is sent, and the Host is the endpoint's.
+    let seen = &a.requests()[0];
+    assert!(seen.header("x-request-id").is_some());
+    assert_eq!(seen.header("host"), Some(&a.url()["http://".len()..]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_primary_lets_a_post_fail_over_and_a_reset_does_not() {
+    let b = Provider::start(Behaviour::ok());
+    let mut svc = service(two(&testkit::refused_url(), &b.url()));
+    let resp = svc.call(request("POST", full("amount=1"))).await.unwrap();
+    let report = resp.extensions().get::<Report>().unwrap();
+    assert_eq!(report.attempts[0].result.as_str(), "undelivered");
+    assert_eq!(report.result_endpoint(), Some("b"));
+    assert_eq!(b.requests()[0].body_text(), "amount=1");
+
+    let a = Provider::start(Behaviour::reset());
+    let b = Provider::start(Behaviour::ok());
+    let mut svc = service(two(&a.url(), &b.url()));
+    let err = svc
+        .call(request("POST", full("amount=1")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::Failover);
+    assert_eq!(err.report().stop_reason, StopReason::NotPermitted);
+    assert!(err.may_have_executed());
+    assert!(std::error::Error::source(&err).is_some());
+    assert_eq!((a.request_count(), b.request_count()), (1, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_black_holed_primary_times_out_ambiguous_reads_move_and_writes_stop() {
+    let a = Provider::start(Behaviour::black_hole());
+    let b = Provider::start(Behaviour::ok());
+    let mut svc = service(two(&a.url(), &b.url()));
+    let resp = svc.call(request("GET", full(""))).await.unwrap();
+    let report = resp.extensions().get::<Report>().unwrap();
+    assert_eq!(report.attempts[0].result.as_str(), "timeout");
+    assert_eq!(report.result_endpoint(), Some("b"));
+    let err = svc.call(request("POST", full("x"))).await.unwrap_err();
+    assert!(err.may_have_executed());
+    assert_eq!(err.report().attempts.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_body_is_sent_once_unless_buffering_is_asked_for() {
+    let a = Provider::start(Behaviour::status(503));
+    let b = Provider::start(Behaviour::ok());
+    let mut svc = service(two(&a.url(), &b.url()));
+    let resp = svc.call(request("PUT", streaming("part"))).await.unwrap();
+    // The 503 is returned: the stream was spent on the first attempt.
+    assert_eq!(resp.status(), 503);
+    let report = resp.extensions().get::<Report>().unwrap();
+    assert_eq!(report.stop_reason, StopReason::NotReplayable);
+    assert_eq!(b.request_count(), 0);
+
+    let buffered = BatonLayer::builder(two(&a.url(), &b.url()))
+        .buffer_body(1024)
+        .layer()
+        .unwrap();
+    let mut svc = buffered.layer(client());
+    let mut put = request("PUT", streaming("part"));
+    // A PUT may move once the provider answered 503: explicit permission.
+    put.extensions_mut().insert(CallOptions {
+        failover: Some(baton_core::Permission::Always),
+        ..CallOptions::default()
+    });
+    let resp = svc.call(put).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(b.requests()[0].body_text(), "part");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_options_ride_in_the_extensions_a_keyed_post_retries_where_it_may_have_executed() {
+    let a = Provider::builder()
+        .then(Behaviour::reset())
+        .otherwise(Behaviour::ok())
+        .start();
+    let b = Provider::start(Behaviour::ok());
+    let mut svc = service(two(&a.url(), &b.url()));
+    let mut post = request("POST", full("amount=1"));
+    post.extensions_mut().insert(CallOptions {
+        idempotency_key: Some("charge-42".into()),
+        ..CallOptions::default()
+    });
+    let resp = svc.call(post).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!((a.request_count(), b.request_count()), (2, 0));
+    assert_eq!(a.count_with_header("idempotency-key", "charge-42"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_unavailable_in_a_trailers_only_response_triggers_through_the_classifier() {
+    let a = Provider::start(Behaviour::ok().header("grpc-status", "14"));
+    let b = Provider::start(Behaviour::ok().header("grpc-status", "0"));
+    let policy = two(&a.url(), &b.url()).classify_fn(|view| {
+        let unavailable = view.headers.get("grpc-status").is_some_and(|s| s == "14");
+        unavailable.then_some(baton_core::Verdict::Trigger)
+    });
+    let mut svc = service(policy);
+    let resp = svc.call(request("GET", full(""))).await.unwrap();
+    assert_eq!(resp.headers()["grpc-status"], "0");
+    assert_eq!((a.request_count(), b.request_count()), (1, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_service_per_endpoint_takes_that_endpoints_attempts() {
+    let a = Provider::start(Behaviour::status(503));
+    let b = Provider::start(Behaviour::ok());
+    let mut svc = Baton::from_services(two(&a.url(), &b.url()), vec![client(), client()]).unwrap();
+    let resp = svc.call(request("GET", full(""))).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!((a.request_count(), b.request_count()), (1, 1));
+    let err = Baton::from_services(two(&a.url(), &b.url()), vec![client()]).unwrap_err();
+    assert!(
+        err.to_string().contains("1 services for 2 endpoints"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_that_is_never_ready_counts_as_undelivered() {
+    #[derive(Clone)]
+    struct Broken;
+    impl Service<http::Request<ReplayBody<Body>>> for Broken {
+        type Response = http::Response<Full<Bytes>>;
+        type Error = std::io::Error;
+        type Future = std::future::Ready<Result<Self::Response, std::io::Error>>;
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
+            Poll::Ready(Err(std::io::Error::other("worker gone")))
+        }
+        fn call(&mut self, _: http::Request<ReplayBody<Body>>) -> Self::Future {
+            unreachable!("never called when not ready")
+        }
+    }
+    let b = Provider::start(Behaviour::ok());
+    let mut svc =
+        Baton::from_services(two("http://a.example/", &b.url()), vec![Broken, Broken]).unwrap();
+    let err = svc.call(request("POST", full("x"))).await.unwrap_err();
+    assert!(!err.may_have_executed(), "{:?}", err.report());
+    assert!(err
+        .report()
+        .attempts
+        .iter()
+        .all(|a| a.result.as_str() == "undelivered"));
+}
