@@ -15,7 +15,7 @@
 //!
 //! ```toml
 //! name = "refused primary: POST fails over"
-//! paths = ["sim", "tokio", "blocking", "async-std", "smol"]   # optional; default all
+//! paths = ["sim", "tokio", "blocking", "async-std", "smol", "tower"]   # optional; default all
 //!
 //! [policy]                      # baton_core::Settings in its serde form
 //! attempt_timeout = "500ms"
@@ -80,6 +80,7 @@
 //! | `blocking` | `tests/blocking.rs` | baton-blocking (ureq) on the test thread |
 //! | `async-std` | `tests/async_std.rs` | baton-async-std under `async_std::task::block_on` |
 //! | `smol` | `tests/smol.rs` | baton-async-std under `smol::block_on` |
+//! | `tower` | `tests/tower.rs` | baton-tower's layer in front of hyper-util's legacy `Client` on tokio |
 //!
 //! The real runners share [`real`]: one `testkit` provider per endpoint on 127.0.0.1, the
 //! policy pointed at them, one client per vector, calls in order (really sleeping
@@ -144,7 +145,7 @@ use baton_core::{
 use serde::Deserialize;
 
 /// Every execution path a vector can run on.
-pub const PATHS: [&str; 5] = ["sim", "tokio", "blocking", "async-std", "smol"];
+pub const PATHS: [&str; 6] = ["sim", "tokio", "blocking", "async-std", "smol", "tower"];
 
 /// One scenario file.
 #[derive(Debug, Clone, Deserialize)]

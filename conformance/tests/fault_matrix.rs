@@ -1,6 +1,7 @@
 //! The fault matrix: every testkit fault x {GET, POST without key, POST with key} x {fault
 //! at the first endpoint, at the second}, 20 randomized rounds each, on every adapter path
-//! (tokio, blocking, async-std, smol), against real loopback providers.
+//! (tokio, blocking, async-std, smol, and the tower layer over hyper-util), against real
+//! loopback providers.
 //!
 //! Each round starts three providers and one client, and sends two calls (the second
 //! reuses the client's pool and health after the first met the fault). Randomized per
@@ -520,4 +521,65 @@ fn fault_matrix_async_std() {
 #[test]
 fn fault_matrix_smol() {
     run_matrix("smol", &|p, c| smol::block_on(send_async_io(p, c)));
+}
+
+fn send_tower(
+    rt: &tokio::runtime::Runtime,
+    policy: PolicyBuilder,
+    calls: &[CallPlan],
+) -> Vec<Sent> {
+    use http_body_util::{BodyExt, Full};
+    use tower_layer::Layer;
+    use tower_service::Service;
+    rt.block_on(async {
+        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        connector.set_connect_timeout(Some(policy.settings_ref().connect_timeout));
+        let client: hyper_util::client::legacy::Client<
+            _,
+            baton_tower::ReplayBody<Full<bytes::Bytes>>,
+        > = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(connector);
+        let mut svc = match baton_tower::BatonLayer::new(policy) {
+            Ok(l) => l.layer(client),
+            Err(e) => return vec![Err(format!("build: {e}"))],
+        };
+        let mut out = Vec::new();
+        for c in calls {
+            let body = Full::new(bytes::Bytes::from(c.body.clone().unwrap_or_default()));
+            let mut req = http::Request::builder()
+                .method(c.method.clone())
+                .uri("/")
+                .body(body)
+                .expect("a valid request");
+            req.extensions_mut().insert(c.options.clone());
+            let start = Instant::now();
+            let r = svc.call(req).await;
+            let took = start.elapsed();
+            out.push(Ok(match r {
+                Ok(resp) => {
+                    let report = resp.extensions().get::<Report>().cloned();
+                    let _ = tokio::time::timeout(BODY_TIMEOUT, resp.into_body().collect()).await;
+                    match report {
+                        Some(r) => (r, took),
+                        None => {
+                            out.push(Err("no report in the response".into()));
+                            continue;
+                        }
+                    }
+                }
+                Err(e) => (e.report().clone(), took),
+            }));
+        }
+        out
+    })
+}
+
+#[test]
+fn fault_matrix_tower() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    run_matrix("tower", &|p, c| send_tower(&rt, p, c));
 }
