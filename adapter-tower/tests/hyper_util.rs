@@ -233,3 +233,53 @@ async fn a_service_that_is_never_ready_counts_as_undelivered() {
         .iter()
         .all(|a| a.result.as_str() == "undelivered"));
 }
+
+/// A hyper server on 127.0.0.1 answering every request with `status` and its Host header
+/// as the body; returns its URL.
+async fn hyper_server(status: u16) -> String {
+    use hyper::service::service_fn;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let svc = service_fn(
+                    move |req: http::Request<hyper::body::Incoming>| async move {
+                        let host = req
+                            .headers()
+                            .get("host")
+                            .map(|h| h.to_str().unwrap_or("").to_string())
+                            .unwrap_or_default();
+                        let resp = http::Response::builder()
+                            .status(status)
+                            .body(Full::new(Bytes::from(host)))
+                            .unwrap();
+                        Ok::<_, std::convert::Infallible>(resp)
+                    },
+                );
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, svc)
+                    .await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn against_real_hyper_servers_a_503_fails_over_with_the_backups_host() {
+    let a = hyper_server(503).await;
+    let b = hyper_server(200).await;
+    let mut svc = service(two(&a, &b));
+    let resp = svc.call(request("GET", full(""))).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let report = resp.extensions().get::<Report>().cloned().unwrap();
+    assert_eq!(report.attempts.len(), 2);
+    assert_eq!(report.result_endpoint(), Some("b"));
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b[..b.len() - 1]["http://".len()..].as_bytes());
+}
