@@ -39,12 +39,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+mod chart;
+
 use baton_core::{
     Action, BodyKind, BreakerRule, Call, CallOptions, Endpoint, Engine, Head, Hedge, Input, Policy,
     PolicyBuilder, RequestInfo,
 };
 use testkit::{Behaviour, Provider};
 use tower::retry::budget::{Budget as _, TpsBudget};
+use tower::Layer as _;
 
 /// How big a run is.
 #[derive(Debug, Clone, Copy)]
@@ -98,6 +101,17 @@ const SLOW_TASKS: usize = 20;
 const SLOW: Duration = Duration::from_secs(1);
 /// Hedging delay of scenario 4.
 const HEDGE_AFTER: Duration = Duration::from_millis(50);
+
+/// What the charts are drawn from, filled by the scenarios that ran.
+#[derive(Default)]
+struct Charts {
+    /// Scenario 1: calls/s ratio of each baton row against its own raw client.
+    healthy: Vec<(String, f64)>,
+    /// Scenario 2: median latency (ms) per call number, per contender.
+    blackhole: Vec<chart::Series>,
+    /// Scenario 3: attempts per call over the run's time, budget on and off.
+    outage: Vec<chart::Series>,
+}
 
 /// One row of the printed table.
 struct Row {
@@ -263,6 +277,94 @@ async fn baton_get(client: &baton_tokio::Client) -> bool {
     }
 }
 
+type HyperClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    baton_tower::ReplayBody<http_body_util::Empty<bytes::Bytes>>,
+>;
+
+fn hyper_client() -> HyperClient {
+    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    connector.set_connect_timeout(Some(Duration::from_millis(100)));
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(connector)
+}
+
+/// hyper-util's client used directly, with the same body type the layer hands it.
+async fn hyper_get(client: &HyperClient, uri: &http::Uri) -> bool {
+    use http_body_util::BodyExt;
+    let body = baton_tower::ReplayBody::from_bytes(bytes::Bytes::new());
+    let req = http::Request::get(uri.clone()).body(body).expect("request");
+    match client.request(req).await {
+        Ok(r) => r.status().is_success() && r.into_body().collect().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// A GET through the tower layer.
+async fn tower_layer_get(svc: &baton_tower::Baton<HyperClient>) -> bool {
+    use http_body_util::BodyExt;
+    use tower::Service;
+    let req = http::Request::get("/")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .expect("request");
+    match svc.clone().call(req).await {
+        Ok(r) => r.status().is_success() && r.into_body().collect().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// A baton GET that logs (milliseconds since `t0`, attempts made) for the outage chart.
+async fn baton_attempts(
+    client: &baton_tokio::Client,
+    log: &std::cell::RefCell<Vec<(f64, f64)>>,
+    t0: Instant,
+) -> bool {
+    let (ok, attempts) = match client.get("/").send().await {
+        Ok(r) => {
+            let n = r.report().attempts.len();
+            (r.status().is_success() && r.bytes().await.is_ok(), n)
+        }
+        Err(e) => (false, e.report().attempts.len()),
+    };
+    log.borrow_mut()
+        .push((t0.elapsed().as_secs_f64() * 1000.0, attempts as f64));
+    ok
+}
+
+/// The median latency (ms) per call number over repetitions.
+fn per_call_median(name: &str, runs: &[Vec<Duration>]) -> chart::Series {
+    let n = runs.iter().map(Vec::len).min().unwrap_or(0);
+    let points = (0..n)
+        .map(|k| {
+            let at: Vec<Duration> = runs.iter().map(|r| r[k]).collect();
+            ((k + 1) as f64, median_d(&at).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    chart::Series {
+        name: name.into(),
+        points,
+    }
+}
+
+/// Calls in time order, averaged over bins of `size` calls: (mean time, mean attempts).
+fn binned(name: &str, mut log: Vec<(f64, f64)>, size: usize) -> chart::Series {
+    log.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let points = log
+        .chunks(size.max(1))
+        .map(|c| {
+            let n = c.len() as f64;
+            (
+                c.iter().map(|p| p.0).sum::<f64>() / n,
+                c.iter().map(|p| p.1).sum::<f64>() / n,
+            )
+        })
+        .collect();
+    chart::Series {
+        name: name.into(),
+        points,
+    }
+}
+
 fn is_trigger(status: reqwest::StatusCode) -> bool {
     matches!(status.as_u16(), 502..=504)
 }
@@ -366,26 +468,36 @@ fn provider(b: Behaviour) -> Provider {
 // ---------------------------------------------------------------------------------------
 // Scenario 1: healthy.
 
-async fn healthy(scale: Scale, rows: &mut Vec<Row>) {
+async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
     let primary = provider(Behaviour::ok());
     let backup = provider(Behaviour::ok());
     let urls = vec![format!("{}/", primary.url()), format!("{}/", backup.url())];
     let http = reqwest_client();
     let client = baton(endpoints(&urls), &http);
     let url = urls[0].as_str();
+    // The tower layer in front of hyper-util's client, against that client used directly.
+    let hyper = hyper_client();
+    let layered = baton_tower::BatonLayer::new(endpoints(&urls))
+        .expect("baton-tower layer")
+        .layer(hyper.clone());
+    let hyper_uri: http::Uri = url.parse().expect("provider url");
 
     for (tasks, calls) in [(1, scale.healthy_calls), (8, scale.healthy_calls_8)] {
-        // Warm up both (connections, allocator).
+        // Warm up each (connections, allocator).
         drive(calls / 4, tasks, || plain_get(&http, url, None)).await;
         drive(calls / 4, tasks, || baton_get(&client)).await;
-        let mut rate = [Vec::new(), Vec::new(), Vec::new()];
-        let mut p50 = [Vec::new(), Vec::new(), Vec::new()];
-        let mut p99 = [Vec::new(), Vec::new(), Vec::new()];
+        drive(calls / 4, tasks, || hyper_get(&hyper, &hyper_uri)).await;
+        drive(calls / 4, tasks, || tower_layer_get(&layered)).await;
+        let mut rate: [Vec<f64>; 5] = Default::default();
+        let mut p50: [Vec<Duration>; 5] = Default::default();
+        let mut p99: [Vec<Duration>; 5] = Default::default();
         for rep in 0..scale.reps {
-            for who in rotated(&[0, 1, 2], rep) {
+            for who in rotated(&[0, 1, 2, 3, 4], rep) {
                 let b = match who {
                     0 => drive(calls, tasks, || plain_get(&http, url, None)).await,
                     1 => drive(calls, tasks, || baton_get(&client)).await,
+                    3 => drive(calls, tasks, || hyper_get(&hyper, &hyper_uri)).await,
+                    4 => drive(calls, tasks, || tower_layer_get(&layered)).await,
                     _ => {
                         // What an attempt timer alone costs: baton arms one per attempt.
                         drive(calls, tasks, || async {
@@ -410,27 +522,40 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>) {
         let l50: Vec<Duration> = p50.iter().map(|v| median_d(v)).collect();
         let l99: Vec<Duration> = p99.iter().map(|v| median_d(v)).collect();
         let setup = format!("{tasks} task(s), {calls} GETs per batch");
-        for who in [0, 1, 2] {
+        for who in [0, 1, 2, 3, 4] {
             let name = [
                 "plain reqwest",
                 "baton-tokio",
                 "plain reqwest + 30 s tokio timeout (reference)",
+                "plain hyper-util Client",
+                "baton-tower over that hyper-util Client",
             ][who];
+            // Each baton row against its own raw client.
+            let base = if who >= 3 { 3 } else { 0 };
             let result = format!(
                 "{:.0} calls/s, p50 {}, p99 {}",
                 r[who],
                 fmt_d(l50[who]),
                 fmt_d(l99[who])
             );
-            let q = r[who] / r[0];
+            let q = r[who] / r[base];
+            match who {
+                1 => charts
+                    .healthy
+                    .push((format!("baton-tokio vs reqwest, {tasks} task(s)"), q)),
+                4 => charts
+                    .healthy
+                    .push((format!("baton-tower vs hyper-util, {tasks} task(s)"), q)),
+                _ => {}
+            }
             let (ratio, goal) = match who {
-                0 => ("1 (baseline)".to_string(), String::new()),
+                0 | 3 => ("1 (baseline)".to_string(), String::new()),
                 _ => (
                     format!(
                         "calls/s {q:.3}; p99 {:.2}x",
-                        l99[who].as_secs_f64() / l99[0].as_secs_f64()
+                        l99[who].as_secs_f64() / l99[base].as_secs_f64()
                     ),
-                    if who == 1 {
+                    if who == 1 || who == 4 {
                         format!("calls/s ratio >= 0.98: {}", verdict(q >= 0.98))
                     } else {
                         String::new()
@@ -476,7 +601,7 @@ struct BhStats {
     pooled: Vec<Duration>,
 }
 
-async fn blackhole(scale: Scale, rows: &mut Vec<Row>) {
+async fn blackhole(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
     let primary = provider(Behaviour::black_hole());
     let backup = provider(Behaviour::ok());
     let urls = vec![format!("{}/", primary.url()), format!("{}/", backup.url())];
@@ -499,6 +624,8 @@ async fn blackhole(scale: Scale, rows: &mut Vec<Row>) {
     let healthy_primary = provider(Behaviour::ok());
     let healthy_urls = vec![format!("{}/", healthy_primary.url()), urls[1].clone()];
     let mut stats: Vec<BhStats> = contenders.iter().map(|_| BhStats::default()).collect();
+    // Per contender, each repetition's latencies in call order (for the chart).
+    let mut runs: Vec<Vec<Vec<Duration>>> = contenders.iter().map(|_| Vec::new()).collect();
     // Warm the connection pool (backup and healthy primary).
     drive(20, 1, || plain_get(&http, &urls[1], None)).await;
     drive(20, 1, || plain_get(&http, &healthy_urls[0], None)).await;
@@ -534,6 +661,7 @@ async fn blackhole(scale: Scale, rows: &mut Vec<Row>) {
             };
             let i = contenders.iter().position(|c| *c == who).unwrap_or(0);
             let lat = b.latencies();
+            runs[i].push(lat.clone());
             let paid = lat.iter().filter(|d| **d >= ATTEMPT_TIMEOUT).count();
             let s = &mut stats[i];
             s.paid.push(paid as f64);
@@ -551,6 +679,14 @@ async fn blackhole(scale: Scale, rows: &mut Vec<Row>) {
             }
             s.pooled.extend_from_slice(after);
         }
+    }
+    for (who, name) in [
+        (Bh::Baton1, "baton-tokio (1 task)"),
+        (Bh::Loop, "hand-written A then B"),
+        (Bh::Retry, "reqwest-retry at A"),
+    ] {
+        let i = contenders.iter().position(|c| *c == who).unwrap_or(0);
+        charts.blackhole.push(per_call_median(name, &runs[i]));
     }
     let healthy_p99 = median_d(&stats[0].p99);
     let baton_healthy_p99 = median_d(&stats[1].p99);
@@ -648,7 +784,7 @@ enum Out {
     Tower,
 }
 
-async fn outage(scale: Scale, rows: &mut Vec<Row>) {
+async fn outage(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
     let providers: Vec<Provider> = (0..3).map(|_| provider(Behaviour::status(503))).collect();
     let urls: Vec<String> = providers.iter().map(|p| format!("{}/", p.url())).collect();
     let http = reqwest_client();
@@ -667,7 +803,18 @@ async fn outage(scale: Scale, rows: &mut Vec<Row>) {
                         policy = policy.budget(None);
                     }
                     let client = baton(policy, &http);
-                    drive(calls, OUTAGE_TASKS, || baton_get(&client)).await
+                    let log = std::cell::RefCell::new(Vec::with_capacity(calls));
+                    let t0 = Instant::now();
+                    let b = drive(calls, OUTAGE_TASKS, || baton_attempts(&client, &log, t0)).await;
+                    if rep + 1 == scale.reps {
+                        let name = if who == Out::BatonBudget {
+                            "budget on"
+                        } else {
+                            "budget off"
+                        };
+                        charts.outage.push(binned(name, log.into_inner(), 25));
+                    }
+                    b
                 }
                 Out::Retry => {
                     // Short backoff bounds only keep the run short: the number of attempts
@@ -1041,18 +1188,19 @@ fn main() {
         .build()
         .expect("tokio runtime");
     let mut rows = Vec::new();
+    let mut charts = Charts::default();
     let t0 = Instant::now();
     if run(1) {
         eprintln!("scenario 1: healthy");
-        rt.block_on(healthy(scale, &mut rows));
+        rt.block_on(healthy(scale, &mut rows, &mut charts));
     }
     if run(2) {
         eprintln!("scenario 2: black-holed primary");
-        rt.block_on(blackhole(scale, &mut rows));
+        rt.block_on(blackhole(scale, &mut rows, &mut charts));
     }
     if run(3) {
         eprintln!("scenario 3: total outage");
-        rt.block_on(outage(scale, &mut rows));
+        rt.block_on(outage(scale, &mut rows, &mut charts));
     }
     if run(4) {
         eprintln!("scenario 4: slow primary");
@@ -1070,4 +1218,60 @@ fn main() {
         t0.elapsed().as_secs_f64()
     );
     print_table(&rows);
+    write_charts(&charts, quick);
+}
+
+/// Draws the charts of the scenarios that ran: into `docs/charts/` for a full run (the
+/// ones BENCHMARKS.md shows), into `target/bench-charts/` for a quick one.
+fn write_charts(charts: &Charts, quick: bool) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = if quick {
+        root.join("target/bench-charts")
+    } else {
+        root.join("docs/charts")
+    };
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("charts: cannot create {}: {e}", dir.display());
+        return;
+    }
+    let mut drawn = Vec::new();
+    if !charts.blackhole.is_empty() {
+        let path = dir.join("blackhole_latency.svg");
+        let r = chart::lines(
+            &path,
+            "Black-holed primary (200 ms attempt timeout): latency per call",
+            "call number",
+            "latency, ms (median over repetitions)",
+            &charts.blackhole,
+        );
+        drawn.push((path, r));
+    }
+    if !charts.outage.is_empty() {
+        let path = dir.join("outage_attempts.svg");
+        let r = chart::lines(
+            &path,
+            "Total outage (3 endpoints answer 503): attempts per call over time",
+            "milliseconds into the run",
+            "attempts per call (mean of 25 calls)",
+            &charts.outage,
+        );
+        drawn.push((path, r));
+    }
+    if !charts.healthy.is_empty() {
+        let path = dir.join("healthy_ratios.svg");
+        let r = chart::bars(
+            &path,
+            "Healthy calls: calls/s of baton over its own raw client",
+            "ratio (1 = as fast as the raw client)",
+            &charts.healthy,
+            0.98,
+        );
+        drawn.push((path, r));
+    }
+    for (path, r) in drawn {
+        match r {
+            Ok(()) => eprintln!("chart: {}", path.display()),
+            Err(e) => eprintln!("chart {}: {e}", path.display()),
+        }
+    }
 }
