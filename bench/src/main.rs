@@ -14,11 +14,17 @@
 //!
 //! | # | scenario | contenders |
 //! |---|---|---|
-//! | 1 | healthy provider: calls/s, p50, p99 | baton-tokio vs the same `reqwest::Client` used directly (and under a bare tokio timeout, as a reference) |
+//! | 1 | healthy provider: calls/s, p50, p99 | baton-tokio vs the same `reqwest::Client` used directly (and under a bare tokio timeout, as a reference); baton-tower's layer vs the same hyper-util `Client` used directly |
 //! | 2 | black-holed primary, healthy backup, 200 ms attempt timeout | baton (1 task and 8 tasks), a hand-written "try A then B" loop, reqwest-retry (at the primary); references: plain reqwest to the backup, baton with a healthy primary |
 //! | 3 | total outage (3 endpoints answer 503): attempts per call | baton with and without budget, reqwest-retry (2 retries), tower retry (2 retries, `TpsBudget`) |
 //! | 4 | primary slow (1 s) for 10 % of calls | baton with and without hedging |
 //! | 5 | the engine alone, 1 vs 2 threads sharing one `Engine` | breaker rules and budget on/off; control: one `Engine` per thread |
+//!
+//! Each run also draws three SVG charts (`chart.rs`, no plotting dependency): the latency
+//! of every call in scenario 2 (baton, the hand-written loop, reqwest-retry), attempts per
+//! call over time in scenario 3 (baton with and without the budget), and each baton row's
+//! ratio to its raw client in scenario 1. A full run writes them to `docs/charts/` (shown
+//! in `BENCHMARKS.md`), a quick one to `target/bench-charts/`.
 //!
 //! Everything runs on one current-thread tokio runtime (the providers have their own
 //! threads), so the client side uses one core and the providers the other on a 2-core
@@ -33,6 +39,8 @@
 //!   common way to retry a reqwest `Client` (which is a tower `Service`).
 //! - `tokio`: the runtime; `futures-util`: `join_all` to run several call loops at once
 //!   without spawning; `http`: method and status types for the engine-only scenario.
+//! - `baton-tower`, `hyper-util`, `http-body-util`, `bytes`: scenario 1's tower rows (the
+//!   layer in front of hyper-util's legacy client, and that client alone).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -491,8 +499,13 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
         let mut rate: [Vec<f64>; 5] = Default::default();
         let mut p50: [Vec<Duration>; 5] = Default::default();
         let mut p99: [Vec<Duration>; 5] = Default::default();
-        for rep in 0..scale.reps {
-            for who in rotated(&[0, 1, 2, 3, 4], rep) {
+        // reqwest's group, then hyper-util's: interleaving the two stacks' batches made
+        // each slow the other down (their idle pooled connections and tasks).
+        let groups = (0..scale.reps)
+            .map(|rep| rotated(&[0, 1, 2], rep))
+            .chain((0..scale.reps).map(|rep| rotated(&[3, 4], rep)));
+        for order in groups {
+            for who in order {
                 let b = match who {
                     0 => drive(calls, tasks, || plain_get(&http, url, None)).await,
                     1 => drive(calls, tasks, || baton_get(&client)).await,
