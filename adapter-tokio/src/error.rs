@@ -118,10 +118,8 @@ impl fmt::Display for InvalidRequest {
 
 impl StdError for InvalidRequest {}
 
-/// An error from an inner middleware whose text is shown with every URL in it reduced to
-/// `scheme://host:port` (SPEC 4: paths and queries of provider URLs hold keys). The
-/// original error is kept for programs ([`Scrubbed::inner`]); `Debug` shows the scrubbed
-/// text only, and `source()` is `None` (the original's chain may quote the URL again).
+/// An error from an inner middleware, shown with every URL in it reduced to
+/// `scheme://host:port` (core's [`baton_core::Scrubbed`]).
 ///
 /// ```
 /// fn log(e: &baton_tokio::Scrubbed) {
@@ -130,36 +128,11 @@ impl StdError for InvalidRequest {}
 /// }
 /// # let _ = log;
 /// ```
-pub struct Scrubbed {
-    text: String,
-    inner: BoxError,
-}
-
-impl Scrubbed {
-    /// The original error (its text may quote a URL in full).
-    pub fn inner(&self) -> &(dyn StdError + Send + Sync + 'static) {
-        &*self.inner
-    }
-}
-
-impl fmt::Display for Scrubbed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl fmt::Debug for Scrubbed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Scrubbed").field(&self.text).finish()
-    }
-}
-
-impl StdError for Scrubbed {}
+pub use baton_core::Scrubbed;
 
 /// `e` with the URLs in its text reduced to their origin.
 pub(crate) fn scrubbed(e: BoxError) -> BoxError {
-    let text = baton_core::scrub_urls(&e.to_string());
-    Box::new(Scrubbed { text, inner: e })
+    Box::new(Scrubbed::new(e))
 }
 
 /// What a call through [`Client`](crate::Client) can fail with.

@@ -114,11 +114,14 @@ where
                     .iter()
                     .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
                     .sum();
-                let mut hint = rest.size_hint();
-                hint.set_lower(hint.lower() + before);
-                if let Some(upper) = hint.upper() {
-                    hint.set_upper(upper + before);
+                // Built from scratch: `set_lower` and `set_upper` each check the pair, so
+                // the upper bound goes in first.
+                let rest = rest.size_hint();
+                let mut hint = SizeHint::new();
+                if let Some(upper) = rest.upper() {
+                    hint.set_upper(upper.saturating_add(before));
                 }
+                hint.set_lower(rest.lower().saturating_add(before));
                 hint
             }
         }
@@ -185,8 +188,15 @@ pub(crate) struct Prepared<B> {
     pub(crate) error: Option<BoxError>,
 }
 
-/// Takes the body's frames: those ready at once always, and, with `buffer` set, waits for
-/// more up to that many bytes. A body that ends within what was taken is kept as bytes.
+/// How many frames, at most, are taken without waiting from a body that is not buffered:
+/// an in-memory body has one or a few; an always-ready stream stops here and is sent once.
+const READY_FRAMES: usize = 64;
+
+/// Takes the body's frames: those ready at once (at most [`READY_FRAMES`]) always, and,
+/// with `buffer` set, waits for more up to that many bytes. A body that ends within what
+/// was taken is kept as bytes. Whether a body that arrives from the network (a proxied
+/// `Incoming`) is all ready at once depends on timing: such a body is copied when it is,
+/// and sent once when it is not; opt into buffering to make it replayable for sure.
 pub(crate) async fn prepare<B>(body: B, buffer: Option<usize>) -> Prepared<B>
 where
     B: Body<Data = Bytes>,
@@ -221,7 +231,7 @@ where
             Some(Some(Ok(frame))) => {
                 size = size.saturating_add(frame.data_ref().map_or(0, Bytes::len));
                 taken.push_back(frame);
-                if size > limit {
+                if size > limit || (buffer.is_none() && taken.len() >= READY_FRAMES) {
                     break false;
                 }
             }

@@ -2,16 +2,16 @@
 //!
 //! A generic `Service` says little about when it failed, so the rule is conservative:
 //! - *undelivered* only with proof that no request byte was written: `poll_ready` failed
-//!   (the request was never handed over); hyper-util's legacy client says the error
-//!   happened while connecting (`is_connect()`, feature `hyper-util`); or an
-//!   [`io::Error`](std::io::Error) in the chain is a refused connection, an address not
-//!   available, or an unreachable host or network, which only a connect can produce;
+//!   or never finished (the request was never handed over), or hyper-util's legacy client
+//!   says the error happened while connecting (`is_connect()`, feature `hyper-util`);
 //! - a caller's hook ([`BatonBuilder::classify_error`](crate::BatonBuilder::classify_error))
 //!   decides first, for services whose errors it knows (tonic, alloy transports);
-//! - everything else is *ambiguous*: the request may have reached the provider.
+//! - everything else is *ambiguous*: the request may have reached the provider. An
+//!   [`io::Error`](std::io::Error) of kind "refused" or "unreachable" is no proof: on an
+//!   established connection the kernel reports a stored ICMP error the same way, after the
+//!   request was sent.
 
 use std::error::Error as StdError;
-use std::io;
 
 use baton_core::FailureClass;
 
@@ -27,26 +27,20 @@ pub(crate) fn classify(
     if let Some(class) = hook.and_then(|h| h(e)) {
         return class;
     }
-    let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
-    while let Some(err) = cur {
-        #[cfg(feature = "hyper-util")]
-        if let Some(h) = err.downcast_ref::<hyper_util::client::legacy::Error>() {
-            if h.is_connect() {
-                return FailureClass::Undelivered;
+    #[cfg(feature = "hyper-util")]
+    {
+        let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
+        while let Some(err) = cur {
+            if let Some(h) = err.downcast_ref::<hyper_util::client::legacy::Error>() {
+                // hyper-util knows the phase: its answer is final either way.
+                return if h.is_connect() {
+                    FailureClass::Undelivered
+                } else {
+                    FailureClass::Ambiguous
+                };
             }
+            cur = err.source();
         }
-        if let Some(io) = err.downcast_ref::<io::Error>() {
-            if matches!(
-                io.kind(),
-                io::ErrorKind::ConnectionRefused
-                    | io::ErrorKind::AddrNotAvailable
-                    | io::ErrorKind::HostUnreachable
-                    | io::ErrorKind::NetworkUnreachable
-            ) {
-                return FailureClass::Undelivered;
-            }
-        }
-        cur = err.source();
     }
     FailureClass::Ambiguous
 }
@@ -54,6 +48,7 @@ pub(crate) fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io;
 
     #[derive(Debug)]
     struct Wrapped(io::Error);
@@ -69,14 +64,14 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_connect_anywhere_in_the_chain_is_undelivered_and_the_rest_ambiguous() {
+    fn without_proof_of_the_phase_every_error_is_ambiguous_and_the_hook_decides_first() {
+        // A "refused" I/O error proves nothing on its own (a stored ICMP error on an
+        // established connection reads the same).
         let refused = Wrapped(io::Error::from(io::ErrorKind::ConnectionRefused));
-        assert_eq!(classify(&refused, None), FailureClass::Undelivered);
-        let reset = Wrapped(io::Error::from(io::ErrorKind::ConnectionReset));
-        assert_eq!(classify(&reset, None), FailureClass::Ambiguous);
+        assert_eq!(classify(&refused, None), FailureClass::Ambiguous);
         let text = io::Error::other("connection refused (but only in the text)");
         assert_eq!(classify(&text, None), FailureClass::Ambiguous);
         let hook: ErrorClassifier = std::sync::Arc::new(|_| Some(FailureClass::Undelivered));
-        assert_eq!(classify(&reset, Some(&hook)), FailureClass::Undelivered);
+        assert_eq!(classify(&refused, Some(&hook)), FailureClass::Undelivered);
     }
 }

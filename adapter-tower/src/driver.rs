@@ -6,13 +6,14 @@
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
     Action, Answer, Attempt, AttemptOutcome, Call, CallOptions, Done, Engine, FailureClass, Input,
-    Redirects, RequestInfo, TimeoutPhase,
+    Redirects, RequestInfo, Scrubbed, TimeoutPhase,
 };
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
@@ -34,11 +35,12 @@ pub(crate) struct Shared {
     pub(crate) classify_error: Option<ErrorClassifier>,
 }
 
-/// Where attempts go: one service that takes absolute URIs, or one per endpoint.
+/// Where attempts go: one service that takes absolute URIs, or one per endpoint (cloned
+/// into each call, so a service need not be `Sync`).
 #[derive(Clone)]
 pub(crate) enum Backends<S> {
     One(S),
-    PerEndpoint(Arc<[S]>),
+    PerEndpoint(Vec<S>),
 }
 
 impl<S: Clone> Backends<S> {
@@ -66,7 +68,11 @@ impl<R> Answer for Reply<R> {
 enum Landed<R> {
     Response(Response<R>),
     Failed(FailureClass, BoxError),
-    TimedOut,
+    /// The attempt timer fired; `handed` says whether the request had been handed to the
+    /// service (its `poll_ready` had finished).
+    TimedOut {
+        handed: bool,
+    },
 }
 
 type FlightFuture<R> = Pin<Box<dyn Future<Output = Landed<R>> + Send>>;
@@ -141,10 +147,10 @@ where
         &info,
         prepared.body.kind(),
         options,
-        Instant::now(),
+        shared.sleep.now(),
     );
     if let Some(limit) = prepared.over_limit {
-        call.handle(Input::BodyNotBuffered { limit }, Instant::now());
+        call.handle(Input::BodyNotBuffered { limit }, shared.sleep.now());
     }
     let mut driver = Driver {
         shared: &shared,
@@ -163,7 +169,7 @@ where
             Action::WaitForAttempt => driver.wait(&mut call, None).await,
             Action::Done => break,
             // An action this adapter does not know: end the call with what it has.
-            _ => call.handle(Input::Cancel, Instant::now()),
+            _ => call.handle(Input::Cancel, shared.sleep.now()),
         }
     }
     driver.flights.clear();
@@ -194,7 +200,7 @@ where
 {
     /// Builds and sends attempt `a`, or tells the call why it could not be sent.
     fn send(&mut self, call: &mut Call<'_, Reply<R>>, a: &Attempt) {
-        let now = Instant::now();
+        let now = self.shared.sleep.now();
         let mut headers = self.parts.headers.clone();
         let built = match (&self.body_error, self.backends.for_endpoint(a.endpoint)) {
             (Some(e), _) => Err(format!("reading the request body failed: {e}")),
@@ -255,21 +261,25 @@ where
     /// (a service that fails it never took the request: undelivered).
     fn flight(&self, mut svc: S, request: Request<ReplayBody<B>>, at: Instant) -> FlightFuture<R> {
         let hook = self.shared.classify_error.clone();
+        let handed = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&handed);
         let send = async move {
             if let Err(e) = poll_fn(|cx| svc.poll_ready(cx)).await {
-                let e: BoxError = Box::new(NotReady(e.into()));
+                let e: BoxError = Box::new(NotReady(Box::new(Scrubbed::new(e.into()))));
                 return Landed::Failed(FailureClass::Undelivered, e);
             }
+            flag.store(true, Ordering::Release);
             match svc.call(request).await {
                 Ok(r) => Landed::Response(r),
                 Err(e) => {
                     let e: BoxError = e.into();
                     let class = classify(&*e, hook.as_ref());
-                    Landed::Failed(class, e)
+                    // The text of a client error may quote the URL (keys): scrubbed.
+                    Landed::Failed(class, Box::new(Scrubbed::new(e)))
                 }
             }
         };
-        Box::pin(timed(send, self.shared.sleep.sleep_until(at)))
+        Box::pin(timed(send, self.shared.sleep.sleep_until(at), handed))
     }
 
     /// Waits until `until` (or, without it, for an attempt) and hands the call what
@@ -277,7 +287,7 @@ where
     async fn wait(&mut self, call: &mut Call<'_, Reply<R>>, until: Option<Instant>) {
         let mut timer: Option<Sleeping> = until.map(|t| self.shared.sleep.sleep_until(t));
         if self.flights.is_empty() && timer.is_none() {
-            call.handle(Input::Cancel, Instant::now());
+            call.handle(Input::Cancel, self.shared.sleep.now());
             return;
         }
         let flights = &mut self.flights;
@@ -294,7 +304,7 @@ where
         })
         .await;
         match done {
-            None => call.handle(Input::Timer, Instant::now()),
+            None => call.handle(Input::Timer, self.shared.sleep.now()),
             Some((i, out)) => {
                 let f = self.flights.swap_remove(i);
                 self.landed(call, f, out);
@@ -314,7 +324,11 @@ where
             },
             other => other,
         };
-        if let Landed::Response(r) = &out {
+        // Redirects are followed only through one service that takes absolute URIs: a
+        // per-endpoint service (a tonic channel, a transport) sends every request to its
+        // own endpoint, whatever the `Location` says, so there the 3xx is the answer.
+        let follows = matches!(self.backends, Backends::One(_));
+        if let (true, Landed::Response(r)) = (follows, &out) {
             if r.status().is_redirection() {
                 if let Some(next) = self.next_hop(call, &mut f, r) {
                     f.fut = next;
@@ -323,7 +337,7 @@ where
                 }
             }
         }
-        let now = Instant::now();
+        let now = self.shared.sleep.now();
         if let Some(r) = f.redirects.take() {
             let redirects = r.into_followed();
             call.handle(
@@ -355,14 +369,20 @@ where
                     outcome: AttemptOutcome::Failure(class),
                 }
             }
-            Landed::TimedOut => {
+            Landed::TimedOut { handed } => {
                 self.last = Some((attempt, Box::new(Elapsed(f.timeout))));
-                // A generic service does not say whether it had connected: ambiguous.
-                let outcome = AttemptOutcome::Timeout(TimeoutPhase::Unknown);
+                // Never handed over (the service was not ready): nothing was sent. Handed
+                // over: a generic service does not say whether it had connected.
+                let phase = if handed {
+                    TimeoutPhase::Unknown
+                } else {
+                    TimeoutPhase::Connect
+                };
+                let outcome = AttemptOutcome::Timeout(phase);
                 Input::Failed { attempt, outcome }
             }
         };
-        call.handle(input, Instant::now());
+        call.handle(input, self.shared.sleep.now());
     }
 
     /// The next request of attempt `f` when `response` is a redirect the engine's rules
@@ -430,15 +450,22 @@ impl std::fmt::Display for Elapsed {
 
 impl std::error::Error for Elapsed {}
 
-/// `send`, or `TimedOut` when `timer` completes first.
-async fn timed<R>(send: impl Future<Output = Landed<R>>, timer: Sleeping) -> Landed<R> {
+/// `send`, or `TimedOut` when `timer` completes first (saying whether `send` had handed
+/// the request over).
+async fn timed<R>(
+    send: impl Future<Output = Landed<R>>,
+    timer: Sleeping,
+    handed: Arc<AtomicBool>,
+) -> Landed<R> {
     let mut send = std::pin::pin!(send);
     let mut timer = timer;
     poll_fn(|cx| {
         if let Poll::Ready(out) = send.as_mut().poll(cx) {
             return Poll::Ready(out);
         }
-        timer.as_mut().poll(cx).map(|()| Landed::TimedOut)
+        timer.as_mut().poll(cx).map(|()| Landed::TimedOut {
+            handed: handed.load(Ordering::Acquire),
+        })
     })
     .await
 }

@@ -3,6 +3,7 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Mutex;
 
 use baton_core::{ConfigError, ErrorKind, Report};
 
@@ -24,11 +25,14 @@ use crate::BoxError;
 /// ```
 pub struct Error<R>(Box<Failure<R>>);
 
-/// What a failed call holds (boxed: a call's error stays one pointer wide).
+/// What a failed call holds (boxed: a call's error stays one pointer wide). The retained
+/// response sits behind a lock so that the error is `Sync` whatever its body (tower
+/// middleware turns errors into `BoxError`s), which also lets it be taken out by `&self`.
 pub(crate) struct Failure<R> {
     pub(crate) error: baton_core::Error,
     pub(crate) last: Option<BoxError>,
-    pub(crate) retained: Option<http::Response<R>>,
+    pub(crate) retained: Mutex<Option<http::Response<R>>>,
+    pub(crate) retained_status: Option<http::StatusCode>,
 }
 
 impl<R> Error<R> {
@@ -37,10 +41,12 @@ impl<R> Error<R> {
         last: Option<BoxError>,
         retained: Option<http::Response<R>>,
     ) -> Self {
+        let retained_status = retained.as_ref().map(http::Response::status);
         Error(Box::new(Failure {
             error,
             last,
-            retained,
+            retained: Mutex::new(retained),
+            retained_status,
         }))
     }
 
@@ -69,14 +75,19 @@ impl<R> Error<R> {
         self.report().request_id.as_str()
     }
 
-    /// The retained response, when the engine kept one (SPEC 2.10).
-    pub fn retained(&self) -> Option<&http::Response<R>> {
-        self.0.retained.as_ref()
+    /// The status of the retained response, when the engine kept one (SPEC 2.10).
+    pub fn retained_status(&self) -> Option<http::StatusCode> {
+        self.0.retained_status
     }
 
-    /// Takes the retained response (to read its body).
+    /// Takes the retained response out (to read its body); `None` once taken.
+    pub fn take_retained(&self) -> Option<http::Response<R>> {
+        self.0.retained.lock().ok().and_then(|mut r| r.take())
+    }
+
+    /// The retained response, when the engine kept one and it was not taken.
     pub fn into_retained(self) -> Option<http::Response<R>> {
-        self.0.retained
+        self.0.retained.into_inner().ok().flatten()
     }
 }
 
@@ -85,7 +96,7 @@ impl<R> fmt::Debug for Error<R> {
         f.debug_struct("Error")
             .field("error", &self.0.error)
             .field("last", &self.0.last)
-            .field("retained", &self.0.retained.as_ref().map(|r| r.status()))
+            .field("retained", &self.0.retained_status)
             .finish()
     }
 }

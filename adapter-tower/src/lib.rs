@@ -83,10 +83,14 @@
 //! # let _ = layer;
 //! ```
 //!
-//! Not here: environment proxies and redirects' connection handling are the inner
-//! service's (redirects themselves are followed by the engine's rules, within the
-//! attempt, as on every adapter); body timeouts (the response body is the inner
-//! service's stream).
+//! ## Redirects
+//! Through one service that takes absolute URIs, the engine's redirect rules apply within
+//! the attempt, as on every adapter; the inner service must not follow redirects itself
+//! (hyper-util's client does not). Through per-endpoint services, a 3xx is the answer:
+//! such a service sends every request to its own endpoint, whatever `Location` says.
+//!
+//! Not here: environment proxies (the inner service's); body timeouts (the response body
+//! is the inner service's stream).
 //!
 //! ## Dependencies
 //! - `baton-core`: every decision.
@@ -211,7 +215,8 @@ impl BatonBuilder {
         })
     }
 
-    /// The service over one inner service per endpoint, in the policy's endpoint order.
+    /// The service over one inner service per endpoint: `services[i]` serves the policy's
+    /// `i`-th endpoint (its order in the builder), and the count must match.
     pub fn services<S>(self, services: Vec<S>) -> Result<Baton<S>, BuildError> {
         let shared = self.shared()?;
         let n = shared.engine.policy().endpoints().len();
@@ -226,7 +231,7 @@ impl BatonBuilder {
         }
         Ok(Baton {
             shared,
-            backends: Backends::PerEndpoint(services.into()),
+            backends: Backends::PerEndpoint(services),
         })
     }
 }
@@ -357,7 +362,7 @@ pub type CallFuture<R> = Pin<Box<dyn Future<Output = Result<Response<R>, Error<R
 
 impl<S, B, R> Service<Request<B>> for Baton<S>
 where
-    S: Service<Request<ReplayBody<B>>, Response = Response<R>> + Clone + Send + Sync + 'static,
+    S: Service<Request<ReplayBody<B>>, Response = Response<R>> + Clone + Send + 'static,
     S::Future: Send,
     S::Error: Into<BoxError>,
     B: http_body::Body<Data = Bytes> + Send + 'static,

@@ -284,3 +284,155 @@ async fn against_real_hyper_servers_a_503_fails_over_with_the_backups_host() {
     let authority = b.trim_start_matches("http://").trim_end_matches('/');
     assert_eq!(&body[..], authority.as_bytes());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_follow_the_engines_rules_through_one_service_and_are_answers_per_endpoint() {
+    let target = Provider::start(Behaviour::ok().body("moved here"));
+    let location = format!("{}/new", target.url());
+    let a = Provider::start(Behaviour::status(307).header("location", location.as_str()));
+    let b = Provider::start(Behaviour::ok());
+    let mut svc = service(two(&a.url(), &b.url()));
+    let resp = svc.call(request("POST", full("x"))).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let report = resp.extensions().get::<Report>().cloned().unwrap();
+    assert_eq!(report.redirects.len(), 1);
+    assert_eq!(target.requests()[0].body_text(), "x");
+    assert_eq!(b.request_count(), 0);
+
+    // Per-endpoint services cannot be pointed elsewhere: the 3xx is the answer.
+    let mut per = Baton::from_services(two(&a.url(), &b.url()), vec![client(), client()]).unwrap();
+    let resp = per.call(request("POST", full("x"))).await.unwrap();
+    assert_eq!(resp.status(), 307);
+    assert_eq!(target.request_count(), 1);
+}
+
+/// A stream with an exact size hint that counts down as it is read (as hyper's `Incoming`
+/// with a content length does), in two frames, not ready at once.
+struct Counted {
+    parts: Vec<Bytes>,
+    left: u64,
+    waited: bool,
+}
+
+impl http_body::Body for Counted {
+    type Data = Bytes;
+    type Error = baton_tower::BoxError;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if !self.waited {
+            self.waited = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        if self.parts.is_empty() {
+            return Poll::Ready(None);
+        }
+        let part = self.parts.remove(0);
+        self.left -= part.len() as u64;
+        Poll::Ready(Some(Ok(http_body::Frame::data(part))))
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_over_the_buffer_limit_is_sent_once_with_its_size_and_nothing_replays() {
+    let a = Provider::start(Behaviour::status(503));
+    let b = Provider::start(Behaviour::ok());
+    let layer = BatonLayer::builder(two(&a.url(), &b.url()))
+        .buffer_body(4)
+        .layer()
+        .unwrap();
+    let mut svc = layer.layer(client());
+    let body = Counted {
+        parts: vec![Bytes::from("0123"), Bytes::from("456789")],
+        left: 10,
+        waited: false,
+    };
+    let mut put = request("PUT", body.boxed());
+    put.extensions_mut().insert(CallOptions {
+        failover: Some(baton_core::Permission::Always),
+        ..CallOptions::default()
+    });
+    let resp = svc.call(put).await.unwrap();
+    assert_eq!(resp.status(), 503);
+    let report = resp.extensions().get::<Report>().unwrap();
+    assert_eq!(report.stop_reason, StopReason::NotReplayable);
+    assert_eq!(a.requests()[0].body_text(), "0123456789");
+    assert_eq!(b.request_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_that_never_gets_ready_times_out_undelivered_and_a_post_moves_on() {
+    #[derive(Clone)]
+    struct Stuck;
+    impl Service<http::Request<ReplayBody<Body>>> for Stuck {
+        type Response = http::Response<Full<Bytes>>;
+        type Error = std::io::Error;
+        type Future = std::future::Ready<Result<Self::Response, std::io::Error>>;
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
+            Poll::Pending
+        }
+        fn call(&mut self, _: http::Request<ReplayBody<Body>>) -> Self::Future {
+            unreachable!("never ready")
+        }
+    }
+    #[derive(Clone)]
+    struct Answers;
+    impl Service<http::Request<ReplayBody<Body>>> for Answers {
+        type Response = http::Response<Full<Bytes>>;
+        type Error = std::io::Error;
+        type Future = std::future::Ready<Result<Self::Response, std::io::Error>>;
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
+            Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, _: http::Request<ReplayBody<Body>>) -> Self::Future {
+            std::future::ready(Ok(http::Response::new(Full::new(Bytes::from("ok")))))
+        }
+    }
+    #[derive(Clone)]
+    enum Either {
+        Stuck(Stuck),
+        Answers(Answers),
+    }
+    impl Service<http::Request<ReplayBody<Body>>> for Either {
+        type Response = http::Response<Full<Bytes>>;
+        type Error = std::io::Error;
+        type Future = std::future::Ready<Result<Self::Response, std::io::Error>>;
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
+            match self {
+                Either::Stuck(s) => s.poll_ready(cx),
+                Either::Answers(a) => a.poll_ready(cx),
+            }
+        }
+        fn call(&mut self, r: http::Request<ReplayBody<Body>>) -> Self::Future {
+            match self {
+                Either::Stuck(s) => s.call(r),
+                Either::Answers(a) => a.call(r),
+            }
+        }
+    }
+    let mut svc = Baton::from_services(
+        two("http://a.example/", "http://b.example/"),
+        vec![Either::Stuck(Stuck), Either::Answers(Answers)],
+    )
+    .unwrap();
+    let resp = svc.call(request("POST", full("x"))).await.unwrap();
+    let report = resp.extensions().get::<Report>().unwrap();
+    assert_eq!(report.attempts[0].result.as_str(), "timeout");
+    assert!(!report.attempts[0]
+        .result
+        .may_have_executed(&baton_core::StatusSet::new()));
+    assert_eq!(report.result_endpoint(), Some("b"));
+}
+
+#[test]
+fn the_error_is_send_and_sync_for_any_sendable_body() {
+    fn sync<T: Send + Sync + 'static>() {}
+    // `Cell` is `Send` but not `Sync`: the error is `Sync` all the same.
+    sync::<baton_tower::Error<std::cell::Cell<u8>>>();
+    let _: fn(baton_tower::Error<Body>) -> baton_tower::BoxError = |e| Box::new(e);
+}

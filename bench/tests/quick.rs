@@ -1,5 +1,6 @@
-//! Keeps the benchmark binary from rotting: `bench --quick` must finish and print a row
-//! for every scenario and contender. No timing is asserted (CI machines are shared).
+//! Keeps the benchmark binary from rotting: `bench --quick` must finish, print a row for
+//! every scenario and contender, and draw its charts. No timing is asserted (CI machines
+//! are shared).
 
 use std::process::Command;
 
@@ -20,6 +21,8 @@ fn quick_run_prints_every_scenario_row() {
         ("1 healthy", "plain reqwest"),
         ("1 healthy", "baton-tokio"),
         ("1 healthy", "plain reqwest + 30 s tokio timeout"),
+        ("1 healthy", "plain hyper-util Client"),
+        ("1 healthy", "baton-tower over that hyper-util Client"),
         ("2 black-holed primary", "plain reqwest to the backup"),
         ("2 black-holed primary", "baton-tokio, healthy primary"),
         ("2 black-holed primary", "baton-tokio"),
@@ -51,6 +54,19 @@ fn quick_run_prints_every_scenario_row() {
         );
     }
     let table_rows = stdout.lines().filter(|l| l.starts_with("| ")).count();
-    // Header plus 23 rows (scenario 1 has two shapes).
-    assert_eq!(table_rows, 24, "{stdout}");
+    // Header plus 27 rows (scenario 1 has two shapes).
+    assert_eq!(table_rows, 28, "{stdout}");
+    // A quick run draws its charts under target/ (a full run's are in docs/charts/).
+    let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-charts");
+    for name in [
+        "blackhole_latency.svg",
+        "outage_attempts.svg",
+        "healthy_ratios.svg",
+    ] {
+        let svg = std::fs::read_to_string(charts.join(name)).unwrap_or_default();
+        assert!(
+            svg.starts_with("<svg") && (svg.contains("polyline") || svg.contains("<rect")),
+            "{name}"
+        );
+    }
 }

@@ -120,3 +120,50 @@ pub fn scrub_urls(text: &str) -> String {
         rest = &tail[end..];
     }
 }
+
+/// An error whose text is shown with every URL in it reduced to `scheme://host:port`
+/// (SPEC 4: paths and queries of provider URLs hold keys). The original error is kept for
+/// programs ([`Scrubbed::inner`]); `Debug` shows the scrubbed text only, and `source()` is
+/// `None` (the original's chain may quote the URL again). Adapters wrap the errors of the
+/// clients and services they drive in it.
+///
+/// ```
+/// let e = baton_core::Scrubbed::new(Box::new(std::io::Error::other(
+///     "error sending request for url (https://rpc.example/v2/KEY)",
+/// )));
+/// assert_eq!(e.to_string(), "error sending request for url (https://rpc.example:443)");
+/// assert!(e.inner().to_string().contains("KEY"));
+/// ```
+pub struct Scrubbed {
+    text: String,
+    inner: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl Scrubbed {
+    /// `inner`, shown with its URLs scrubbed.
+    pub fn new(inner: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        Scrubbed {
+            text: scrub_urls(&inner.to_string()),
+            inner,
+        }
+    }
+
+    /// The original error (its text may quote a URL in full).
+    pub fn inner(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.inner
+    }
+}
+
+impl fmt::Display for Scrubbed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl fmt::Debug for Scrubbed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Scrubbed").field(&self.text).finish()
+    }
+}
+
+impl std::error::Error for Scrubbed {}
