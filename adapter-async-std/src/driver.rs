@@ -227,15 +227,14 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                     );
                 }
                 let input = match end {
-                    AttemptEnd::Response(ex) => Input::Response {
-                        attempt: number,
-                        response: Kept {
+                    AttemptEnd::Response(ex) => {
+                        let kept = Kept {
                             number,
                             endpoint: flight.endpoint,
                             exchange: ex,
-                        },
-                        wall: Some(SystemTime::now()),
-                    },
+                        };
+                        Input::response(number, kept, SystemTime::now)
+                    }
                     AttemptEnd::Failed(e) => {
                         let outcome = e.outcome();
                         last_error = Some(e);

@@ -107,17 +107,7 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
                 last_error = None;
                 let input = match sent {
                     Sent::Response(resp) => {
-                        let status = resp.status();
-                        // For an HTTP-date Retry-After without a Date header.
-                        let wall = (status == StatusCode::TOO_MANY_REQUESTS
-                            || status == StatusCode::SERVICE_UNAVAILABLE)
-                            .then(SystemTime::now);
-                        let response = Reply(resp);
-                        Input::Response {
-                            attempt: attempt.number,
-                            response,
-                            wall,
-                        }
+                        Input::response(attempt.number, Reply(resp), SystemTime::now)
                     }
                     Sent::Failed(outcome, err) => {
                         last_error = err;

@@ -399,19 +399,7 @@ impl<'a, T: Transport> Driver<'a, T> {
         }
         let attempt = f.number;
         let input = match out {
-            Ok(Ok(response)) => {
-                let status = response.status();
-                // The wall time only matters for an HTTP-date `Retry-After`, which the
-                // engine reads on 429 and 503 only.
-                let wall = (status == StatusCode::TOO_MANY_REQUESTS
-                    || status == StatusCode::SERVICE_UNAVAILABLE)
-                    .then(SystemTime::now);
-                Input::Response {
-                    attempt,
-                    response: Reply(response),
-                    wall,
-                }
-            }
+            Ok(Ok(response)) => Input::response(attempt, Reply(response), SystemTime::now),
             Ok(Err(e)) => {
                 let (classified, source): (_, BoxError) = match e {
                     // The text of a reqwest error quotes the URL (keys, ids): kept without

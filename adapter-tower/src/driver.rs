@@ -351,16 +351,7 @@ where
         let attempt = f.number;
         let input = match out {
             Landed::Response(response) => {
-                let status = response.status();
-                // The wall time only matters for an HTTP-date `Retry-After` (429, 503).
-                let wall = (status == StatusCode::TOO_MANY_REQUESTS
-                    || status == StatusCode::SERVICE_UNAVAILABLE)
-                    .then(SystemTime::now);
-                Input::Response {
-                    attempt,
-                    response: Reply(response),
-                    wall,
-                }
+                Input::response(attempt, Reply(response), SystemTime::now)
             }
             Landed::Failed(class, e) => {
                 self.last = Some((attempt, e));

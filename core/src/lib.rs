@@ -75,6 +75,7 @@ mod report;
 mod retry_after;
 mod rng;
 pub mod sim;
+pub mod sse;
 mod status;
 #[cfg(feature = "proptest")]
 pub mod strategies;

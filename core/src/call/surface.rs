@@ -177,6 +177,32 @@ pub enum Input<R> {
     Timer,
 }
 
+impl<R: Answer> Input<R> {
+    /// The response of `attempt`, with the wall time read (by `wall`) only when the engine
+    /// may need it: for a `Retry-After` given as an HTTP-date on a 429 or 503 without a
+    /// `Date` header (SPEC 2.6). Every adapter hands responses in through this.
+    ///
+    /// ```
+    /// use baton_core::{Head, Input};
+    /// let ok: Input<Head> = Input::response(1, Head::new(http::StatusCode::OK), || unreachable!());
+    /// let busy: Input<Head> =
+    ///     Input::response(2, Head::new(http::StatusCode::SERVICE_UNAVAILABLE), std::time::SystemTime::now);
+    /// assert!(matches!(ok, Input::Response { wall: None, .. }));
+    /// assert!(matches!(busy, Input::Response { wall: Some(_), .. }));
+    /// ```
+    pub fn response(attempt: u32, response: R, wall: impl FnOnce() -> SystemTime) -> Self {
+        let status = response.status();
+        let wall = (status == StatusCode::TOO_MANY_REQUESTS
+            || status == StatusCode::SERVICE_UNAVAILABLE)
+            .then(wall);
+        Input::Response {
+            attempt,
+            response,
+            wall,
+        }
+    }
+}
+
 /// One attempt the adapter is asked to send.
 ///
 /// ```

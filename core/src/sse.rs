@@ -1,0 +1,392 @@
+//! Server-Sent Events: an incremental parser exact to the WHATWG "event stream
+//! interpretation" rules, the ground floor of event streams that resume across providers
+//! (SPEC 9).
+//!
+//! Feed it the bytes of a response body in chunks of any size, split anywhere (even inside
+//! a CRLF or a multi-byte character); it yields the same events as on the whole input:
+//!
+//! - lines end with LF, CR or CRLF; a leading byte-order mark is dropped once;
+//! - a line starting with `:` is a comment; `field:value` drops one space after the colon;
+//!   a line without a colon is a field with an empty value;
+//! - `data` appends its value and a line feed to the data buffer; `event` sets the type;
+//!   `id` sets the last-event-ID buffer unless the value holds a NUL (an empty `id` clears
+//!   it); `retry` sets the reconnection time only when the value is all ASCII digits; other
+//!   fields are ignored;
+//! - a blank line dispatches: with an empty data buffer nothing is dispatched (the buffers
+//!   are reset all the same), else the event gets the data without its last line feed, the
+//!   type (`message` when none was given) and the last event ID, which is kept across
+//!   events; an event cut short by the end of the stream is dropped.
+//!
+//! One event's size (its data, type and the line being read) is capped (default 1 MiB): a
+//! larger event is an error, never a silent cut. The parser reads no clock and does no
+//! I/O; invalid UTF-8 becomes U+FFFD, as the standard decodes.
+//!
+//! ```
+//! use baton_core::sse::Parser;
+//! let mut p = Parser::new();
+//! let mut events = Vec::new();
+//! p.feed(b"id: 7\r\nevent: price\r\ndata: {\"eur\":", &mut events).unwrap();
+//! p.feed(b"1.08}\r\n\r\n: heartbeat\n", &mut events).unwrap();
+//! assert_eq!(events.len(), 1);
+//! assert_eq!(events[0].event, "price");
+//! assert_eq!(events[0].data, "{\"eur\":1.08}");
+//! assert_eq!(events[0].id.as_deref(), Some("7"));
+//! assert_eq!(p.last_event_id(), "7");
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+/// One dispatched event.
+///
+/// ```
+/// let e = baton_core::sse::Event { id: None, event: "message".into(), data: "hi".into() };
+/// assert_eq!(e.data, "hi");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The last event ID at dispatch (`None` when it is empty).
+    pub id: Option<String>,
+    /// The event type (`message` when the stream gave none).
+    pub event: String,
+    /// The data lines, joined by line feeds.
+    pub data: String,
+}
+
+/// An event larger than the parser's cap (the stream is then broken: reconnect or stop).
+///
+/// ```
+/// let mut p = baton_core::sse::Parser::with_max_event_size(8);
+/// let err = p.feed(b"data: far too long for eight bytes\n", &mut Vec::new()).unwrap_err();
+/// assert_eq!(err.limit, 8);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventTooLarge {
+    /// The cap, in bytes.
+    pub limit: usize,
+}
+
+impl fmt::Display for EventTooLarge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "an event of the stream is larger than the {} byte cap",
+            self.limit
+        )
+    }
+}
+
+impl std::error::Error for EventTooLarge {}
+
+/// The default cap on one event: 1 MiB.
+pub const DEFAULT_MAX_EVENT_SIZE: usize = 1 << 20;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// The incremental parser of one event stream (one connection; build a new one, or call
+/// [`Parser::reconnected`], for the next).
+#[derive(Debug, Clone)]
+pub struct Parser {
+    /// The bytes of the line being read.
+    line: Vec<u8>,
+    data: String,
+    event: String,
+    last_id: String,
+    retry: Option<Duration>,
+    /// The previous chunk ended with CR: a leading LF of the next one ends no line.
+    after_cr: bool,
+    /// Bytes seen so far, up to the length of a BOM (to drop one split across chunks).
+    start: Vec<u8>,
+    started: bool,
+    max: usize,
+}
+
+impl Default for Parser {
+    fn default() -> Self {
+        Parser::new()
+    }
+}
+
+impl Parser {
+    /// A parser with the default cap ([`DEFAULT_MAX_EVENT_SIZE`]).
+    pub fn new() -> Self {
+        Parser::with_max_event_size(DEFAULT_MAX_EVENT_SIZE)
+    }
+
+    /// A parser whose events may be at most `max` bytes (data, type and the current line).
+    pub fn with_max_event_size(max: usize) -> Self {
+        Parser {
+            line: Vec::new(),
+            data: String::new(),
+            event: String::new(),
+            last_id: String::new(),
+            retry: None,
+            after_cr: false,
+            start: Vec::new(),
+            started: false,
+            max,
+        }
+    }
+
+    /// The last event ID buffer (kept across events; what a reconnect sends as
+    /// `Last-Event-ID` when it is not empty).
+    pub fn last_event_id(&self) -> &str {
+        &self.last_id
+    }
+
+    /// The reconnection time the stream asked for with `retry:`, if it did.
+    pub fn retry(&self) -> Option<Duration> {
+        self.retry
+    }
+
+    /// The state for a new connection of the same stream: the last event ID and the
+    /// reconnection time are kept, everything half-read is dropped.
+    pub fn reconnected(&self) -> Parser {
+        Parser {
+            last_id: self.last_id.clone(),
+            retry: self.retry,
+            ..Parser::with_max_event_size(self.max)
+        }
+    }
+
+    /// Parses `chunk`, appending every event it completes to `out`.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) -> Result<(), EventTooLarge> {
+        let chunk = self.strip_bom(chunk);
+        let mut rest = chunk.as_ref();
+        if self.after_cr {
+            self.after_cr = false;
+            if let Some(tail) = rest.strip_prefix(b"\n") {
+                rest = tail;
+            }
+        }
+        while let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.push_line_bytes(&rest[..end])?;
+            let line = std::mem::take(&mut self.line);
+            self.line_done(&line, out);
+            self.line = line;
+            self.line.clear();
+            if rest[end] == b'\r' {
+                match rest.get(end + 1) {
+                    Some(b'\n') => rest = &rest[end + 2..],
+                    Some(_) => rest = &rest[end + 1..],
+                    None => {
+                        self.after_cr = true;
+                        rest = &[];
+                    }
+                }
+            } else {
+                rest = &rest[end + 1..];
+            }
+        }
+        self.push_line_bytes(rest)
+    }
+
+    /// Drops a byte-order mark at the very start, even one split across chunks.
+    fn strip_bom<'c>(&mut self, chunk: &'c [u8]) -> std::borrow::Cow<'c, [u8]> {
+        if self.started {
+            return chunk.into();
+        }
+        self.start.extend_from_slice(chunk);
+        let seen = self.start.len().min(BOM.len());
+        if self.start[..seen] != BOM[..seen] {
+            self.started = true;
+            return std::mem::take(&mut self.start).into();
+        }
+        if self.start.len() < BOM.len() {
+            return (&[][..]).into();
+        }
+        self.started = true;
+        let all = std::mem::take(&mut self.start);
+        all[BOM.len()..].to_vec().into()
+    }
+
+    fn push_line_bytes(&mut self, bytes: &[u8]) -> Result<(), EventTooLarge> {
+        let size = self.line.len() + bytes.len() + self.data.len() + self.event.len();
+        if size > self.max {
+            return Err(EventTooLarge { limit: self.max });
+        }
+        self.line.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// One complete line.
+    fn line_done(&mut self, line: &[u8], out: &mut Vec<Event>) {
+        if line.is_empty() {
+            self.dispatch(out);
+            return;
+        }
+        if line[0] == b':' {
+            return;
+        }
+        let text = String::from_utf8_lossy(line);
+        let (field, value) = match text.find(':') {
+            Some(i) => {
+                let v = &text[i + 1..];
+                (&text[..i], v.strip_prefix(' ').unwrap_or(v))
+            }
+            None => (&text[..], ""),
+        };
+        match field {
+            "event" => value.clone_into(&mut self.event),
+            "data" => {
+                self.data.push_str(value);
+                self.data.push('\n');
+            }
+            "id" if !value.contains('\0') => value.clone_into(&mut self.last_id),
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                // All digits: too large a number saturates.
+                let ms = value.parse::<u64>().unwrap_or(u64::MAX);
+                self.retry = Some(Duration::from_millis(ms));
+            }
+            _ => {}
+        }
+    }
+
+    fn dispatch(&mut self, out: &mut Vec<Event>) {
+        if self.data.is_empty() {
+            self.event.clear();
+            return;
+        }
+        let mut data = std::mem::take(&mut self.data);
+        if data.ends_with('\n') {
+            data.pop();
+        }
+        let event = match std::mem::take(&mut self.event) {
+            e if e.is_empty() => "message".to_string(),
+            e => e,
+        };
+        out.push(Event {
+            id: (!self.last_id.is_empty()).then(|| self.last_id.clone()),
+            event,
+            data,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(input: &[u8]) -> Vec<Event> {
+        let mut p = Parser::new();
+        let mut out = Vec::new();
+        p.feed(input, &mut out).unwrap();
+        out
+    }
+
+    fn data(events: &[Event]) -> Vec<&str> {
+        events.iter().map(|e| e.data.as_str()).collect()
+    }
+
+    #[test]
+    fn the_standards_examples() {
+        // Two events; the first data has two lines; a comment between.
+        let e = parse(b"data: YHOO\ndata: +2\ndata: 10\n\n: ignored\ndata: second\n\n");
+        assert_eq!(data(&e), ["YHOO\n+2\n10", "second"]);
+        // A space after the colon is dropped once; none, or two, are kept as they are.
+        let e = parse(b"data:test\n\ndata:  test\n\n");
+        assert_eq!(data(&e), ["test", " test"]);
+        // `data` alone is an empty line of data; two of them one line feed.
+        let e = parse(b"data\n\ndata\ndata\n\ndata:\n");
+        assert_eq!(data(&e), ["", "\n"]);
+        assert!(e.iter().all(|e| e.event == "message"));
+    }
+
+    #[test]
+    fn every_line_end_counts_and_a_crlf_split_across_chunks_is_one() {
+        let e = parse(b"data: a\rdata: b\r\n\r\ndata: c\n\r\n");
+        assert_eq!(data(&e), ["a\nb", "c"]);
+        let mut p = Parser::new();
+        let mut out = Vec::new();
+        p.feed(b"data: x\r", &mut out).unwrap();
+        p.feed(b"\n\r", &mut out).unwrap();
+        p.feed(b"\n", &mut out).unwrap();
+        assert_eq!(data(&out), ["x"]);
+    }
+
+    #[test]
+    fn a_leading_bom_is_dropped_once_even_split_and_only_at_the_start() {
+        let mut p = Parser::new();
+        let mut out = Vec::new();
+        p.feed(b"\xEF", &mut out).unwrap();
+        p.feed(b"\xBB\xBFdata: 1\n\n", &mut out).unwrap();
+        p.feed(b"\xEF\xBB\xBFdata: 2\n\n", &mut out).unwrap();
+        // The second BOM starts a line whose field is "\u{feff}data": ignored.
+        assert_eq!(data(&out), ["1"]);
+        assert_eq!(data(&parse(b"\xEFdata: x\n\n")), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn ids_persist_an_empty_id_clears_and_a_nul_is_ignored() {
+        let e = parse(b"id: 1\ndata: a\n\ndata: b\n\nid\ndata: c\n\nid: 2\0x\ndata: d\n\n");
+        let ids: Vec<Option<&str>> = e.iter().map(|e| e.id.as_deref()).collect();
+        assert_eq!(ids, [Some("1"), Some("1"), None, None]);
+        let mut p = Parser::new();
+        p.feed(b"id: 9\n\n", &mut Vec::new()).unwrap();
+        // An id without data dispatches nothing but is kept.
+        assert_eq!(p.last_event_id(), "9");
+    }
+
+    #[test]
+    fn retry_only_when_all_ascii_digits() {
+        let mut p = Parser::new();
+        let mut out = Vec::new();
+        p.feed(b"retry: 1500\n", &mut out).unwrap();
+        assert_eq!(p.retry(), Some(Duration::from_millis(1500)));
+        for bad in [
+            &b"retry: 15x\n"[..],
+            b"retry: -1\n",
+            b"retry: 1.5\n",
+            b"retry:\n",
+            b"retry: \xD9\xA3\n",
+        ] {
+            p.feed(bad, &mut out).unwrap();
+            assert_eq!(p.retry(), Some(Duration::from_millis(1500)), "{bad:?}");
+        }
+        p.feed(b"retry: 99999999999999999999999\n", &mut out)
+            .unwrap();
+        assert_eq!(p.retry(), Some(Duration::from_millis(u64::MAX)));
+    }
+
+    #[test]
+    fn event_types_reset_after_each_dispatch_and_empty_data_dispatches_nothing() {
+        let e = parse(b"event: add\ndata: 1\n\ndata: 2\n\nevent: gone\n\ndata: 3\n\n");
+        let types: Vec<&str> = e.iter().map(|e| e.event.as_str()).collect();
+        assert_eq!(types, ["add", "message", "message"]);
+        assert_eq!(data(&e), ["1", "2", "3"]);
+    }
+
+    #[test]
+    fn an_unfinished_event_is_dropped_and_unknown_fields_ignored() {
+        let e = parse(b"foo: bar\ndata: kept\n\ndata: cut");
+        assert_eq!(data(&e), ["kept"]);
+        let mut p = Parser::new();
+        p.feed(b"data: cut", &mut Vec::new()).unwrap();
+        let mut next = p.reconnected();
+        let mut out = Vec::new();
+        next.feed(b"\n\n", &mut out).unwrap();
+        assert!(out.is_empty(), "a reconnect drops the half-read event");
+    }
+
+    #[test]
+    fn an_event_over_the_cap_is_an_error_never_a_cut() {
+        let mut p = Parser::with_max_event_size(16);
+        let mut out = Vec::new();
+        p.feed(b"data: 0123456789\n", &mut out).unwrap();
+        let err = p.feed(b"data: more", &mut out).unwrap_err();
+        assert_eq!(err, EventTooLarge { limit: 16 });
+        assert!(out.is_empty());
+        // Comments and dispatched events do not add up: each event is measured alone.
+        let mut p = Parser::with_max_event_size(16);
+        for _ in 0..10 {
+            p.feed(b"data: 0123456\n\n", &mut out).unwrap();
+        }
+        assert_eq!(out.len(), 10);
+    }
+
+    #[test]
+    fn invalid_utf8_becomes_replacement_characters() {
+        let e = parse(b"data: caf\xC3\n\n");
+        assert_eq!(e[0].data, "caf\u{FFFD}");
+    }
+}
