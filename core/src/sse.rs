@@ -153,7 +153,8 @@ impl Parser {
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) -> Result<(), EventTooLarge> {
         let chunk = self.strip_bom(chunk);
         let mut rest = chunk.as_ref();
-        if self.after_cr {
+        // An empty chunk tells nothing about the byte after a CR: the flag waits for one.
+        if self.after_cr && !rest.is_empty() {
             self.after_cr = false;
             if let Some(tail) = rest.strip_prefix(b"\n") {
                 rest = tail;
@@ -302,6 +303,14 @@ mod tests {
         p.feed(b"\n\r", &mut out).unwrap();
         p.feed(b"\n", &mut out).unwrap();
         assert_eq!(data(&out), ["x"]);
+        // An empty chunk between the CR and the LF changes nothing (found by the
+        // chunking property test).
+        let mut p = Parser::new();
+        let mut out = Vec::new();
+        for chunk in [&b"data: y\r"[..], b"", b"\n", b"", b"\r", b"", b"\n"] {
+            p.feed(chunk, &mut out).unwrap();
+        }
+        assert_eq!(data(&out), ["y"]);
     }
 
     #[test]
