@@ -21,6 +21,10 @@
 //! larger event is an error, never a silent cut. The parser reads no clock and does no
 //! I/O; invalid UTF-8 becomes U+FFFD, as the standard decodes.
 //!
+//! Beside it, the rules every adapter applies to a stream's connections: what a response
+//! means ([`answer`]), how long to wait before reconnecting ([`reconnect_delay`]) and when
+//! `Last-Event-ID` goes along ([`last_event_id_for`]).
+//!
 //! ```
 //! use baton_core::sse::Parser;
 //! let mut p = Parser::new();
@@ -264,6 +268,119 @@ impl Parser {
     }
 }
 
+/// What an event stream's response means for the stream (the issue's rules, shared by
+/// every adapter): open it, end it for good, try again, refresh the credential, or stop.
+///
+/// ```
+/// use baton_core::sse::{answer, Answer};
+/// let mut h = http::HeaderMap::new();
+/// h.insert("content-type", "text/event-stream; charset=utf-8".parse().unwrap());
+/// assert_eq!(answer(http::StatusCode::OK, &h, false), Answer::Open);
+/// assert_eq!(answer(http::StatusCode::NO_CONTENT, &h, false), Answer::End);
+/// assert_eq!(answer(http::StatusCode::SERVICE_UNAVAILABLE, &h, false), Answer::Retry);
+/// assert_eq!(answer(http::StatusCode::UNAUTHORIZED, &h, false), Answer::Refresh);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// 200 with `text/event-stream`: read events from the body.
+    Open,
+    /// 204: the server ends the stream for good; no reconnect.
+    End,
+    /// 408, 429 or 5xx: reconnect after `Retry-After`, else the backoff.
+    Retry,
+    /// 401 (and 403 when configured): refresh the credential, then reconnect once.
+    Refresh,
+    /// Anything else: the stream cannot go on; the reason says why.
+    Fatal(Fatal),
+}
+
+/// Why a stream's response is fatal.
+///
+/// ```
+/// let f = baton_core::sse::Fatal::ContentType(Some("text/html".into()));
+/// assert!(f.to_string().contains("text/html"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fatal {
+    /// A status that is neither an event stream, an end, nor worth a retry (another 4xx,
+    /// another 2xx, a 3xx that was not followed).
+    Status(http::StatusCode),
+    /// A 200 whose content type is not `text/event-stream` (or is missing).
+    ContentType(Option<String>),
+}
+
+impl fmt::Display for Fatal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fatal::Status(s) => write!(f, "the event stream was answered {s}"),
+            Fatal::ContentType(Some(ct)) => {
+                write!(
+                    f,
+                    "the event stream was answered with content type {ct:?}, not text/event-stream"
+                )
+            }
+            Fatal::ContentType(None) => {
+                f.write_str("the event stream was answered without a content type")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Fatal {}
+
+/// Classifies an event stream's response by its status and `Content-Type`.
+/// `refresh_on_403` makes a 403 ask for a credential refresh, as a 401 does.
+pub fn answer(status: http::StatusCode, headers: &http::HeaderMap, refresh_on_403: bool) -> Answer {
+    match status.as_u16() {
+        200 => {
+            let ct = headers
+                .get(http::header::CONTENT_TYPE)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+            let essence = ct
+                .as_deref()
+                .and_then(|c| c.split(';').next())
+                .map(|e| e.trim().to_ascii_lowercase());
+            if essence.as_deref() == Some("text/event-stream") {
+                Answer::Open
+            } else {
+                Answer::Fatal(Fatal::ContentType(ct))
+            }
+        }
+        204 => Answer::End,
+        401 => Answer::Refresh,
+        403 if refresh_on_403 => Answer::Refresh,
+        408 | 429 | 500..=599 => Answer::Retry,
+        _ => Answer::Fatal(Fatal::Status(status)),
+    }
+}
+
+/// How long to wait before reconnecting: the server's `retry:` or the (jittered) backoff,
+/// whichever is longer.
+///
+/// ```
+/// use std::time::Duration;
+/// let d = baton_core::sse::reconnect_delay(Some(Duration::from_secs(3)), Duration::from_millis(400));
+/// assert_eq!(d, Duration::from_secs(3));
+/// ```
+pub fn reconnect_delay(server_retry: Option<Duration>, backoff: Duration) -> Duration {
+    server_retry.map_or(backoff, |r| r.max(backoff))
+}
+
+/// The `Last-Event-ID` a reconnection sends: the last event ID when it is not empty, to the
+/// same endpoint always, to another endpoint only when the policy says the endpoints share
+/// event ids (otherwise the consumer is told the stream restarted, and de-duplicates).
+///
+/// ```
+/// use baton_core::sse::last_event_id_for;
+/// assert_eq!(last_event_id_for("41", true, false), Some("41"));
+/// assert_eq!(last_event_id_for("41", false, false), None);
+/// assert_eq!(last_event_id_for("41", false, true), Some("41"));
+/// assert_eq!(last_event_id_for("", true, true), None);
+/// ```
+pub fn last_event_id_for(last_id: &str, same_endpoint: bool, shared_ids: bool) -> Option<&str> {
+    (!last_id.is_empty() && (same_endpoint || shared_ids)).then_some(last_id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,6 +508,42 @@ mod tests {
             p.feed(b"data: 0123456\n\n", &mut out).unwrap();
         }
         assert_eq!(out.len(), 10);
+    }
+
+    #[test]
+    fn responses_open_end_retry_refresh_or_stop() {
+        use http::StatusCode as S;
+        let ct = |v: &str| {
+            let mut h = http::HeaderMap::new();
+            h.insert(http::header::CONTENT_TYPE, v.parse().unwrap());
+            h
+        };
+        let none = http::HeaderMap::new();
+        assert_eq!(answer(S::OK, &ct("Text/Event-Stream"), false), Answer::Open);
+        assert_eq!(
+            answer(S::OK, &ct("application/json"), false),
+            Answer::Fatal(Fatal::ContentType(Some("application/json".into())))
+        );
+        assert_eq!(
+            answer(S::OK, &none, false),
+            Answer::Fatal(Fatal::ContentType(None))
+        );
+        for s in [408, 429, 500, 502, 503, 504, 599] {
+            let s = S::from_u16(s).unwrap();
+            assert_eq!(answer(s, &none, false), Answer::Retry, "{s}");
+        }
+        assert_eq!(
+            answer(S::FORBIDDEN, &none, false),
+            Answer::Fatal(Fatal::Status(S::FORBIDDEN))
+        );
+        assert_eq!(answer(S::FORBIDDEN, &none, true), Answer::Refresh);
+        for s in [201, 301, 400, 404, 410] {
+            let s = S::from_u16(s).unwrap();
+            assert_eq!(
+                answer(s, &ct("text/event-stream"), false),
+                Answer::Fatal(Fatal::Status(s))
+            );
+        }
     }
 
     #[test]
