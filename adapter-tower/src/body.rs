@@ -155,27 +155,22 @@ impl<B> Kept<B> {
     /// is gone (no replay).
     pub(crate) fn next(&mut self) -> Option<ReplayBody<B>> {
         match self {
-            Kept::Copy { data, trailers } => Some(ReplayBody {
-                inner: Inner::Copy {
-                    data: Some(data.clone()).filter(|d| !d.is_empty()),
-                    trailers: trailers.clone(),
-                },
-            }),
             Kept::Once(b) => b.take(),
+            Kept::Copy { .. } => self.copy(),
         }
     }
 
-    /// Whether a redirect hop can get a copy (only of a copied body).
+    /// A copy for a redirect hop (only of a copied body).
     pub(crate) fn copy(&self) -> Option<ReplayBody<B>> {
-        match self {
-            Kept::Copy { data, trailers } => Some(ReplayBody {
-                inner: Inner::Copy {
-                    data: Some(data.clone()).filter(|d| !d.is_empty()),
-                    trailers: trailers.clone(),
-                },
-            }),
-            Kept::Once(_) => None,
-        }
+        let Kept::Copy { data, trailers } = self else {
+            return None;
+        };
+        Some(ReplayBody {
+            inner: Inner::Copy {
+                data: Some(data.clone()).filter(|d| !d.is_empty()),
+                trailers: trailers.clone(),
+            },
+        })
     }
 }
 

@@ -367,57 +367,29 @@ async fn a_stream_over_the_buffer_limit_is_sent_once_with_its_size_and_nothing_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_that_never_gets_ready_times_out_undelivered_and_a_post_moves_on() {
+    /// An endpoint's service: one that never gets ready, or one that answers 200.
     #[derive(Clone)]
-    struct Stuck;
-    impl Service<http::Request<ReplayBody<Body>>> for Stuck {
-        type Response = http::Response<Full<Bytes>>;
-        type Error = std::io::Error;
-        type Future = std::future::Ready<Result<Self::Response, std::io::Error>>;
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
-            Poll::Pending
-        }
-        fn call(&mut self, _: http::Request<ReplayBody<Body>>) -> Self::Future {
-            unreachable!("never ready")
-        }
+    enum Node {
+        Stuck,
+        Answers,
     }
-    #[derive(Clone)]
-    struct Answers;
-    impl Service<http::Request<ReplayBody<Body>>> for Answers {
+    impl Service<http::Request<ReplayBody<Body>>> for Node {
         type Response = http::Response<Full<Bytes>>;
         type Error = std::io::Error;
         type Future = std::future::Ready<Result<Self::Response, std::io::Error>>;
         fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
-            Poll::Ready(Ok(()))
+            match self {
+                Node::Stuck => Poll::Pending,
+                Node::Answers => Poll::Ready(Ok(())),
+            }
         }
         fn call(&mut self, _: http::Request<ReplayBody<Body>>) -> Self::Future {
             std::future::ready(Ok(http::Response::new(Full::new(Bytes::from("ok")))))
         }
     }
-    #[derive(Clone)]
-    enum Either {
-        Stuck(Stuck),
-        Answers(Answers),
-    }
-    impl Service<http::Request<ReplayBody<Body>>> for Either {
-        type Response = http::Response<Full<Bytes>>;
-        type Error = std::io::Error;
-        type Future = std::future::Ready<Result<Self::Response, std::io::Error>>;
-        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
-            match self {
-                Either::Stuck(s) => s.poll_ready(cx),
-                Either::Answers(a) => a.poll_ready(cx),
-            }
-        }
-        fn call(&mut self, r: http::Request<ReplayBody<Body>>) -> Self::Future {
-            match self {
-                Either::Stuck(s) => s.call(r),
-                Either::Answers(a) => a.call(r),
-            }
-        }
-    }
     let mut svc = Baton::from_services(
         two("http://a.example/", "http://b.example/"),
-        vec![Either::Stuck(Stuck), Either::Answers(Answers)],
+        vec![Node::Stuck, Node::Answers],
     )
     .unwrap();
     let resp = svc.call(request("POST", full("x"))).await.unwrap();
