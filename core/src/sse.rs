@@ -25,6 +25,79 @@
 //! means ([`answer`]), how long to wait before reconnecting ([`reconnect_delay`]) and when
 //! `Last-Event-ID` goes along ([`last_event_id_for`]).
 //!
+//! # Streams that resume across providers
+//!
+//! [`EventStream`] is the stream's state machine, sans I/O like the engine's calls, and the
+//! one every adapter drives (`events()` on baton-tokio and baton-async-std gives a
+//! `Stream`, on baton-blocking an `Iterator`). A stream is a call whose answer arrives in
+//! parts (SPEC 9): every connection is one ordinary call through the engine, so the
+//! policy's order, breakers, budget, permissions and retries of refused connections apply
+//! to it; the stream decides what the calls cannot see:
+//!
+//! - **What an answer means** ([`answer`]): 200 with `text/event-stream` opens; 204 ends
+//!   the stream for good (`Finished(Ok)`); 408, 429 and 5xx reconnect after `Retry-After`
+//!   or the backoff; any other status or content type is [`StreamError::Fatal`], as is a
+//!   401 until credentials exist to refresh.
+//! - **Where the next connection goes**: the same endpoint first, with `Last-Event-ID` when
+//!   the buffer is not empty, after the server's `retry:` or the jittered backoff,
+//!   whichever is longer; after [`StreamSettings::reconnects_per_endpoint`] connections in
+//!   a row without an event (or a `Retry-After` over `max_retry_after`), the next endpoint
+//!   in the policy's order. A connection that carries `Last-Event-ID` to an endpoint that
+//!   does not share ids never fails over inside its call ([`Connect::only_preferred`]).
+//! - **Which ids follow**: another endpoint gets `Last-Event-ID` only with
+//!   [`StreamSettings::shared_event_ids`]; without it the consumer first gets
+//!   [`StreamItem::Restarted`] (once events were delivered) and the stream starts over.
+//! - **When to stop**: [`StreamSettings::max_reconnects`] reconnections in a row without an
+//!   event give [`StreamError::GaveUp`]: only a delivered event resets the count, so a
+//!   server that accepts and drops every connection cannot keep the stream alive forever.
+//! - **Never twice**: a stream opened by a method that is not safe (a `POST` that starts a
+//!   job and streams its progress) is re-sent only when nothing can have executed (a
+//!   refused connection, a 429) or as a resumption with an event id to the endpoint that
+//!   issued it (any endpoint, with shared ids); otherwise it ends with
+//!   [`StreamError::Interrupted`], which says how many events were delivered.
+//! - **Idle watchdog**: with [`StreamSettings::idle_timeout`], `Read` carries a deadline;
+//!   no byte by then (heartbeat comments count) closes the connection and reconnects.
+//!
+//! Events are delivered whole or not at all: the half-read event of a broken connection is
+//! dropped, and the server replays from `Last-Event-ID`.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use baton_core::{Endpoint, Policy};
+//! use baton_core::sse::{EventStream, Notice, StreamAction, StreamInput, StreamItem, StreamSettings};
+//!
+//! let policy = Policy::builder()
+//!     .endpoint(Endpoint::new("a", "http://127.0.0.1:1"))
+//!     .endpoint(Endpoint::new("b", "http://127.0.0.1:2"))
+//!     .build()
+//!     .unwrap();
+//! let settings = StreamSettings { shared_event_ids: true, ..StreamSettings::default() };
+//! let mut stream = EventStream::new(&policy, &http::Method::GET, settings, 1).unwrap();
+//! let mut ok = http::HeaderMap::new();
+//! ok.insert("content-type", "text/event-stream".parse().unwrap());
+//! let mut now = Instant::now();
+//!
+//! let StreamAction::Connect(first) = stream.poll(now) else { unreachable!() };
+//! assert_eq!(first.last_event_id, None);
+//! stream.handle(StreamInput::Answered { endpoint: "a", status: http::StatusCode::OK, headers: &ok, wall: None }, now);
+//! stream.handle(StreamInput::Bytes(b"id: 7\ndata: one\n\n"), now);
+//! stream.handle(StreamInput::Broken, now);
+//! let mut events = 0;
+//! let next = loop {
+//!     match stream.poll(now) {
+//!         StreamAction::Deliver(StreamItem::Event { .. }) => events += 1,
+//!         StreamAction::Notice(_) => {}
+//!         StreamAction::WaitUntil(t) => now = t,
+//!         StreamAction::Connect(c) => break c,
+//!         other => panic!("{other:?}"),
+//!     }
+//! };
+//! assert_eq!(events, 1);
+//! // Back to the same endpoint first, resuming after event 7.
+//! assert_eq!(next.prefer.as_deref(), Some("a"));
+//! assert_eq!(next.last_event_id.as_deref(), Some("7"));
+//! ```
+//!
 //! ```
 //! use baton_core::sse::Parser;
 //! let mut p = Parser::new();
@@ -40,6 +113,12 @@
 
 use std::fmt;
 use std::time::Duration;
+
+mod stream;
+pub use stream::{
+    Connect, EventStream, Notice, Reason, StreamAction, StreamError, StreamInput, StreamItem,
+    StreamSettingError, StreamSettings,
+};
 
 /// One dispatched event.
 ///
@@ -95,7 +174,11 @@ pub struct Parser {
     line: Vec<u8>,
     data: String,
     event: String,
+    /// The last event ID buffer: set by `id` fields as they are read.
     last_id: String,
+    /// The last event ID string: the buffer as of the last dispatch (blank line), which
+    /// is what a reconnection sends, so a half-read event's `id` never counts.
+    dispatched_id: String,
     retry: Option<Duration>,
     /// The previous chunk ended with CR: a leading LF of the next one ends no line.
     after_cr: bool,
@@ -124,6 +207,7 @@ impl Parser {
             data: String::new(),
             event: String::new(),
             last_id: String::new(),
+            dispatched_id: String::new(),
             retry: None,
             after_cr: false,
             start: Vec::new(),
@@ -132,10 +216,17 @@ impl Parser {
         }
     }
 
-    /// The last event ID buffer (kept across events; what a reconnect sends as
-    /// `Last-Event-ID` when it is not empty).
+    /// The last event ID string: the ID buffer as of the last dispatch (kept across
+    /// events; what a reconnect sends as `Last-Event-ID` when it is not empty). An `id`
+    /// of an event not finished yet does not count.
+    ///
+    /// ```
+    /// let mut p = baton_core::sse::Parser::new();
+    /// p.feed(b"id: 1\ndata: a\n\nid: 2\ndata: b", &mut Vec::new()).unwrap();
+    /// assert_eq!(p.last_event_id(), "1");
+    /// ```
     pub fn last_event_id(&self) -> &str {
-        &self.last_id
+        &self.dispatched_id
     }
 
     /// The reconnection time the stream asked for with `retry:`, if it did.
@@ -147,7 +238,8 @@ impl Parser {
     /// reconnection time are kept, everything half-read is dropped.
     pub fn reconnected(&self) -> Parser {
         Parser {
-            last_id: self.last_id.clone(),
+            last_id: self.dispatched_id.clone(),
+            dispatched_id: self.dispatched_id.clone(),
             retry: self.retry,
             ..Parser::with_max_event_size(self.max)
         }
@@ -248,6 +340,7 @@ impl Parser {
     }
 
     fn dispatch(&mut self, out: &mut Vec<Event>) {
+        self.dispatched_id.clone_from(&self.last_id);
         if self.data.is_empty() {
             self.event.clear();
             return;

@@ -1,0 +1,742 @@
+//! The event stream state machine: one stream over the policy's endpoints, reconnecting and
+//! failing over by the rules of SPEC 9 (see the [module docs](super) for the guide).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant, SystemTime};
+
+use http::{HeaderMap, Method, StatusCode};
+
+use super::{answer, last_event_id_for, reconnect_delay, Answer, Event, Fatal, Parser};
+use crate::backoff::{Backoff, Jitter};
+use crate::id::EndpointId;
+use crate::policy::Policy;
+use crate::rng::Rng;
+use crate::status::StatusSet;
+
+/// How an event stream reconnects. Every field has a default; [`StreamSettings::validate`]
+/// names the first bad one.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::sse::StreamSettings;
+/// let s = StreamSettings { idle_timeout: Some(Duration::from_secs(30)), ..StreamSettings::default() };
+/// assert!(s.validate().is_ok());
+/// assert!(!s.shared_event_ids);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSettings {
+    /// The endpoints share event ids (one upstream feed behind several providers): a
+    /// reconnection to another endpoint sends `Last-Event-ID` too, and the stream goes on
+    /// without a [`StreamItem::Restarted`]. Default false.
+    pub shared_event_ids: bool,
+    /// Reconnections in a row to one endpoint without an event before the stream moves to
+    /// the next endpoint in the policy's order (default 2; at least 1).
+    pub reconnects_per_endpoint: u32,
+    /// Reconnections in a row without an event before the stream gives up (default 10;
+    /// 0 never reconnects). Only a delivered event resets the count, so a connection that
+    /// opens and dies before its first event counts.
+    pub max_reconnects: u32,
+    /// No byte (comments count) for this long closes the connection and reconnects
+    /// (default off).
+    pub idle_timeout: Option<Duration>,
+    /// The largest event, in bytes (default 1 MiB); a larger one ends the stream with
+    /// [`StreamError::EventTooLarge`].
+    pub max_event_size: usize,
+    /// A 403 asks for a credential refresh as a 401 does (default false).
+    pub refresh_on_403: bool,
+    /// The wait between reconnections (default 500 ms doubling to 30 s, ±25 % jitter); the
+    /// server's `retry:` is the floor of every wait.
+    pub backoff: Backoff,
+    /// The longest `Retry-After` the stream waits for at one endpoint (default 60 s); a
+    /// longer one moves the stream to the next endpoint at once.
+    pub max_retry_after: Duration,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        StreamSettings {
+            shared_event_ids: false,
+            reconnects_per_endpoint: 2,
+            max_reconnects: 10,
+            idle_timeout: None,
+            max_event_size: super::DEFAULT_MAX_EVENT_SIZE,
+            refresh_on_403: false,
+            backoff: Backoff {
+                initial: Duration::from_millis(500),
+                multiplier: 2.0,
+                max: Duration::from_secs(30),
+                jitter: Jitter::Proportional(0.25),
+            },
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A stream setting that cannot work: the setting's name and why.
+///
+/// ```
+/// use baton_core::sse::StreamSettings;
+/// let bad = StreamSettings { max_event_size: 0, ..StreamSettings::default() };
+/// assert_eq!(bad.validate().unwrap_err().setting, "max_event_size");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamSettingError {
+    /// The setting, by its field name.
+    pub setting: &'static str,
+    /// What is wrong with its value.
+    pub reason: String,
+}
+
+impl fmt::Display for StreamSettingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stream setting `{}`: {}", self.setting, self.reason)
+    }
+}
+
+impl std::error::Error for StreamSettingError {}
+
+impl StreamSettings {
+    /// Checks every setting.
+    pub fn validate(&self) -> Result<(), StreamSettingError> {
+        let bad = |setting, reason: String| Err(StreamSettingError { setting, reason });
+        if self.reconnects_per_endpoint == 0 {
+            return bad("reconnects_per_endpoint", "must be at least 1".into());
+        }
+        if self.max_event_size == 0 {
+            return bad("max_event_size", "must be at least 1 byte".into());
+        }
+        if self.idle_timeout == Some(Duration::ZERO) {
+            return bad(
+                "idle_timeout",
+                "must be longer than 0 (leave it unset for none)".into(),
+            );
+        }
+        let b = &self.backoff;
+        if !(b.multiplier.is_finite() && b.multiplier >= 1.0) {
+            return bad(
+                "backoff.multiplier",
+                format!("{} must be at least 1", b.multiplier),
+            );
+        }
+        if b.max < b.initial {
+            return bad(
+                "backoff.max",
+                format!(
+                    "{:?} is shorter than backoff.initial {:?}",
+                    b.max, b.initial
+                ),
+            );
+        }
+        if let Jitter::Proportional(f) = b.jitter {
+            if !(0.0..=1.0).contains(&f) {
+                return bad("backoff.jitter", format!("{f} must be within 0 and 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the consumer of a stream receives.
+///
+/// ```
+/// use baton_core::sse::{Event, StreamItem};
+/// let item = StreamItem::Event { endpoint: "a".into(), event: Event { id: None, event: "message".into(), data: "hi".into() } };
+/// assert!(matches!(item, StreamItem::Event { .. }));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamItem {
+    /// An event, whole, from `endpoint`.
+    Event {
+        /// The endpoint whose connection carried it.
+        endpoint: EndpointId,
+        /// The event.
+        event: Event,
+    },
+    /// The stream moved to `endpoint`, which does not share event ids with the one before:
+    /// it starts over, so events already delivered may come again (de-duplicate by content).
+    Restarted {
+        /// The endpoint the stream continues on.
+        endpoint: EndpointId,
+    },
+}
+
+/// Why a connection ended or could not be opened.
+///
+/// ```
+/// assert_eq!(baton_core::sse::Reason::Idle.to_string(), "no byte within the idle timeout");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The server ended the body.
+    Ended,
+    /// Reading the body failed (reset, broken chunk).
+    Broken,
+    /// Nothing arrived within the idle timeout.
+    Idle,
+    /// The connection was answered with this status (408, 429 or 5xx).
+    Status(StatusCode),
+    /// The connection's call ended without a response.
+    Unreachable,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Ended => f.write_str("the server ended the stream"),
+            Reason::Broken => f.write_str("the stream broke while being read"),
+            Reason::Idle => f.write_str("no byte within the idle timeout"),
+            Reason::Status(s) => write!(f, "the stream was answered {s}"),
+            Reason::Unreachable => f.write_str("no endpoint answered"),
+        }
+    }
+}
+
+/// What a stream tells observers (the CLI's `--events`): never needed to consume events.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::sse::{Notice, Reason};
+/// let n = Notice::Reconnecting { from: Some("a".into()), to: Some("b".into()), after: Duration::ZERO, reason: Reason::Ended, failover: true };
+/// assert!(matches!(n, Notice::Reconnecting { failover: true, .. }));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Notice {
+    /// A connection opened.
+    Opened {
+        /// Its endpoint.
+        endpoint: EndpointId,
+        /// The `Last-Event-ID` it was opened with.
+        last_event_id: Option<String>,
+    },
+    /// The stream reconnects after `after`.
+    Reconnecting {
+        /// The endpoint of the connection that ended (none before the first opened).
+        from: Option<EndpointId>,
+        /// The endpoint the next connection prefers (none: the policy's order).
+        to: Option<EndpointId>,
+        /// The wait before it.
+        after: Duration,
+        /// Why.
+        reason: Reason,
+        /// `to` is another endpoint than `from`.
+        failover: bool,
+    },
+}
+
+/// How a stream ended without being dropped.
+///
+/// ```
+/// let e = baton_core::sse::StreamError::Interrupted { endpoint: Some("a".into()), delivered: 3, reason: baton_core::sse::Reason::Broken };
+/// assert!(e.to_string().contains("3 event"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// The answer cannot be a stream (another 4xx, a wrong content type, a 401 with no
+    /// credential to refresh).
+    Fatal {
+        /// The endpoint that answered.
+        endpoint: EndpointId,
+        /// Why.
+        reason: Fatal,
+    },
+    /// A stream opened by a method that is not safe broke, and going on would re-send its
+    /// request where that could do the work again (no event id to resume from, or another
+    /// endpoint that does not share ids).
+    Interrupted {
+        /// The endpoint of the last connection.
+        endpoint: Option<EndpointId>,
+        /// Events delivered before the break.
+        delivered: u64,
+        /// Why the connection ended.
+        reason: Reason,
+    },
+    /// `max_reconnects` reconnections in a row brought no event.
+    GaveUp {
+        /// The reconnections made.
+        reconnects: u32,
+        /// Events delivered over the stream's life.
+        delivered: u64,
+        /// Why the last connection ended.
+        reason: Reason,
+    },
+    /// An event longer than `max_event_size`.
+    EventTooLarge {
+        /// The endpoint that sent it.
+        endpoint: EndpointId,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl fmt::Display for StreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StreamError::Fatal { endpoint, reason } => write!(f, "{endpoint}: {reason}"),
+            StreamError::Interrupted {
+                endpoint,
+                delivered,
+                reason,
+            } => write!(
+                f,
+                "the stream was interrupted after {delivered} event(s) ({reason}{}); its \
+                 method is not safe and it cannot resume without sending the request again",
+                endpoint
+                    .as_ref()
+                    .map(|e| format!(" at {e}"))
+                    .unwrap_or_default()
+            ),
+            StreamError::GaveUp {
+                reconnects,
+                delivered,
+                reason,
+            } => write!(
+                f,
+                "gave up after {reconnects} reconnection(s) without an event ({reason}); \
+                 {delivered} event(s) delivered"
+            ),
+            StreamError::EventTooLarge { endpoint, limit } => {
+                write!(
+                    f,
+                    "{endpoint} sent an event over the {limit}-byte limit (max_event_size)"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for StreamError {}
+
+/// Open one connection: run one call with these options.
+///
+/// ```
+/// # use baton_core::sse::Connect;
+/// let c = Connect { prefer: Some("b".into()), only_preferred: true, last_event_id: Some("41".into()) };
+/// assert!(c.only_preferred);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connect {
+    /// The endpoint to try first (the call's preferred endpoint); none on the first
+    /// connection, which follows the policy's order.
+    pub prefer: Option<EndpointId>,
+    /// The call must not fail over (its `Last-Event-ID` belongs to `prefer` alone).
+    pub only_preferred: bool,
+    /// The `Last-Event-ID` header to send, if any.
+    pub last_event_id: Option<String>,
+}
+
+/// What happened to the stream: the inputs of [`EventStream::handle`].
+///
+/// ```
+/// use baton_core::sse::StreamInput;
+/// let input = StreamInput::Bytes(b"data: hi\n\n");
+/// assert!(matches!(input, StreamInput::Bytes(_)));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StreamInput<'a> {
+    /// The connection's call returned a response from `endpoint`.
+    Answered {
+        /// Its endpoint id.
+        endpoint: &'a str,
+        /// Its status.
+        status: StatusCode,
+        /// Its headers.
+        headers: &'a HeaderMap,
+        /// The wall clock, for a `Retry-After` date (read only for 429/503).
+        wall: Option<SystemTime>,
+    },
+    /// The connection's call ended without a response.
+    Failed {
+        /// Whether an attempt of it may have executed the request.
+        may_have_executed: bool,
+    },
+    /// Bytes of the open connection's body.
+    Bytes(&'a [u8]),
+    /// The body ended.
+    Ended,
+    /// Reading the body failed.
+    Broken,
+    /// Nothing arrived by the idle deadline of the last [`StreamAction::Read`].
+    Idle,
+}
+
+/// What the driver does next: the output of [`EventStream::poll`].
+///
+/// ```
+/// use baton_core::sse::StreamAction;
+/// fn done(a: &StreamAction) -> bool { matches!(a, StreamAction::Finished(_)) }
+/// # let _ = done;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+#[non_exhaustive]
+pub enum StreamAction {
+    /// Open a connection, then give [`StreamInput::Answered`] or [`StreamInput::Failed`].
+    Connect(Connect),
+    /// The connection's call is under way: give its answer.
+    AwaitAnswer,
+    /// Nothing to do before this instant; poll again then.
+    WaitUntil(Instant),
+    /// Read the open body; give [`StreamInput::Idle`] if no byte arrives by the deadline.
+    Read {
+        /// When the idle timeout runs out.
+        idle_deadline: Option<Instant>,
+    },
+    /// Hand this to the consumer, then poll again.
+    Deliver(StreamItem),
+    /// Tell observers, then poll again.
+    Notice(Notice),
+    /// The stream is over (every later poll says so again). `Ok` after a 204.
+    Finished(Result<(), StreamError>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Phase {
+    Start,
+    Connecting,
+    Open,
+    Waiting(Instant),
+    Done(Result<(), StreamError>),
+}
+
+/// One event stream over a policy's endpoints, sans I/O: it decides where each connection
+/// goes, with which `Last-Event-ID`, after how long, and when to stop; the driver opens
+/// connections through the engine (so breakers, budget and permissions apply to each
+/// one), reads bytes and sleeps.
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::{Endpoint, Policy};
+/// use baton_core::sse::{EventStream, StreamAction, StreamInput, StreamItem, StreamSettings};
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "http://127.0.0.1:1")).build().unwrap();
+/// let mut s = EventStream::new(&policy, &http::Method::GET, StreamSettings::default(), 7).unwrap();
+/// let now = Instant::now();
+/// assert!(matches!(s.poll(now), StreamAction::Connect(_)));
+/// let mut h = http::HeaderMap::new();
+/// h.insert("content-type", "text/event-stream".parse().unwrap());
+/// s.handle(StreamInput::Answered { endpoint: "a", status: http::StatusCode::OK, headers: &h, wall: None }, now);
+/// assert!(matches!(s.poll(now), StreamAction::Notice(_)));
+/// s.handle(StreamInput::Bytes(b"id: 1\ndata: hi\n\n"), now);
+/// let StreamAction::Deliver(StreamItem::Event { event, .. }) = s.poll(now) else { panic!() };
+/// assert_eq!(event.data, "hi");
+/// assert!(matches!(s.poll(now), StreamAction::Read { .. }));
+/// ```
+#[derive(Debug, Clone)]
+pub struct EventStream {
+    settings: StreamSettings,
+    endpoints: Vec<EndpointId>,
+    safe: bool,
+    not_processed: StatusSet,
+    parser: Parser,
+    phase: Phase,
+    /// The endpoint of the open (or last opened) connection.
+    endpoint: Option<usize>,
+    /// Where the next connection goes first (none until one opened: the policy's order).
+    target: Option<usize>,
+    /// The `Last-Event-ID` the connection under way was sent.
+    sent: Option<String>,
+    /// Connections to `target` in a row without an event.
+    on_target: u32,
+    /// Reconnections in a row without an event.
+    failures: u32,
+    delivered: u64,
+    last_byte: Instant,
+    rng: Rng,
+    out: VecDeque<StreamAction>,
+    scratch: Vec<Event>,
+}
+
+impl EventStream {
+    /// A stream over `policy`'s endpoints, opened by `method`, jittered from `seed`.
+    pub fn new(
+        policy: &Policy,
+        method: &Method,
+        settings: StreamSettings,
+        seed: u64,
+    ) -> Result<Self, StreamSettingError> {
+        settings.validate()?;
+        Ok(EventStream {
+            endpoints: policy
+                .endpoints()
+                .iter()
+                .map(|e| EndpointId::from(e.id()))
+                .collect(),
+            safe: crate::permission::is_safe_method(method),
+            not_processed: policy.settings().not_processed,
+            parser: Parser::with_max_event_size(settings.max_event_size),
+            settings,
+            phase: Phase::Start,
+            endpoint: None,
+            target: None,
+            sent: None,
+            on_target: 0,
+            failures: 0,
+            delivered: 0,
+            last_byte: Instant::now(),
+            rng: Rng::new(seed),
+            out: VecDeque::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Events delivered so far.
+    pub fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
+    /// The last event ID buffer of the current connection's endpoint.
+    pub fn last_event_id(&self) -> &str {
+        self.parser.last_event_id()
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &StreamSettings {
+        &self.settings
+    }
+
+    /// What to do next. Polling never moves the clock: `now` only decides whether a wait
+    /// is over.
+    pub fn poll(&mut self, now: Instant) -> StreamAction {
+        if let Some(a) = self.out.pop_front() {
+            return a;
+        }
+        match &self.phase {
+            Phase::Start => self.connect(),
+            Phase::Waiting(until) if now >= *until => self.connect(),
+            Phase::Waiting(until) => StreamAction::WaitUntil(*until),
+            Phase::Connecting => StreamAction::AwaitAnswer,
+            Phase::Open => StreamAction::Read {
+                idle_deadline: self.settings.idle_timeout.map(|t| self.last_byte + t),
+            },
+            Phase::Done(r) => StreamAction::Finished(r.clone()),
+        }
+    }
+
+    /// Takes what happened. Inputs that do not fit the stream's phase (bytes while no
+    /// connection is open, an answer nobody asked for) are ignored.
+    pub fn handle(&mut self, input: StreamInput<'_>, now: Instant) {
+        match (input, &self.phase) {
+            (
+                StreamInput::Answered {
+                    endpoint,
+                    status,
+                    headers,
+                    wall,
+                },
+                Phase::Connecting,
+            ) => self.answered(endpoint, status, headers, wall, now),
+            (StreamInput::Failed { may_have_executed }, Phase::Connecting) => {
+                self.reconnect(Reason::Unreachable, may_have_executed, None, now)
+            }
+            (StreamInput::Bytes(b), Phase::Open) => self.bytes(b, now),
+            (StreamInput::Ended, Phase::Open) => self.reconnect(Reason::Ended, true, None, now),
+            (StreamInput::Broken, Phase::Open) => self.reconnect(Reason::Broken, true, None, now),
+            (StreamInput::Idle, Phase::Open) => self.reconnect(Reason::Idle, true, None, now),
+            _ => {}
+        }
+    }
+
+    fn connect(&mut self) -> StreamAction {
+        self.phase = Phase::Connecting;
+        let same = self.target.is_some() && self.target == self.endpoint;
+        let id = last_event_id_for(
+            self.parser.last_event_id(),
+            same,
+            self.settings.shared_event_ids,
+        );
+        self.sent = id.map(str::to_owned);
+        StreamAction::Connect(Connect {
+            prefer: self.target.map(|t| self.endpoints[t].clone()),
+            only_preferred: id.is_some() && !self.settings.shared_event_ids,
+            last_event_id: self.sent.clone(),
+        })
+    }
+
+    fn answered(
+        &mut self,
+        endpoint: &str,
+        status: StatusCode,
+        headers: &HeaderMap,
+        wall: Option<SystemTime>,
+        now: Instant,
+    ) {
+        let Some(at) = self.endpoints.iter().position(|e| **e == *endpoint) else {
+            // Not one of the policy's endpoints: nothing of it can be trusted.
+            return self.finish(Err(StreamError::Fatal {
+                endpoint: EndpointId::from(endpoint),
+                reason: Fatal::Status(status),
+            }));
+        };
+        match answer(status, headers, self.settings.refresh_on_403) {
+            Answer::Open => self.opened(at, now),
+            Answer::End => self.finish(Ok(())),
+            Answer::Retry => {
+                self.note_target(at);
+                let wait = crate::retry_after::retry_after_from_headers(headers, wall);
+                let executed = !self.not_processed.contains(status);
+                self.reconnect(Reason::Status(status), executed, wait, now)
+            }
+            // No credential to refresh (yet): a refusal the stream cannot get past.
+            Answer::Refresh => self.finish(Err(StreamError::Fatal {
+                endpoint: self.endpoints[at].clone(),
+                reason: Fatal::Status(status),
+            })),
+            Answer::Fatal(reason) => self.finish(Err(StreamError::Fatal {
+                endpoint: self.endpoints[at].clone(),
+                reason,
+            })),
+        }
+    }
+
+    /// The call landed on `at`: that is now where the stream stands.
+    fn note_target(&mut self, at: usize) {
+        if self.target != Some(at) {
+            self.target = Some(at);
+            self.on_target = 1;
+        }
+    }
+
+    fn opened(&mut self, at: usize, now: Instant) {
+        if !self.continues_at(at) {
+            self.parser = Parser::with_max_event_size(self.settings.max_event_size);
+            if self.delivered > 0 {
+                self.out
+                    .push_back(StreamAction::Deliver(StreamItem::Restarted {
+                        endpoint: self.endpoints[at].clone(),
+                    }));
+            }
+        } else {
+            self.parser = self.parser.reconnected();
+        }
+        self.note_target(at);
+        self.endpoint = Some(at);
+        self.last_byte = now;
+        self.phase = Phase::Open;
+        self.out.push_front(StreamAction::Notice(Notice::Opened {
+            endpoint: self.endpoints[at].clone(),
+            last_event_id: self.sent.take(),
+        }));
+    }
+
+    /// Whether a connection that opened at `at` continues the stream: it was sent the
+    /// last event ID and `at` knows it (the endpoint that issued it, or any with shared
+    /// ids), or there is no ID and it is the same endpoint. Otherwise the stream starts
+    /// over: a call aimed elsewhere may fail over back to the old endpoint without the ID.
+    fn continues_at(&self, at: usize) -> bool {
+        let same = self.endpoint.is_none_or(|e| e == at);
+        match self.sent {
+            Some(_) => same || self.settings.shared_event_ids,
+            None => same && self.parser.last_event_id().is_empty(),
+        }
+    }
+
+    fn bytes(&mut self, chunk: &[u8], now: Instant) {
+        self.last_byte = now;
+        let at = self.endpoint.unwrap_or_default();
+        let fed = self.parser.feed(chunk, &mut self.scratch);
+        if !self.scratch.is_empty() {
+            // Progress: only a delivered event resets the reconnection counts.
+            self.failures = 0;
+            self.on_target = 0;
+        }
+        for event in self.scratch.drain(..) {
+            self.delivered += 1;
+            self.out.push_back(StreamAction::Deliver(StreamItem::Event {
+                endpoint: self.endpoints[at].clone(),
+                event,
+            }));
+        }
+        if let Err(e) = fed {
+            self.finish(Err(StreamError::EventTooLarge {
+                endpoint: self.endpoints[at].clone(),
+                limit: e.limit,
+            }));
+        }
+    }
+
+    /// The connection ended (or never opened) for `reason`; `executed` says whether the
+    /// request may have done its work. Decides where and when the next one goes, or ends.
+    fn reconnect(
+        &mut self,
+        reason: Reason,
+        executed: bool,
+        retry_after: Option<Duration>,
+        now: Instant,
+    ) {
+        self.failures += 1;
+        if self.failures > self.settings.max_reconnects {
+            return self.finish(Err(StreamError::GaveUp {
+                reconnects: self.failures - 1,
+                delivered: self.delivered,
+                reason,
+            }));
+        }
+        let too_long = retry_after.is_some_and(|d| d > self.settings.max_retry_after);
+        let next = self.next_target(too_long, executed);
+        if !self.safe && executed && !self.resumable(next) {
+            return self.finish(Err(StreamError::Interrupted {
+                endpoint: self.endpoint.map(|e| self.endpoints[e].clone()),
+                delivered: self.delivered,
+                reason,
+            }));
+        }
+        if next != self.target {
+            self.on_target = 0;
+        }
+        self.on_target += 1;
+        self.target = next;
+        let backoff = self
+            .settings
+            .backoff
+            .delay(self.failures - 1, &mut self.rng);
+        let mut after = reconnect_delay(self.parser.retry(), backoff);
+        if let Some(ra) = retry_after.filter(|_| !too_long || self.endpoints.len() == 1) {
+            after = after.max(ra.min(self.settings.max_retry_after));
+        }
+        self.phase = Phase::Waiting(now + after);
+        self.out
+            .push_back(StreamAction::Notice(Notice::Reconnecting {
+                from: self.endpoint.map(|e| self.endpoints[e].clone()),
+                to: next.map(|t| self.endpoints[t].clone()),
+                after,
+                reason,
+                failover: self.endpoint.is_some() && next != self.endpoint,
+            }));
+    }
+
+    /// Where the next connection goes: the same endpoint until `reconnects_per_endpoint`
+    /// connections in a row brought no event (or its `Retry-After` is too long), then the
+    /// next in the policy's order. A stream whose method is not safe stays where it can
+    /// resume.
+    fn next_target(&self, too_long: bool, executed: bool) -> Option<usize> {
+        let cur = self.target?;
+        let stay = self.on_target < self.settings.reconnects_per_endpoint && !too_long;
+        let pinned = !self.safe && executed && !self.settings.shared_event_ids;
+        if stay || pinned || self.endpoints.len() == 1 {
+            Some(cur)
+        } else {
+            Some((cur + 1) % self.endpoints.len())
+        }
+    }
+
+    /// A request that may have done its work can go to `next` again only as a resumption:
+    /// with an event id, to the endpoint it belongs to (or to any, when ids are shared).
+    fn resumable(&self, next: Option<usize>) -> bool {
+        let same = next.is_some() && next == self.endpoint;
+        last_event_id_for(
+            self.parser.last_event_id(),
+            same,
+            self.settings.shared_event_ids,
+        )
+        .is_some()
+    }
+
+    fn finish(&mut self, result: Result<(), StreamError>) {
+        self.phase = Phase::Done(result);
+    }
+}
