@@ -308,7 +308,7 @@ impl ClientBuilder {
 /// A seed from the OS: std's `RandomState` keys are drawn from OS randomness once per
 /// thread and then incremented; mixing in the time and the process id makes seeds of
 /// clients built in one thread differ as well.
-fn os_seed() -> u64 {
+pub(crate) fn os_seed() -> u64 {
     let mut h = RandomState::new().build_hasher();
     let t = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -579,7 +579,11 @@ impl Client {
         self.run(prepared, options).await
     }
 
-    async fn run(&self, prepared: Prepared, options: CallOptions) -> Result<Response, Error> {
+    pub(crate) async fn run(
+        &self,
+        prepared: Prepared,
+        options: CallOptions,
+    ) -> Result<Response, Error> {
         let inner = &*self.inner;
         let f = driver::drive(&inner.shared, &inner.http, prepared, options).await?;
         Ok(Response::new(f.response, f.report, f.endpoint, f.deadline))
@@ -738,6 +742,37 @@ impl RequestBuilder {
         self
     }
 
+    /// Opens this request as a Server-Sent Events stream that reconnects and fails over
+    /// by `settings` (SPEC 9): each connection is one call with this request's headers,
+    /// body (which must be bytes, since a reconnection sends it again) and options, plus
+    /// `Accept: text/event-stream` and, when resuming, `Last-Event-ID`. The policy's
+    /// `body_timeout` does not apply to the stream's body: set
+    /// [`StreamSettings::idle_timeout`](baton_core::sse::StreamSettings::idle_timeout).
+    pub fn events(self, settings: baton_core::sse::StreamSettings) -> crate::EventStream {
+        let RequestBuilder {
+            client,
+            method,
+            uri,
+            headers,
+            version,
+            body,
+            options,
+            error,
+            ..
+        } = self;
+        let parts = Parts {
+            client,
+            method,
+            uri,
+            headers,
+            version,
+            body,
+            options,
+            error,
+        };
+        crate::EventStream::new(parts, settings)
+    }
+
     /// Runs the call.
     pub async fn send(self) -> Result<Response, Error> {
         let RequestBuilder {
@@ -762,4 +797,16 @@ impl RequestBuilder {
         };
         client.run(prepared, options).await
     }
+}
+
+/// A request builder's parts, for the event stream that reuses them on every connection.
+pub(crate) struct Parts {
+    pub(crate) client: Client,
+    pub(crate) method: Method,
+    pub(crate) uri: Uri,
+    pub(crate) headers: HeaderMap,
+    pub(crate) version: Version,
+    pub(crate) body: Option<reqwest::Body>,
+    pub(crate) options: CallOptions,
+    pub(crate) error: Option<String>,
 }

@@ -142,6 +142,7 @@ mod events;
 #[cfg(feature = "middleware")]
 mod middleware;
 mod response;
+mod sse;
 
 pub use classify::FailureCause;
 pub use client::{Client, ClientBuilder, RequestBuilder};
@@ -151,6 +152,7 @@ pub use error::{
 #[cfg(feature = "middleware")]
 pub use middleware::BatonMiddleware;
 pub use response::{BodyDeadline, Response};
+pub use sse::{EventStream, EventsError};
 
 /// The engine crate, re-exported.
 pub use baton_core;

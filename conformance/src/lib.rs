@@ -129,6 +129,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod events;
 pub mod real;
 
 use std::collections::BTreeMap;

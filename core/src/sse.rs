@@ -43,7 +43,8 @@
 //!   whichever is longer; after [`StreamSettings::reconnects_per_endpoint`] connections in
 //!   a row without an event (or a `Retry-After` over `max_retry_after`), the next endpoint
 //!   in the policy's order. A connection that carries `Last-Event-ID` to an endpoint that
-//!   does not share ids never fails over inside its call ([`Connect::only_preferred`]).
+//!   does not share ids reaches that endpoint or none ([`Connect::only_preferred`]: the
+//!   call is restricted to it, since preference alone yields to an open breaker).
 //! - **Which ids follow**: another endpoint gets `Last-Event-ID` only with
 //!   [`StreamSettings::shared_event_ids`]; without it the consumer first gets
 //!   [`StreamItem::Restarted`] (once events were delivered) and the stream starts over.

@@ -191,6 +191,40 @@ fn preferred_endpoint_that_is_open_stays_with_the_unavailable_ones() {
 }
 
 #[test]
+fn a_call_restricted_to_one_endpoint_reaches_it_or_nothing() {
+    let mut s = sim(endpoints(&["a", "b", "c"]));
+    trip(&mut s, "c");
+    let only_c = CallOptions {
+        only: Some("c".into()),
+        prefer: Some("c".into()),
+        ..CallOptions::default()
+    };
+    // Unavailable, tried last: the only one, so it is tried; no other endpoint is.
+    let run = s.run(Method::GET, only_c.clone());
+    assert_eq!(run.endpoints_attempted()[0], "c");
+    assert!(
+        run.endpoints_attempted().iter().all(|e| *e == "c"),
+        "{:?}",
+        run.endpoints_attempted()
+    );
+    s.script("b", Script::status(503));
+    let only_b = CallOptions {
+        only: Some("b".into()),
+        ..CallOptions::default()
+    };
+    let run = s.run(Method::GET, only_b);
+    assert!(run.endpoints_attempted().iter().all(|e| *e == "b"));
+    assert_eq!(run.executions("a"), 0);
+    let unknown = CallOptions {
+        only: Some("zz".into()),
+        ..CallOptions::default()
+    };
+    let run = s.run(Method::GET, unknown);
+    assert!(run.report.attempts.is_empty());
+    assert_eq!(run.report.stop_reason, StopReason::UnknownEndpoint);
+}
+
+#[test]
 fn max_attempts_caps_the_total() {
     let mut s = sim(endpoints(&["a", "b", "c"]));
     for id in ["a", "b", "c"] {

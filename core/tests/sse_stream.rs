@@ -158,6 +158,7 @@ fn run(n: usize, shared: bool, method: Method, faults: &[Fault]) -> Run {
                     stream.handle(
                         StreamInput::Failed {
                             may_have_executed: false,
+                            retry_after: None,
                         },
                         now,
                     );
@@ -542,6 +543,7 @@ fn a_restart_is_announced_and_the_failover_noticed() {
     s.handle(
         StreamInput::Failed {
             may_have_executed: false,
+            retry_after: None,
         },
         now,
     );

@@ -90,6 +90,7 @@ mod behaviour;
 mod http;
 mod provider;
 mod proxy_server;
+pub mod sse;
 
 pub use behaviour::Behaviour;
 pub use provider::{Provider, ProviderBuilder, Request};

@@ -39,6 +39,12 @@ pub struct CallOptions {
     pub deny: bool,
     /// Preferred endpoint id (moved to the front when eligible and available).
     pub prefer: Option<String>,
+    /// Restricts the call to the endpoint with this id: every other is ineligible for it
+    /// (SPEC 2.1), so its requests reach that endpoint or none, even when it is
+    /// unavailable (then it is tried last, or skipped). For state bound to one
+    /// destination that must not travel, such as an event stream's `Last-Event-ID`. An
+    /// unknown id is an error before any attempt.
+    pub only: Option<String>,
     /// Deadline for the whole call, from its start.
     pub deadline: Option<Duration>,
     /// Attempt timeout for this call.
@@ -65,6 +71,7 @@ impl std::fmt::Debug for CallOptions {
             .field("failover", &self.failover)
             .field("deny", &self.deny)
             .field("prefer", &self.prefer)
+            .field("only", &self.only)
             .field("deadline", &self.deadline)
             .field("attempt_timeout", &self.attempt_timeout)
             .field("attempts_per_endpoint", &self.attempts_per_endpoint)

@@ -181,8 +181,7 @@ impl<'e, R: Answer> Call<'e, R> {
 
     /// Sets up the order and plans the first attempt.
     fn start(&mut self, request: &RequestInfo<'_>, options: &CallOptions, now: Instant) {
-        let counts = (options.attempts_per_endpoint, options.max_attempts);
-        match self.order_start(request, options.prefer.as_deref(), counts, now) {
+        match self.order_start(request, options, now) {
             Ok(()) => {
                 self.schedule.plan = Plan::Send {
                     endpoint: self.order.round.get(0) as u8,

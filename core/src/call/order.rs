@@ -175,10 +175,10 @@ impl<R> Call<'_, R> {
     pub(crate) fn order_start(
         &mut self,
         request: &crate::policy::RequestInfo<'_>,
-        prefer: Option<&str>,
-        options: (Option<u32>, Option<u32>),
+        call: &crate::CallOptions,
         now: Instant,
     ) -> Result<(), Stop> {
+        let options = (call.attempts_per_endpoint, call.max_attempts);
         let policy = &self.engine.policy;
         let n = policy.endpoints.len();
         let mut eligible = Bits(if n >= 64 { u64::MAX } else { (1u64 << n) - 1 });
@@ -190,8 +190,14 @@ impl<R> Call<'_, R> {
                 }
             }
         }
+        if let Some(id) = call.only.as_deref() {
+            let i = policy
+                .endpoint_index(id)
+                .ok_or_else(|| Stop::UnknownEndpoint(id.to_owned()))?;
+            eligible = Bits(eligible.0 & (1u64 << i));
+        }
         let mut preferred = None;
-        if let Some(id) = prefer {
+        if let Some(id) = call.prefer.as_deref() {
             let i = policy
                 .endpoint_index(id)
                 .ok_or_else(|| Stop::UnknownEndpoint(id.to_owned()))?;

@@ -323,10 +323,78 @@ pub struct Connect {
     /// The endpoint to try first (the call's preferred endpoint); none on the first
     /// connection, which follows the policy's order.
     pub prefer: Option<EndpointId>,
-    /// The call must not fail over (its `Last-Event-ID` belongs to `prefer` alone).
+    /// The call must reach `prefer` or nothing (its `Last-Event-ID` belongs there alone).
     pub only_preferred: bool,
     /// The `Last-Event-ID` header to send, if any.
     pub last_event_id: Option<String>,
+}
+
+impl Connect {
+    /// Writes this connection into a call: `Accept: text/event-stream` (unless the caller
+    /// set an `Accept`), `Cache-Control: no-cache` (no cache in between may answer it),
+    /// `Last-Event-ID` (when there is one the header can carry), the preferred endpoint,
+    /// and [`CallOptions::only`](crate::CallOptions::only) when the call must stay there
+    /// (preference alone yields to health: an unavailable endpoint would be passed by). Every adapter opens its connections through this.
+    ///
+    /// ```
+    /// use baton_core::sse::Connect;
+    /// let c = Connect { prefer: Some("a".into()), only_preferred: true, last_event_id: Some("7".into()) };
+    /// let (mut headers, mut options) = (http::HeaderMap::new(), baton_core::CallOptions::default());
+    /// c.apply(&mut headers, &mut options);
+    /// assert_eq!(headers["last-event-id"], "7");
+    /// assert_eq!(headers["accept"], "text/event-stream");
+    /// assert_eq!(options.prefer.as_deref(), Some("a"));
+    /// assert_eq!(options.only.as_deref(), Some("a"));
+    /// ```
+    pub fn apply(&self, headers: &mut HeaderMap, options: &mut crate::CallOptions) {
+        use http::header::{HeaderValue, ACCEPT, CACHE_CONTROL};
+        if !headers.contains_key(ACCEPT) {
+            headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        }
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        let name = http::header::HeaderName::from_static("last-event-id");
+        headers.remove(&name);
+        // An id the header cannot carry (a control character) is not sent: the server
+        // then starts over, which the stream reports like any restart.
+        if let Some(v) = self
+            .last_event_id
+            .as_deref()
+            .and_then(|id| HeaderValue::from_bytes(id.as_bytes()).ok())
+        {
+            headers.insert(name, v);
+        }
+        if let Some(p) = &self.prefer {
+            options.prefer = Some(p.to_string());
+        }
+        if self.only_preferred {
+            options.only.clone_from(&options.prefer);
+        }
+    }
+}
+
+impl StreamInput<'static> {
+    /// The input for a connection's call that ended with an error of `kind`, or `None`
+    /// when the error is the caller's (an invalid call, an unknown preferred endpoint):
+    /// no reconnection can mend that, so the driver ends the stream with the call's error.
+    ///
+    /// ```
+    /// use baton_core::{ErrorKind, sse::StreamInput};
+    /// assert!(StreamInput::call_failed(&ErrorKind::NoUsableEndpoint, false).is_some());
+    /// assert!(StreamInput::call_failed(&ErrorKind::UnknownEndpoint("x".into()), false).is_none());
+    /// ```
+    pub fn call_failed(kind: &crate::ErrorKind, may_have_executed: bool) -> Option<Self> {
+        match kind {
+            crate::ErrorKind::InvalidCall(_) | crate::ErrorKind::UnknownEndpoint(_) => None,
+            crate::ErrorKind::RetryAfterTooLong(d) => Some(StreamInput::Failed {
+                may_have_executed,
+                retry_after: Some(*d),
+            }),
+            _ => Some(StreamInput::Failed {
+                may_have_executed,
+                retry_after: None,
+            }),
+        }
+    }
 }
 
 /// What happened to the stream: the inputs of [`EventStream::handle`].
@@ -354,6 +422,8 @@ pub enum StreamInput<'a> {
     Failed {
         /// Whether an attempt of it may have executed the request.
         may_have_executed: bool,
+        /// The provider's `Retry-After`, when the call ended because it was too long.
+        retry_after: Option<Duration>,
     },
     /// Bytes of the open connection's body.
     Bytes(&'a [u8]),
@@ -530,9 +600,13 @@ impl EventStream {
                 },
                 Phase::Connecting,
             ) => self.answered(endpoint, status, headers, wall, now),
-            (StreamInput::Failed { may_have_executed }, Phase::Connecting) => {
-                self.reconnect(Reason::Unreachable, may_have_executed, None, now)
-            }
+            (
+                StreamInput::Failed {
+                    may_have_executed,
+                    retry_after,
+                },
+                Phase::Connecting,
+            ) => self.reconnect(Reason::Unreachable, may_have_executed, retry_after, now),
             (StreamInput::Bytes(b), Phase::Open) => self.bytes(b, now),
             (StreamInput::Ended, Phase::Open) => self.reconnect(Reason::Ended, true, None, now),
             (StreamInput::Broken, Phase::Open) => self.reconnect(Reason::Broken, true, None, now),
