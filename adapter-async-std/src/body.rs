@@ -119,6 +119,18 @@ impl Body {
         }
     }
 
+    /// A copy for another call (an event stream's next connection), unless the body is a
+    /// one-shot stream.
+    pub(crate) fn try_clone(&self) -> Option<Body> {
+        let inner = match &self.inner {
+            Inner::Empty => Inner::Empty,
+            Inner::Bytes(b) => Inner::Bytes(b.clone()),
+            Inner::Fn(f) => Inner::Fn(f.clone()),
+            Inner::Stream { .. } => return None,
+        };
+        Some(Body { inner })
+    }
+
     /// Splits the body into what the first attempt sends and the source of later copies.
     pub(crate) fn into_source(self) -> Source {
         match self.inner {

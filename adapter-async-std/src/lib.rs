@@ -150,6 +150,7 @@ mod io;
 mod pool;
 mod request;
 mod response;
+mod sse;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -167,6 +168,7 @@ pub use error::DecodeError;
 pub use error::{BodyError, BuildError, CallError, Error};
 pub use request::RequestBuilder;
 pub use response::Response;
+pub use sse::{EventStream, EventsError};
 
 /// The state shared by all clones of one client.
 pub(crate) struct Inner {
@@ -544,7 +546,7 @@ impl std::fmt::Debug for ClientBuilder {
 
 /// A seed from OS randomness: std's `RandomState` keys come from the OS generator; the
 /// time and process id are mixed in as well.
-fn os_seed() -> u64 {
+pub(crate) fn os_seed() -> u64 {
     let mut h = RandomState::new().build_hasher();
     h.write_u128(
         SystemTime::now()

@@ -146,6 +146,36 @@ impl RequestBuilder {
         self
     }
 
+    /// Opens this request as a Server-Sent Events stream that reconnects and fails over
+    /// by `settings` (SPEC 9): each connection is one call with this request's headers,
+    /// body (sent again by a reconnection, so not a one-shot stream) and options, plus
+    /// `Accept: text/event-stream` and, when resuming, `Last-Event-ID`. The policy's
+    /// `body_timeout` does not apply to the stream's body: set
+    /// [`StreamSettings::idle_timeout`](baton_core::sse::StreamSettings::idle_timeout).
+    pub fn events(self, settings: baton_core::sse::StreamSettings) -> crate::EventStream {
+        let RequestBuilder {
+            client,
+            method,
+            uri,
+            headers,
+            body,
+            mut options,
+            invalid,
+            ..
+        } = self;
+        options.events = baton_core::join_sinks(client.inner.events.clone(), options.events.take());
+        let parts = crate::sse::Parts {
+            client,
+            method,
+            uri,
+            headers,
+            body,
+            options,
+            invalid,
+        };
+        crate::EventStream::new(parts, settings)
+    }
+
     /// Runs the call: the response of the answer, or an error with the report.
     ///
     /// The future is `Send`; dropping it cancels every attempt in flight (their

@@ -175,6 +175,13 @@ impl Response {
         }
     }
 
+    /// The body without a total read limit (an event stream's: its idle timeout watches
+    /// it instead).
+    pub(crate) fn endless(mut self) -> Self {
+        self.read_by = None;
+        self
+    }
+
     fn read_by(&self) -> Option<Instant> {
         self.read_by
     }

@@ -83,6 +83,11 @@ const DISARMED: Slot = Slot {
 
 thread_local! {
     static SLOT: Cell<Slot> = const { Cell::new(DISARMED) };
+    /// While an event stream reads its body on this thread: when the read must give up.
+    static IDLE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// While an event stream's connection call runs on this thread: its body gets no
+    /// total timeout.
+    static ENDLESS: Cell<bool> = const { Cell::new(false) };
     static FORWARD: std::cell::RefCell<Option<Forward>> = const { std::cell::RefCell::new(None) };
 }
 
@@ -387,7 +392,28 @@ fn response_timeout(t: NextTimeout) -> NextTimeout {
             None
         }
     });
+    if until.is_none() {
+        if let Some(idle) = IDLE.with(Cell::get) {
+            return quantize(clip(t, Some(idle), Timeout::RecvBody));
+        }
+    }
     quantize(clip(t, until, Timeout::RecvResponse))
+}
+
+/// Marks the calls run on this thread as an event stream's connections (`true`) or not:
+/// their bodies get no total timeout, the stream's idle timeout watches them instead.
+pub(crate) fn endless_body(on: bool) {
+    ENDLESS.with(|c| c.set(on));
+}
+
+pub(crate) fn is_endless_body() -> bool {
+    ENDLESS.with(Cell::get)
+}
+
+/// Holds every read of a body on this thread to `at` (an event stream's idle deadline;
+/// `None` lifts it). Reads outside an attempt are clipped only by this.
+pub(crate) fn idle_until(at: Option<Instant>) {
+    IDLE.with(|c| c.set(at));
 }
 
 /// Rounds a budget down to whole milliseconds. ureq's TCP transport sets the socket

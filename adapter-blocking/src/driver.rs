@@ -361,6 +361,7 @@ fn exec<B: AsSendBody>(
         inner.agent.config().timeouts().recv_body,
         inner.engine.policy().settings().body_timeout,
     ) {
+        _ if classify::is_endless_body() => None,
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };

@@ -131,18 +131,22 @@ mod driver;
 mod error;
 mod request;
 mod response;
+mod sse;
 
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The engine crate, re-exported under its own name (as every adapter does).
+pub use baton_core;
 pub use baton_core::{
-    self as core, BreakerState, CallOptions, Endpoint, EndpointHealth, ErrorKind, Event, EventKind,
-    Hedge, Outcome, Permission, Policy, PolicyBuilder, ProbeRefused, ProbeResult, Report,
-    RequestId, Settings, StopReason, UrlMode,
+    BreakerState, CallOptions, Endpoint, EndpointHealth, ErrorKind, Event, EventKind, Hedge,
+    Outcome, Permission, Policy, PolicyBuilder, ProbeRefused, ProbeResult, Report, RequestId,
+    Settings, StopReason, UrlMode,
 };
 pub use error::{BuildError, Error};
 pub use request::RequestBuilder;
 pub use response::{BodyError, ResponseExt};
+pub use sse::{EventStream, EventsError};
 
 use baton_core::{Engine, EventSink};
 use ureq::config::Config;
@@ -488,7 +492,7 @@ impl ClientBuilder {
 
 /// A seed from the OS: `RandomState` keys are drawn from OS randomness once per process
 /// and then varied per instance; the time is mixed in for good measure.
-fn os_seed() -> u64 {
+pub(crate) fn os_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     let nanos = std::time::SystemTime::now()

@@ -122,6 +122,35 @@ impl<'c> RequestBuilder<'c> {
         drive(&self.client.inner, p)
     }
 
+    /// Opens this request as a Server-Sent Events stream that reconnects and fails over
+    /// by `settings` (SPEC 9): each connection is one call with this request's headers,
+    /// options and `body` (bytes, sent again by a reconnection), plus
+    /// `Accept: text/event-stream` and, when resuming, `Last-Event-ID`. Neither the
+    /// policy's `body_timeout` nor the agent's body timeout applies to the stream's body:
+    /// set [`StreamSettings::idle_timeout`](baton_core::sse::StreamSettings::idle_timeout).
+    pub fn events(self, settings: baton_core::sse::StreamSettings) -> crate::EventStream<'c> {
+        self.events_with_body(None, settings)
+    }
+
+    /// [`events`](Self::events) with a body (a `POST` that starts a job and streams its
+    /// progress, say).
+    pub fn events_with_body(
+        self,
+        body: Option<Vec<u8>>,
+        settings: baton_core::sse::StreamSettings,
+    ) -> crate::EventStream<'c> {
+        let parts = crate::sse::Parts {
+            client: self.client,
+            method: self.method,
+            uri: self.uri,
+            headers: self.headers,
+            body,
+            options: self.options,
+            invalid: self.invalid,
+        };
+        crate::EventStream::new(parts, settings)
+    }
+
     /// Runs the call without a body.
     pub fn call(self) -> Result<Response<Body>, Error> {
         self.run(SendData::Empty)

@@ -6,7 +6,7 @@ use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use baton_blocking::core::{AttemptResult, FailureClass, TimeoutPhase};
+use baton_blocking::baton_core::{AttemptResult, FailureClass, TimeoutPhase};
 use baton_blocking::{
     BodyError, BreakerState, Client, ClientBuilder, Endpoint, ErrorKind, EventKind, Policy,
     ResponseExt, StopReason, UrlMode,
@@ -556,7 +556,7 @@ fn probes_move_the_breaker_like_calls() {
     let policy = Policy::builder()
         .endpoint(Endpoint::new("a", p.url()).header("authorization", "Bearer t"))
         .configure(|s| {
-            s.breaker.rule = baton_blocking::core::BreakerRule::Consecutive { failures: 1 };
+            s.breaker.rule = baton_blocking::baton_core::BreakerRule::Consecutive { failures: 1 };
             s.breaker.open = Duration::from_millis(200);
             s.probe.path = Some("/health".into());
         });

@@ -45,3 +45,50 @@ async fn tokio_event_streams_survive_every_fault() {
     }
     report("tokio", results);
 }
+
+#[test]
+fn blocking_event_streams_survive_every_fault() {
+    let mut results = Vec::new();
+    for spec in specs() {
+        let mut run: Run = spec.start();
+        let client = baton_blocking::Client::new(run.policy()).expect("client");
+        let body = run.body().map(|b| b.as_bytes().to_vec());
+        let mut events = client
+            .request(run.method(), "/feed")
+            .events_with_body(body, run.settings())
+            .on_notice(run.notice_sink());
+        while run.record(events.next()) {}
+        results.push(run.finish());
+    }
+    report("blocking", results);
+}
+
+async fn async_std_style(spec: &conformance::events::Spec) -> Result<Healing, String> {
+    let mut run: Run = spec.start();
+    let client = baton_async_std::Client::new(run.policy()).expect("client");
+    let mut req = client.request(run.method(), "/feed");
+    if let Some(body) = run.body() {
+        req = req.body(body);
+    }
+    let mut events = req.events(run.settings()).on_notice(run.notice_sink());
+    while run.record(events.next().await) {}
+    run.finish()
+}
+
+#[test]
+fn async_std_event_streams_survive_every_fault() {
+    let results = specs()
+        .iter()
+        .map(|s| async_std::task::block_on(async_std_style(s)))
+        .collect();
+    report("async-std", results);
+}
+
+#[test]
+fn smol_event_streams_survive_every_fault() {
+    let results = specs()
+        .iter()
+        .map(|s| smol::block_on(async_std_style(s)))
+        .collect();
+    report("smol", results);
+}

@@ -115,10 +115,14 @@
 use std::fmt;
 use std::time::Duration;
 
+mod driver;
 mod stream;
+pub use driver::{
+    drive_blocking, AsyncDriver, BlockingTransport, Chunk, NoticeSink, Opened, Transport,
+};
 pub use stream::{
-    Connect, EventStream, Notice, Reason, StreamAction, StreamError, StreamInput, StreamItem,
-    StreamSettingError, StreamSettings,
+    Connect, EventStream, EventsError, Notice, Reason, StreamAction, StreamError, StreamInput,
+    StreamItem, StreamSettingError, StreamSettings,
 };
 
 /// One dispatched event.

@@ -311,6 +311,53 @@ impl fmt::Display for StreamError {
 
 impl std::error::Error for StreamError {}
 
+/// Why an adapter's event stream ended with an error: the stream's own rules, a
+/// connection's call that was rejected before anything was sent, or a bad setting. Each
+/// adapter names it with its call error: `baton_tokio::EventsError` is
+/// `EventsError<baton_tokio::Error>`.
+///
+/// ```
+/// use baton_core::sse::{EventsError, StreamError};
+/// let e: EventsError<std::io::Error> = EventsError::Stream(StreamError::GaveUp {
+///     reconnects: 10,
+///     delivered: 0,
+///     reason: baton_core::sse::Reason::Unreachable,
+/// });
+/// assert!(e.to_string().starts_with("gave up"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EventsError<E> {
+    /// The stream's rules ended it: a fatal answer, an interruption that would re-send an
+    /// unsafe request, the reconnection limit, an oversized event.
+    Stream(StreamError),
+    /// A connection's call was rejected before anything was sent (an invalid request or
+    /// call setting, a body that cannot be sent again): no reconnection can mend it.
+    Call(Box<E>),
+    /// A stream setting cannot work (nothing was sent).
+    Settings(StreamSettingError),
+}
+
+impl<E: fmt::Display> fmt::Display for EventsError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EventsError::Stream(e) => e.fmt(f),
+            EventsError::Call(e) => e.fmt(f),
+            EventsError::Settings(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for EventsError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EventsError::Stream(e) => Some(e),
+            EventsError::Call(e) => Some(e.as_ref()),
+            EventsError::Settings(e) => Some(e),
+        }
+    }
+}
+
 /// Open one connection: run one call with these options.
 ///
 /// ```

@@ -1,0 +1,182 @@
+//! Event streams on async-std and smol: this adapter's I/O for
+//! [`baton_core::sse::AsyncDriver`], which runs the stream's state machine. Each connection
+//! is one call through the client (breakers, budget, permissions and retries of refused
+//! connections apply).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use baton_core::sse::{
+    self, AsyncDriver, Chunk, Notice, Opened, StreamInput, StreamItem, StreamSettings,
+};
+use baton_core::{BodyKind, CallOptions};
+use bytes::Bytes;
+use http::{HeaderMap, Method, Uri};
+
+use crate::body::Body;
+use crate::driver::{self, Prepared};
+use crate::error::Error;
+use crate::response::Response;
+use crate::Client;
+
+/// Why an event stream ended with an error (see [`baton_core::sse::EventsError`]).
+///
+/// ```
+/// fn rejected(e: &baton_async_std::EventsError) -> bool {
+///     matches!(e, baton_async_std::EventsError::Call(_))
+/// }
+/// # let _ = rejected;
+/// ```
+pub type EventsError = sse::EventsError<Error>;
+
+/// A Server-Sent Events stream that resumes across the client's endpoints (SPEC 9), from
+/// [`RequestBuilder::events`](crate::RequestBuilder::events), on async-std or smol. Read
+/// it with [`next`](Self::next) or as a `futures_core::Stream`; it ends (`None`) after a
+/// 204, or after yielding its one error. Both are cancel-safe: dropping a `next()` that is
+/// under way keeps the connection and its progress for the next call.
+///
+/// ```no_run
+/// use baton_core::sse::{StreamItem, StreamSettings};
+/// # async fn demo(client: baton_async_std::Client) -> Result<(), baton_async_std::EventsError> {
+/// let mut events = client.get("/v1/notifications").events(StreamSettings::default());
+/// while let Some(item) = events.next().await {
+///     if let StreamItem::Event { event, .. } = item? {
+///         println!("{}", event.data);
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct EventStream(AsyncDriver<Hyper>);
+
+/// The request a stream sends on every connection.
+pub(crate) struct Parts {
+    pub(crate) client: Client,
+    pub(crate) method: Method,
+    pub(crate) uri: Uri,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Body,
+    pub(crate) options: CallOptions,
+    pub(crate) invalid: Option<String>,
+}
+
+/// The stream's request, sent again on every connection.
+pub(crate) struct Hyper {
+    client: Client,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Option<Body>,
+    options: CallOptions,
+    invalid: Option<String>,
+}
+
+impl EventStream {
+    pub(crate) fn new(p: Parts, settings: StreamSettings) -> Self {
+        let body = p.body.try_clone();
+        let invalid = p.invalid.or_else(|| {
+            body.is_none()
+                .then(|| "an event stream's body must be replayable (not a one-shot stream)".into())
+        });
+        let seed = crate::os_seed();
+        let machine = sse::EventStream::new(p.client.policy(), &p.method, settings, seed)
+            .map_err(EventsError::Settings);
+        let transport = Hyper {
+            client: p.client,
+            method: p.method,
+            uri: p.uri,
+            headers: p.headers,
+            body,
+            options: p.options,
+            invalid,
+        };
+        EventStream(AsyncDriver::new(machine, transport))
+    }
+
+    /// Also tells `f` of every connection opened and every reconnection (with its wait,
+    /// reason and whether it fails over). Set it before the first read.
+    pub fn on_notice(mut self, f: impl Fn(&Notice) + Send + Sync + 'static) -> Self {
+        self.0.on_notice(f);
+        self
+    }
+
+    /// Events delivered so far.
+    pub fn delivered(&self) -> u64 {
+        self.0.delivered()
+    }
+
+    /// The next event (or `Restarted`), an error once, or `None` when the stream is over.
+    pub async fn next(&mut self) -> Option<Result<StreamItem, EventsError>> {
+        self.0.next().await
+    }
+}
+
+impl futures_core::Stream for EventStream {
+    type Item = Result<StreamItem, EventsError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().0.poll_next(cx)
+    }
+}
+
+impl sse::Transport for Hyper {
+    type Body = Response;
+    type Chunk = Bytes;
+    type Error = Error;
+
+    async fn open(&mut self, c: sse::Connect) -> Opened<Response, Error> {
+        let (mut headers, mut options) = (self.headers.clone(), self.options.clone());
+        c.apply(&mut headers, &mut options);
+        let body = self
+            .body
+            .as_ref()
+            .and_then(Body::try_clone)
+            .unwrap_or_default();
+        let prepared = Prepared {
+            method: self.method.clone(),
+            uri: self.uri.clone(),
+            headers,
+            body_kind: body.kind(),
+            body: body.into_source(),
+            options,
+            invalid: self.invalid.clone(),
+            not_buffered: None,
+        };
+        debug_assert!(prepared.body_kind != BodyKind::OneShot);
+        match driver::run(self.client.inner.clone(), prepared).await {
+            Ok(resp) => Opened::Answer {
+                endpoint: resp.endpoint().into(),
+                status: resp.status(),
+                headers: resp.headers().clone(),
+                body: resp.endless(),
+            },
+            Err(e) => match e
+                .kind()
+                .and_then(|k| StreamInput::call_failed(k, e.may_have_executed()))
+            {
+                Some(input) => Opened::Failed(input),
+                None => Opened::Rejected(e),
+            },
+        }
+    }
+
+    async fn read(body: &mut Response, idle: Option<Instant>) -> Chunk<Bytes> {
+        let read = match idle {
+            None => body.chunk().await,
+            Some(d) => match crate::attempt::timeout_at(d, body.chunk()).await {
+                Some(r) => r,
+                None => return Chunk::Idle,
+            },
+        };
+        match read {
+            Ok(Some(bytes)) => Chunk::Bytes(bytes),
+            Ok(None) => Chunk::End,
+            Err(_) => Chunk::Broken,
+        }
+    }
+
+    async fn sleep_until(at: Instant) {
+        async_io::Timer::at(at).await;
+    }
+}

@@ -1,0 +1,327 @@
+//! The one loop that drives an [`EventStream`] over a transport, written once for every
+//! adapter: [`AsyncDriver`] for the async adapters (tokio, async-std, smol), [`drive_blocking`]
+//! for the blocking one. An adapter supplies only its I/O: open a connection through its
+//! client, read a chunk within the idle deadline, sleep.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+
+use http::{HeaderMap, StatusCode};
+
+use super::{Connect, EventStream, EventsError, Notice, StreamAction, StreamInput, StreamItem};
+use crate::id::EndpointId;
+
+/// How one connection's call ended, as the adapter tells it.
+#[derive(Debug)]
+pub enum Opened<B, E> {
+    /// A response: `body` is read only when the answer opens the stream.
+    Answer {
+        /// The endpoint that answered.
+        endpoint: EndpointId,
+        /// Its status.
+        status: StatusCode,
+        /// Its headers.
+        headers: HeaderMap,
+        /// Its body.
+        body: B,
+    },
+    /// The call failed: [`StreamInput::call_failed`] of its error.
+    Failed(StreamInput<'static>),
+    /// The call was rejected before anything was sent: the stream ends with it.
+    Rejected(E),
+}
+
+/// One read of an open body.
+#[derive(Debug)]
+pub enum Chunk<C> {
+    /// Bytes.
+    Bytes(C),
+    /// The body ended.
+    End,
+    /// Reading failed.
+    Broken,
+    /// Nothing arrived by the idle deadline.
+    Idle,
+}
+
+/// An async adapter's I/O for event streams.
+pub trait Transport: Send + 'static {
+    /// An open response body.
+    type Body: Send + 'static;
+    /// A chunk of it.
+    type Chunk: AsRef<[u8]> + Send;
+    /// The adapter's call error.
+    type Error: Send + 'static;
+    /// Runs one connection's call: the stream's request with [`Connect::apply`] applied.
+    fn open(
+        &mut self,
+        connect: Connect,
+    ) -> impl Future<Output = Opened<Self::Body, Self::Error>> + Send;
+    /// The next chunk of `body`, or [`Chunk::Idle`] once `idle` passes.
+    fn read(
+        body: &mut Self::Body,
+        idle: Option<Instant>,
+    ) -> impl Future<Output = Chunk<Self::Chunk>> + Send;
+    /// Waits until `at`.
+    fn sleep_until(at: Instant) -> impl Future<Output = ()> + Send;
+}
+
+/// A blocking adapter's I/O for event streams.
+pub trait BlockingTransport {
+    /// An open response body.
+    type Body;
+    /// The adapter's call error.
+    type Error;
+    /// Runs one connection's call.
+    fn open(&mut self, connect: Connect) -> Opened<Self::Body, Self::Error>;
+    /// Reads into `buf` (`Ok(0)` at the end), giving up at `idle`.
+    fn read(body: &mut Self::Body, buf: &mut [u8], idle: Option<Instant>) -> Chunk<usize>;
+}
+
+type OnNotice = Arc<dyn Fn(&Notice) + Send + Sync>;
+type Item<E> = Option<Result<StreamItem, EventsError<E>>>;
+
+/// A stream, its transport and the body it reads: the state that survives between items.
+struct Running<T: Transport> {
+    machine: Result<EventStream, Option<EventsError<T::Error>>>,
+    transport: T,
+    body: Option<T::Body>,
+    on_notice: Option<OnNotice>,
+}
+
+type Step<T> =
+    Pin<Box<dyn Future<Output = (Box<Running<T>>, Item<<T as Transport>::Error>)> + Send>>;
+
+/// Drives an event stream on an async runtime: [`next`](Self::next) and
+/// [`poll_next`](Self::poll_next) (for a `Stream` impl) are cancel-safe, since each step
+/// owns the stream and hands it back with its item; dropping a `next()` that is under
+/// way keeps the connection and its progress for the next call.
+pub struct AsyncDriver<T: Transport> {
+    running: Option<Box<Running<T>>>,
+    step: Option<Step<T>>,
+    delivered: u64,
+}
+
+impl<T: Transport> std::fmt::Debug for AsyncDriver<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncDriver")
+            .field("delivered", &self.delivered)
+            .field("stepping", &self.step.is_some())
+            .finish()
+    }
+}
+
+impl<T: Transport> AsyncDriver<T> {
+    /// A driver of `machine` (or of the error that stopped it being built) over `transport`.
+    pub fn new(machine: Result<EventStream, EventsError<T::Error>>, transport: T) -> Self {
+        let running = Running {
+            machine: machine.map_err(Some),
+            transport,
+            body: None,
+            on_notice: None,
+        };
+        AsyncDriver {
+            running: Some(Box::new(running)),
+            step: None,
+            delivered: 0,
+        }
+    }
+
+    /// Also tells `f` of every connection opened and every reconnection (set it before the
+    /// first read).
+    pub fn on_notice(&mut self, f: impl Fn(&Notice) + Send + Sync + 'static) {
+        if let Some(r) = &mut self.running {
+            r.on_notice = Some(Arc::new(f));
+        }
+    }
+
+    /// Events delivered so far (as of the last item returned).
+    pub fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
+    /// The next item, an error once, or `None` when the stream is over.
+    pub async fn next(&mut self) -> Item<T::Error> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// Polls for the next item (the body of a `Stream::poll_next`).
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Item<T::Error>> {
+        let mut step = match (self.step.take(), self.running.take()) {
+            (Some(step), _) => step,
+            (None, Some(mut running)) => Box::pin(async move {
+                let item = running.next().await;
+                (running, item)
+            }),
+            (None, None) => return Poll::Ready(None),
+        };
+        match step.as_mut().poll(cx) {
+            Poll::Ready((running, item)) => {
+                if let Ok(m) = &running.machine {
+                    self.delivered = m.delivered();
+                }
+                self.running = Some(running);
+                Poll::Ready(item)
+            }
+            Poll::Pending => {
+                self.step = Some(step);
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// What a stream does with one action, the same on every adapter.
+enum Next<C> {
+    Connect(Connect),
+    Sleep(Instant),
+    Read(Option<Instant>),
+    Return(Item<C>),
+    Again,
+}
+
+/// Takes the machine's next action, closing a body that is not read any more.
+fn next_action<B, E>(
+    machine: &mut Result<EventStream, Option<EventsError<E>>>,
+    body: &mut Option<B>,
+    on_notice: Option<&OnNotice>,
+) -> Next<E> {
+    let m = match machine {
+        Ok(m) => m,
+        Err(e) => return Next::Return(e.take().map(Err)),
+    };
+    let action = m.poll(Instant::now());
+    if matches!(
+        action,
+        StreamAction::Connect(_) | StreamAction::WaitUntil(_) | StreamAction::Finished(_)
+    ) {
+        *body = None; // closes an answer that is not read (a 503, a broken body)
+    }
+    match action {
+        StreamAction::Connect(c) => Next::Connect(c),
+        StreamAction::WaitUntil(t) => Next::Sleep(t),
+        StreamAction::Read { idle_deadline } => Next::Read(idle_deadline),
+        StreamAction::Deliver(item) => Next::Return(Some(Ok(item))),
+        StreamAction::Notice(n) => {
+            if let Some(f) = on_notice {
+                f(&n);
+            }
+            Next::Again
+        }
+        StreamAction::Finished(end) => {
+            *machine = Err(None);
+            Next::Return(end.err().map(|e| Err(EventsError::Stream(e))))
+        }
+        // AwaitAnswer never comes: a connection is answered before the next poll.
+        _ => Next::Return(None),
+    }
+}
+
+/// Hands the machine how a connection's call ended; keeps the body of an answer.
+fn opened<B, E>(
+    machine: &mut Result<EventStream, Option<EventsError<E>>>,
+    body: &mut Option<B>,
+    o: Opened<B, E>,
+) {
+    let Ok(m) = machine else { return };
+    let now = Instant::now();
+    match o {
+        Opened::Answer {
+            endpoint,
+            status,
+            headers,
+            body: b,
+        } => {
+            let wall = Some(SystemTime::now());
+            m.handle(
+                StreamInput::Answered {
+                    endpoint: &endpoint,
+                    status,
+                    headers: &headers,
+                    wall,
+                },
+                now,
+            );
+            *body = Some(b);
+        }
+        Opened::Failed(input) => m.handle(input, now),
+        Opened::Rejected(e) => *machine = Err(Some(EventsError::Call(Box::new(e)))),
+    }
+}
+
+/// Hands the machine one read.
+fn chunk<E, C: AsRef<[u8]>>(
+    machine: &mut Result<EventStream, Option<EventsError<E>>>,
+    c: Chunk<C>,
+) {
+    let Ok(m) = machine else { return };
+    let input = match &c {
+        Chunk::Bytes(b) => StreamInput::Bytes(b.as_ref()),
+        Chunk::End => StreamInput::Ended,
+        Chunk::Broken => StreamInput::Broken,
+        Chunk::Idle => StreamInput::Idle,
+    };
+    m.handle(input, Instant::now());
+}
+
+impl<T: Transport> Running<T> {
+    async fn next(&mut self) -> Item<T::Error> {
+        loop {
+            match next_action(&mut self.machine, &mut self.body, self.on_notice.as_ref()) {
+                Next::Connect(c) => {
+                    let o = self.transport.open(c).await;
+                    opened(&mut self.machine, &mut self.body, o);
+                }
+                Next::Sleep(t) => T::sleep_until(t).await,
+                Next::Read(idle) => {
+                    let c = match self.body.as_mut() {
+                        Some(b) => T::read(b, idle).await,
+                        None => Chunk::Broken,
+                    };
+                    chunk(&mut self.machine, c);
+                }
+                Next::Return(item) => return item,
+                Next::Again => {}
+            }
+        }
+    }
+}
+
+/// Drives an event stream on the calling thread: the body of a blocking adapter's
+/// `Iterator::next`. `state` is the machine (or the error that ended it), `body` the open
+/// body, `buf` the read buffer.
+pub fn drive_blocking<T: BlockingTransport>(
+    machine: &mut Result<EventStream, Option<EventsError<T::Error>>>,
+    transport: &mut T,
+    body: &mut Option<T::Body>,
+    buf: &mut [u8],
+    on_notice: Option<&OnNotice>,
+) -> Item<T::Error> {
+    loop {
+        match next_action(machine, body, on_notice) {
+            Next::Connect(c) => {
+                let o = transport.open(c);
+                opened(machine, body, o);
+            }
+            Next::Sleep(t) => std::thread::sleep(t.saturating_duration_since(Instant::now())),
+            Next::Read(idle) => {
+                let c = match body.as_mut().map(|b| T::read(b, buf, idle)) {
+                    Some(Chunk::Bytes(0)) => Chunk::End,
+                    Some(Chunk::Bytes(n)) => Chunk::Bytes(&buf[..n]),
+                    Some(Chunk::End) => Chunk::End,
+                    Some(Chunk::Idle) => Chunk::Idle,
+                    Some(Chunk::Broken) | None => Chunk::Broken,
+                };
+                chunk(machine, c);
+            }
+            Next::Return(item) => return item,
+            Next::Again => {}
+        }
+    }
+}
+
+/// The notice observer type the drivers take.
+pub type NoticeSink = OnNotice;
