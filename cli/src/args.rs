@@ -51,6 +51,20 @@ pub enum Command {
                       23 the report could not be written to stdout."
     )]
     Check(CheckArgs),
+    /// Reads a Server-Sent Events stream that resumes across the endpoints: one JSON line
+    /// per event on stdout (`endpoint`, `id`, `event`, `data`); with `--events`, the
+    /// connections, reconnections, failovers and restarts as JSON lines on stderr.
+    #[command(
+        after_help = "Exit status of `events`: 0 after --max-events events, or when the \
+                      server ended the stream (204); 2 invalid usage, configuration or call \
+                      settings (nothing sent); 3 gave up: --max-reconnects reconnections in a \
+                      row brought no event; 9 a fatal answer (a status other than 200, 204, \
+                      408, 429 and 5xx, or a content type that is not text/event-stream); 10 \
+                      interrupted: a stream opened by a method that is not safe broke and \
+                      could only go on by sending its request again; 11 an event over \
+                      --max-event-size; 23 stdout could not be written."
+    )]
+    Events(EventsArgs),
 }
 
 /// Which adapter drives the engine.
@@ -254,6 +268,41 @@ pub struct RequestArgs {
     /// Ask for a compressed body (gzip, deflate) and decode it as it streams.
     #[arg(long)]
     pub compressed: bool,
+    /// The request path (and query); joined onto base endpoints with --base.
+    #[arg(value_name = "PATH", default_value = "/")]
+    pub path: String,
+}
+
+/// `baton events [PATH]`.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Client options.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Per-call options (of every connection).
+    #[command(flatten)]
+    pub call: CallArgs,
+    /// No byte (heartbeat comments count) for this long closes the connection and
+    /// reconnects (seconds, or "250ms"; default: none).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub idle_timeout: Option<Duration>,
+    /// Stop after N events, exit 0.
+    #[arg(long, value_name = "N")]
+    pub max_events: Option<u64>,
+    /// The endpoints share event ids (one feed behind several providers): `Last-Event-ID`
+    /// goes along to another endpoint, and the stream resumes there instead of restarting.
+    #[arg(long)]
+    pub shared_event_ids: bool,
+    /// Reconnections in a row without an event before giving up (default 10).
+    #[arg(long, value_name = "N")]
+    pub max_reconnects: Option<u32>,
+    /// Reconnections in a row to one endpoint without an event before moving to the next
+    /// (default 2).
+    #[arg(long, value_name = "N")]
+    pub reconnects_per_endpoint: Option<u32>,
+    /// The largest event, in bytes (default 1 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_event_size: Option<usize>,
     /// The request path (and query); joined onto base endpoints with --base.
     #[arg(value_name = "PATH", default_value = "/")]
     pub path: String,

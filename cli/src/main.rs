@@ -12,7 +12,24 @@
 //! baton probe   [OPTIONS] [--json]    the health request to every endpoint: a check for scripts
 //! baton check   [--config FILE | -e ...] [--calls N] [--seed S] [--json] [--out DIR]
 //!                                     prove the policy safe and bound its cost; nothing is sent
+//! baton events  [OPTIONS] [PATH]      a Server-Sent Events stream that resumes across providers
 //! ```
+//!
+//! `events` reads one event stream through the client: every connection is one call (the
+//! client options and call options apply to each), reconnecting to the same endpoint first
+//! with `Last-Event-ID`, then failing over along the order. stdout gets one JSON line per
+//! event: `{"endpoint": "a", "id": "41"|null, "event": "message", "data": "..."}` (`id` is
+//! the last event ID at dispatch, `event` the type, `data` the joined data lines). With
+//! `--events`, stderr gets the engine's events and the stream's: `stream_opened`
+//! (`endpoint`, `last_event_id`), `stream_reconnecting` (`from`, `to`, `after_ms`,
+//! `reason`, `status`, `failover`) and `stream_restarted` (`endpoint`: the endpoints do not
+//! share ids, so events may come again). `--idle-timeout SECS` reconnects after a silence,
+//! `--max-events N` stops after N events (exit 0), `--shared-event-ids` carries
+//! `Last-Event-ID` to every endpoint; `--max-reconnects N`, `--reconnects-per-endpoint N`
+//! and `--max-event-size BYTES` set the other stream settings. Exit status 0 after
+//! `--max-events` or a 204, 2 invalid usage, 3 gave up (reconnections without an event),
+//! 9 a fatal answer, 10 an unsafe stream interrupted, 11 an event too large, 23 stdout
+//! failed.
 //!
 //! `check` explores the policy's calls (safe reads, writes, keyed writes; with and without
 //! a deadline; replayable and one-shot bodies) against fault scripts on the engine's
@@ -154,6 +171,7 @@ mod output;
 mod probe;
 mod request;
 mod runner;
+mod stream;
 
 use std::process::ExitCode;
 
@@ -175,6 +193,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Probe(a) => probe::run(a),
         Command::Check(a) => check::run(a),
+        Command::Events(a) => stream::run(a),
     };
     ExitCode::from(code)
 }

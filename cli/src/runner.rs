@@ -287,6 +287,106 @@ async fn run_async_std(
     }
 }
 
+/// How `baton events`' stream ended.
+pub enum StreamEnd {
+    /// The server ended it (204).
+    Ended,
+    /// The consumer stopped it, with this exit status (0 after `--max-events`).
+    Stopped(u8),
+    /// The stream's rules ended it.
+    Stream(baton_core::sse::StreamError),
+    /// A setting or the request was rejected before anything was sent.
+    Rejected(String),
+}
+
+/// The consumer of a stream's items: `Ok(true)` reads on, `Ok(false)` stops (exit 0),
+/// `Err(code)` stops with that exit status.
+pub type OnItem<'a> = dyn FnMut(baton_core::sse::StreamItem) -> Result<bool, u8> + 'a;
+
+/// Drains any adapter's stream item by item into `each`.
+fn consume<E: std::error::Error + 'static>(
+    next: Option<Result<baton_core::sse::StreamItem, baton_core::sse::EventsError<E>>>,
+    each: &mut OnItem<'_>,
+) -> Option<StreamEnd> {
+    use baton_core::sse::EventsError;
+    match next {
+        None => Some(StreamEnd::Ended),
+        Some(Ok(item)) => match each(item) {
+            Ok(true) => None,
+            Ok(false) => Some(StreamEnd::Stopped(0)),
+            Err(code) => Some(StreamEnd::Stopped(code)),
+        },
+        Some(Err(EventsError::Stream(e))) => Some(StreamEnd::Stream(e)),
+        Some(Err(e)) => Some(StreamEnd::Rejected(error_chain(&e))),
+    }
+}
+
+impl Runner {
+    /// Reads one event stream (`baton events`) to its end, each item handed to `each`.
+    pub fn events(
+        &self,
+        spec: &CallSpec,
+        settings: baton_core::sse::StreamSettings,
+        notices: Option<baton_core::sse::NoticeSink>,
+        each: &mut OnItem<'_>,
+    ) -> StreamEnd {
+        let Ok(method) = Method::from_bytes(spec.method.as_bytes()) else {
+            return StreamEnd::Rejected(format!("method {:?}", spec.method));
+        };
+        let notice = move |n: &baton_core::sse::Notice| {
+            if let Some(f) = &notices {
+                f(n);
+            }
+        };
+        match &self.inner {
+            Inner::Tokio { client, rt } => rt.block_on(async {
+                let mut rb = client.request(method, &spec.path).options(spec.options());
+                for (k, v) in &spec.headers {
+                    rb = rb.header(k.as_str(), v.as_str());
+                }
+                if let Some(b) = &spec.body {
+                    rb = rb.body(b.clone());
+                }
+                let mut s = rb.events(settings).on_notice(notice);
+                loop {
+                    if let Some(end) = consume(s.next().await, each) {
+                        return end;
+                    }
+                }
+            }),
+            Inner::Blocking(c) => {
+                let mut rb = c.request(method, &spec.path).options(spec.options());
+                for (k, v) in &spec.headers {
+                    rb = rb.header(k, v);
+                }
+                let mut s = rb
+                    .events_with_body(spec.body.clone(), settings)
+                    .on_notice(notice);
+                loop {
+                    if let Some(end) = consume(s.next(), each) {
+                        return end;
+                    }
+                }
+            }
+            Inner::AsyncStd(c) => async_std::task::block_on(async {
+                let mut rb = c.request(method, &spec.path).options(spec.options());
+                for (k, v) in &spec.headers {
+                    rb = rb.header(k.as_str(), v.as_str());
+                }
+                if let Some(b) = &spec.body {
+                    rb = rb.body(b.clone());
+                }
+                let mut s = rb.events(settings).on_notice(notice);
+                loop {
+                    if let Some(end) = consume(s.next().await, each) {
+                        return end;
+                    }
+                }
+            }),
+        }
+    }
+}
+
 /// Hands one step of a body read to `sink`: `Some` when the body is over (ended, broke,
 /// or the sink stopped it), with how.
 fn feed<B: AsRef<[u8]>>(
