@@ -57,6 +57,9 @@ pub enum FailureCause {
     Body,
     /// The request could not be built for the endpoint (rejected locally).
     Rejected,
+    /// No token for the endpoint's credential: its provider failed and no unexpired token
+    /// was left (undelivered: nothing was sent).
+    Credential,
     /// Anything else (ambiguous).
     Other,
 }
@@ -77,6 +80,7 @@ impl FailureCause {
             FailureCause::Protocol => "protocol error",
             FailureCause::Body => "request body error",
             FailureCause::Rejected => "rejected locally",
+            FailureCause::Credential => "no credential",
             FailureCause::Other => "transport error",
         }
     }
@@ -92,6 +96,7 @@ impl FailureCause {
                 | FailureCause::Tls
                 | FailureCause::Connect
                 | FailureCause::Rejected
+                | FailureCause::Credential
         )
     }
 }
@@ -163,6 +168,12 @@ pub(crate) fn classify(err: &reqwest::Error) -> Classified {
 pub(crate) fn classify_dyn(err: &(dyn StdError + 'static)) -> Classified {
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
     while let Some(e) = cur {
+        if e.is::<baton_core::credential::Unavailable>() {
+            return Classified {
+                kind: Kind::Failure(FailureClass::Undelivered),
+                cause: FailureCause::Credential,
+            };
+        }
         if let Some(r) = e.downcast_ref::<reqwest::Error>() {
             return classify(r);
         }

@@ -64,6 +64,7 @@ pub struct ClientBuilder {
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     tracing: bool,
     buffer_limit: Option<usize>,
+    tokens: Option<crate::driver::TokenProvider>,
 }
 
 impl ClientBuilder {
@@ -88,7 +89,48 @@ impl ClientBuilder {
             events: None,
             tracing: true,
             buffer_limit: None,
+            tokens: None,
         }
+    }
+
+    /// The token provider of the endpoints with a credential slot
+    /// ([`Endpoint::credential`](baton_core::Endpoint::credential)), called with the
+    /// endpoint id by the one call that refreshes that endpoint's token (SPEC 9): ahead of
+    /// expiry, after a 401 of the current token, or when none is held. Its error's text is
+    /// kept (never a token); the attempt then fails undelivered and the call fails over
+    /// where permitted.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use baton_core::credential::{CredentialSettings, Token};
+    /// use baton_core::{Endpoint, Policy};
+    /// let client = baton_tokio::Client::builder(
+    ///     Policy::builder()
+    ///         .endpoint(Endpoint::new("eu", "https://eu.api.example/").credential(CredentialSettings::default())),
+    /// )
+    /// .token_provider(|endpoint: &str| {
+    ///     let endpoint = endpoint.to_owned();
+    ///     async move {
+    ///         // Ask the identity service for `endpoint`'s token.
+    ///         Ok::<_, std::io::Error>(Token::new(format!("token-for-{endpoint}")).expires_in(Duration::from_secs(3600)))
+    ///     }
+    /// })
+    /// .build()
+    /// .unwrap();
+    /// # drop(client);
+    /// ```
+    pub fn token_provider<F, Fut, E>(mut self, provider: F) -> Self
+    where
+        F: Fn(&str) -> Fut + Send + Sync + 'static,
+        Fut:
+            std::future::Future<Output = Result<baton_core::credential::Token, E>> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        self.tokens = Some(Arc::new(move |endpoint: &str| {
+            let fut = provider(endpoint);
+            Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
+        }));
+        self
     }
 
     /// Adjusts each reqwest client baton builds (baton sets the connect timeout after this
@@ -166,6 +208,7 @@ impl ClientBuilder {
         policy: PolicySource,
         sink: Option<EventSink>,
         buffer_limit: Option<usize>,
+        tokens: Option<crate::driver::TokenProvider>,
     ) -> Result<Shared, BuildError> {
         // The client's callback (and tracing) is combined with a sink the user set on the
         // policy itself: both see every event, the policy's first.
@@ -181,6 +224,21 @@ impl ClientBuilder {
                 p.with_event_sink(events)
             }
         };
+        if let Some(e) = policy
+            .endpoints()
+            .iter()
+            .find(|e| e.credential_settings().is_some())
+        {
+            if tokens.is_none() {
+                return Err(BuildError::Setting {
+                    setting: "token_provider",
+                    reason: format!(
+                        "endpoint {:?} has a credential but the client has no token provider",
+                        e.id()
+                    ),
+                });
+            }
+        }
         let urls = (policy.settings().url_mode == UrlMode::Complete).then(|| {
             policy
                 .endpoints()
@@ -193,6 +251,7 @@ impl ClientBuilder {
             engine: Arc::new(Engine::with_entropy(policy, os_seed())),
             urls,
             buffer_limit,
+            tokens,
         })
     }
 
@@ -210,14 +269,14 @@ impl ClientBuilder {
             });
         }
         let sink = self.sink();
-        let shared = Self::shared(self.policy, sink, self.buffer_limit)?;
+        let shared = Self::shared(self.policy, sink, self.buffer_limit, self.tokens)?;
         Ok(crate::BatonMiddleware::from_shared(shared))
     }
 
     /// Validates everything and builds the client.
     pub fn build(self) -> Result<Client, BuildError> {
         let sink = self.sink();
-        let shared = Self::shared(self.policy, sink, self.buffer_limit)?;
+        let shared = Self::shared(self.policy, sink, self.buffer_limit, self.tokens)?;
         let policy = shared.engine.policy();
         let n = policy.endpoints().len();
         // Proxies from the environment, decided by core the same way on every adapter

@@ -34,7 +34,7 @@ pub(crate) enum SendError {
 
 /// Something that sends one attempt's request: a reqwest client, or the rest of a
 /// middleware stack.
-pub(crate) trait Transport {
+pub(crate) trait Transport: Sync {
     /// Sends `request` for endpoint `endpoint`.
     fn send(
         &self,
@@ -53,7 +53,20 @@ pub(crate) struct Shared {
     pub(crate) urls: Option<Vec<Option<reqwest::Url>>>,
     /// Default body-buffering limit.
     pub(crate) buffer_limit: Option<usize>,
+    /// The token provider of endpoints with a credential slot (SPEC 9).
+    pub(crate) tokens: Option<TokenProvider>,
 }
+
+/// The client's token provider: called with the endpoint id by the one call that
+/// refreshes that endpoint's slot.
+pub(crate) type TokenProvider = Arc<
+    dyn Fn(
+            &str,
+        )
+            -> Pin<Box<dyn Future<Output = Result<baton_core::credential::Token, String>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// The request body, as the driver keeps it.
 pub(crate) enum Body {
@@ -314,7 +327,13 @@ impl<'a, T: Transport> Driver<'a, T> {
             written,
             at,
             redirects: None,
-            fut: Box::pin(send_by(self.transport, a.endpoint, request, at)),
+            fut: Box::pin(send_by(
+                self.shared,
+                self.transport,
+                a.endpoint,
+                request,
+                at,
+            )),
         });
     }
 
@@ -380,7 +399,13 @@ impl<'a, T: Transport> Driver<'a, T> {
         if let Ok(Ok(r)) = &out {
             if r.status().is_redirection() {
                 if let Some(request) = next_hop(self.shared, req, call, &mut f, r) {
-                    f.fut = Box::pin(send_by(self.transport, f.endpoint, request, f.at));
+                    f.fut = Box::pin(send_by(
+                        self.shared,
+                        self.transport,
+                        f.endpoint,
+                        request,
+                        f.at,
+                    ));
                     self.flights.push(f);
                     return;
                 }
@@ -490,14 +515,72 @@ impl<'a, T: Transport> Driver<'a, T> {
     }
 }
 
-/// Sends one request of an attempt under the attempt's timer.
-fn send_by<T: Transport>(
-    transport: &T,
+/// Sends one request of an attempt under the attempt's timer (with the endpoint's token,
+/// when it has a credential slot).
+fn send_by<'a, T: Transport>(
+    shared: &'a Shared,
+    transport: &'a T,
     endpoint: usize,
     request: reqwest::Request,
     at: tokio::time::Instant,
-) -> tokio::time::Timeout<impl Future<Output = Result<reqwest::Response, SendError>> + Send + '_> {
-    tokio::time::timeout_at(at, transport.send(endpoint, request))
+) -> tokio::time::Timeout<impl Future<Output = Result<reqwest::Response, SendError>> + Send + 'a> {
+    tokio::time::timeout_at(at, authorized(shared, transport, endpoint, request))
+}
+
+/// Sends `request` with the endpoint's token (SPEC 9) when it has a credential slot and
+/// the request goes to the endpoint's own origin: a refusal (401, or 403 when configured)
+/// of the current token invalidates it, and a request that can be sent again is, once,
+/// with a refreshed token; a refusal right after a fresh token is the answer.
+async fn authorized<T: Transport>(
+    shared: &Shared,
+    transport: &T,
+    endpoint: usize,
+    mut request: reqwest::Request,
+) -> Result<reqwest::Response, SendError> {
+    let policy = shared.engine.policy();
+    let (Some(slot), Some(tokens), Some(ep)) = (
+        shared.engine.credential(endpoint),
+        &shared.tokens,
+        policy.endpoints().get(endpoint),
+    ) else {
+        return transport.send(endpoint, request).await;
+    };
+    let target = request.url().as_str().parse().unwrap_or_default();
+    if !baton_core::credential::may_carry(ep.uri(), &target) {
+        return transport.send(endpoint, request).await;
+    }
+    let lease = || slot.lease(Instant::now, || tokens(ep.id()));
+    let first = lease().await.map_err(|e| SendError::Other(Box::new(e)))?;
+    let again = request.try_clone();
+    set_token(&mut request, slot, &first);
+    let response = transport.send(endpoint, request).await?;
+    if !slot.settings().is_refusal(response.status()) {
+        return Ok(response);
+    }
+    slot.rejected(first.generation());
+    let Some(mut again) = again.filter(|_| !first.fresh()) else {
+        return Ok(response);
+    };
+    match lease().await {
+        Ok(second) => {
+            drop(response);
+            set_token(&mut again, slot, &second);
+            transport.send(endpoint, again).await
+        }
+        // No new token: the refusal is the answer.
+        Err(_) => Ok(response),
+    }
+}
+
+fn set_token(
+    request: &mut reqwest::Request,
+    slot: &baton_core::credential::Credential,
+    lease: &baton_core::credential::Lease,
+) {
+    let settings = slot.settings();
+    if let Some(v) = lease.header_value(settings) {
+        request.headers_mut().insert(settings.header.clone(), v);
+    }
 }
 
 /// The next request of attempt `f` when `response` is a redirect the engine's rules
@@ -686,6 +769,7 @@ mod instant_transport {
             ),
             engine: Arc::new(Engine::new(policy)),
             buffer_limit: None,
+            tokens: None,
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -38,6 +38,8 @@ pub struct Engine {
     pub(crate) ids: Vec<crate::id::EndpointId>,
     /// One limiter (client scope) or one per endpoint; empty when rate limiting is off.
     pub(crate) limiters: Vec<LimiterState>,
+    /// Each endpoint's credential slot, for those that have one (SPEC 9).
+    credentials: Vec<Option<crate::credential::Credential>>,
     seeds: Seeds,
 }
 
@@ -106,14 +108,34 @@ impl Engine {
                 (0..n).map(|_| LimiterState::new(rl.limiter)).collect()
             }
         };
+        let credentials = policy
+            .endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let seed = mix(
+                    policy.settings.seed.unwrap_or(FIXED_SEED),
+                    i as u64 ^ 0xC4ED,
+                );
+                e.credential_settings()
+                    .map(|c| crate::credential::Credential::new(c.clone(), seed))
+            })
+            .collect();
         Engine {
             policy,
             health,
             budget,
             ids,
             limiters,
+            credentials,
             seeds,
         }
+    }
+
+    /// The credential slot of the endpoint at `index`, when it has one: shared by every
+    /// call of this engine, so one refresh serves them all.
+    pub fn credential(&self, index: usize) -> Option<&crate::credential::Credential> {
+        self.credentials.get(index)?.as_ref()
     }
 
     /// The policy.

@@ -55,6 +55,7 @@ mod backoff;
 mod breaker;
 mod budget;
 mod call;
+pub mod credential;
 mod destination;
 mod engine;
 mod event;

@@ -152,6 +152,8 @@ pub struct Endpoint {
     /// it).
     basic_from_url: bool,
     header_error: Option<(String, String)>,
+    /// A credential slot refreshed by the adapter's token provider (SPEC 9).
+    credential: Option<crate::credential::CredentialSettings>,
 }
 
 impl fmt::Debug for Endpoint {
@@ -311,7 +313,24 @@ impl Endpoint {
             headers,
             basic_from_url,
             header_error: None,
+            credential: None,
         }
+    }
+
+    /// Gives the endpoint a credential slot (SPEC 9): every attempt to it carries a token
+    /// from the client's token provider, refreshed ahead of expiry, once per 401 of the
+    /// current token, and never sent to another endpoint. See
+    /// [`credential`](crate::credential). With a credential anywhere in the policy, a 401
+    /// (and a 403 with `refresh_on_403`) is a refusal: it triggers and counts as not
+    /// processed, so the call fails over where permitted after the one refresh.
+    pub fn credential(mut self, settings: crate::credential::CredentialSettings) -> Self {
+        self.credential = Some(settings);
+        self
+    }
+
+    /// The endpoint's credential settings, when it has a slot.
+    pub fn credential_settings(&self) -> Option<&crate::credential::CredentialSettings> {
+        self.credential.as_ref()
     }
 
     /// Declares the idempotency group (SPEC 1.1): endpoints of one group share
@@ -1358,6 +1377,8 @@ impl PolicyBuilder {
             .collect();
         validate_settings(s)?;
         let (request_id_header, idempotency_key_header, attempt_header) = call_headers(s)?;
+        let mut settings = self.settings.clone();
+        credential_refusals(&self.endpoints, &mut settings)?;
         // The request id is the call's, the same on every attempt (SPEC 3); the attempt
         // number is the engine's.
         for e in &self.endpoints {
@@ -1378,7 +1399,7 @@ impl PolicyBuilder {
         }
         Ok(Policy {
             endpoints: self.endpoints,
-            settings: self.settings,
+            settings,
             request_id_header,
             idempotency_key_header,
             attempt_header,
@@ -1393,6 +1414,30 @@ impl PolicyBuilder {
             backoffs,
         })
     }
+}
+
+/// Checks each endpoint's credential settings; with any credential in the policy, a 401
+/// (and a 403 where `refresh_on_403`) is a refusal: it triggers, for every call class, and
+/// promises nothing was processed (SPEC 9: "a 401 is a refusal").
+fn credential_refusals(endpoints: &[Endpoint], s: &mut Settings) -> Result<(), ConfigError> {
+    for e in endpoints {
+        let Some(c) = &e.credential else { continue };
+        c.validate().map_err(|source| ConfigError::Endpoint {
+            id: e.id.clone(),
+            source: Box::new(source),
+        })?;
+        let codes: &[u16] = if c.refresh_on_403 {
+            &[401, 403]
+        } else {
+            &[401]
+        };
+        for &code in codes {
+            s.not_processed.insert(code);
+            s.trigger_statuses.insert(code);
+            s.key_trigger_statuses.insert(code);
+        }
+    }
+    Ok(())
 }
 
 /// Checks each endpoint (id, URL, headers, timeouts, group) and numbers its idempotency

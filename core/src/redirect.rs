@@ -347,6 +347,11 @@ impl Redirects {
     }
 }
 
+/// Whether `a` and `b` have the same origin (scheme, host, port; default ports explicit).
+pub(crate) fn same_origin(a: &Uri, b: &Uri) -> bool {
+    origin_of(a) == origin_of(b)
+}
+
 /// `scheme` and `authority` with the port made explicit, so `https://a` and
 /// `https://a:443` are the same origin.
 fn origin_of(uri: &Uri) -> (Scheme, Authority) {

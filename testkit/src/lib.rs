@@ -86,6 +86,7 @@
 //! when waking the accept loop by connecting to it fails. baton-core is not a
 //! dependency.
 
+pub mod auth;
 mod behaviour;
 mod http;
 mod provider;

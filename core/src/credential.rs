@@ -1,0 +1,672 @@
+//! Credentials that refresh themselves (SPEC 9): one slot per endpoint, shared by every
+//! call of a client, with a generation number.
+//!
+//! The adapter supplies a token provider (async on tokio and async-std, blocking on
+//! blocking); the slot decides when to call it:
+//!
+//! - **Refresh ahead**: a token with an expiry is refreshed once it is within
+//!   [`CredentialSettings::refresh_margin`] of it (the margin shortened by up to
+//!   `margin_jitter` of itself, per token, so clients that started together do not refresh
+//!   together). Until then, and while a refresh runs, the current token is used.
+//! - **Single flight**: of any number of concurrent calls that need a token, exactly one
+//!   calls the provider; the others use the current token when it is still valid, or wait
+//!   for the refresh to finish (no thundering herd).
+//! - **Invalidation by generation**: a 401 (and a 403 with
+//!   [`CredentialSettings::refresh_on_403`]) invalidates the slot only when the failing
+//!   attempt sent the current generation: a late 401 of an old token never throws away a
+//!   newer one. The attempt then refreshes once and re-sends once to the same endpoint
+//!   when its body can be replayed (a 401 is a refusal: nothing was processed). A 401 right
+//!   after a fresh token is that endpoint's failure: the call fails over where permitted,
+//!   or returns the 401.
+//! - **Failures are not cached**: a failed refresh keeps an unexpired token in use, backs
+//!   off ([`CredentialSettings::failure_backoff`]) before the provider is asked again, and
+//!   an attempt that has no usable token fails undelivered (nothing was sent), so the call
+//!   fails over where permitted.
+//!
+//! A token belongs to its endpoint and never reaches another; it never appears in `Debug`
+//! output, events, errors or reports ([`Secret`] shows `[redacted]`, and the header value
+//! it makes is marked sensitive).
+//!
+//! The slot is sans I/O: [`Credential::lease`] (async) and
+//! [`Credential::lease_blocking`] run the provider the adapter hands them and wait for a
+//! refresh under way with a waker, never a timer.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use baton_core::credential::{Credential, CredentialSettings, Token};
+//! let slot = Credential::new(CredentialSettings::default(), 7);
+//! let now = Instant::now();
+//! let lease = slot.lease_blocking(now, || Ok(Token::new("t1").expires_in(Duration::from_secs(3600)))).unwrap();
+//! assert_eq!(lease.secret().expose(), "t1");
+//! assert!(lease.fresh());
+//! // A second call uses the same token: the provider is not asked again.
+//! let again = slot.lease_blocking(now, || panic!("no refresh needed")).unwrap();
+//! assert_eq!(again.generation(), lease.generation());
+//! assert!(!again.fresh());
+//! // A 401 of that generation invalidates it; the next lease refreshes.
+//! assert!(slot.rejected(lease.generation()));
+//! let next = slot.lease_blocking(now, || Ok(Token::new("t2"))).unwrap();
+//! assert_eq!(next.secret().expose(), "t2");
+//! assert!(!slot.rejected(lease.generation()), "an old generation's 401 changes nothing");
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
+
+use crate::backoff::{Backoff, Jitter};
+use crate::rng::Rng;
+
+/// A secret (an access token): `Debug` and `Display` show `[redacted]`; only
+/// [`expose`](Self::expose) gives the text.
+///
+/// ```
+/// let s = baton_core::credential::Secret::new("sk_live_123");
+/// assert_eq!(format!("{s:?}"), "[redacted]");
+/// assert_eq!(s.expose(), "sk_live_123");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Arc<str>);
+
+impl Secret {
+    /// Wraps `text`.
+    pub fn new(text: impl Into<Arc<str>>) -> Self {
+        Secret(text.into())
+    }
+
+    /// The secret's text.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// What a token provider returns: the token and, when known, how long it is valid.
+///
+/// ```
+/// use std::time::Duration;
+/// let t = baton_core::credential::Token::new("abc").expires_in(Duration::from_secs(300));
+/// assert_eq!(t.valid_for(), Some(Duration::from_secs(300)));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Token {
+    secret: Secret,
+    expires_in: Option<Duration>,
+}
+
+impl Token {
+    /// A token without a known expiry (it is refreshed only after a 401).
+    pub fn new(secret: impl Into<Arc<str>>) -> Self {
+        Token {
+            secret: Secret::new(secret),
+            expires_in: None,
+        }
+    }
+
+    /// The token expires this long after it was received.
+    pub fn expires_in(mut self, d: Duration) -> Self {
+        self.expires_in = Some(d);
+        self
+    }
+
+    /// How long it is valid, when known.
+    pub fn valid_for(&self) -> Option<Duration> {
+        self.expires_in
+    }
+
+    /// The secret.
+    pub fn secret(&self) -> &Secret {
+        &self.secret
+    }
+}
+
+/// How an endpoint's credential is sent and refreshed.
+///
+/// ```
+/// use baton_core::credential::CredentialSettings;
+/// let s = CredentialSettings::default();
+/// assert_eq!(s.header, http::header::AUTHORIZATION);
+/// assert_eq!(s.scheme.as_deref(), Some("Bearer"));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct CredentialSettings {
+    /// The header that carries the token (default `authorization`).
+    pub header: HeaderName,
+    /// The scheme before the token (default `Bearer`; none sends the token alone).
+    pub scheme: Option<String>,
+    /// Refresh this long before the token expires (default 30 s).
+    pub refresh_margin: Duration,
+    /// Up to this fraction of the margin is taken off per token, at random (default 0.2).
+    pub margin_jitter: f64,
+    /// A 403 invalidates and refreshes as a 401 does (default false).
+    pub refresh_on_403: bool,
+    /// The wait before asking the provider again after it failed (default 1 s doubling
+    /// to 60 s, ±20 %).
+    pub failure_backoff: Backoff,
+}
+
+impl Default for CredentialSettings {
+    fn default() -> Self {
+        CredentialSettings {
+            header: AUTHORIZATION,
+            scheme: Some("Bearer".into()),
+            refresh_margin: Duration::from_secs(30),
+            margin_jitter: 0.2,
+            refresh_on_403: false,
+            failure_backoff: Backoff {
+                initial: Duration::from_secs(1),
+                multiplier: 2.0,
+                max: Duration::from_secs(60),
+                jitter: Jitter::Proportional(0.2),
+            },
+        }
+    }
+}
+
+impl CredentialSettings {
+    /// Checks the settings; the error names the setting.
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+        let bad = |setting, value: String, reason| {
+            Err(crate::ConfigError::InvalidSetting {
+                setting,
+                value,
+                reason,
+            })
+        };
+        if !(0.0..=1.0).contains(&self.margin_jitter) {
+            return bad(
+                "credential.margin_jitter",
+                self.margin_jitter.to_string(),
+                "must be within 0 and 1",
+            );
+        }
+        if let Some(s) = &self.scheme {
+            if s.is_empty() || s.contains(|c: char| c.is_ascii_whitespace() || c.is_control()) {
+                return bad("credential.scheme", format!("{s:?}"), "must be one word");
+            }
+        }
+        let b = &self.failure_backoff;
+        if !(b.multiplier.is_finite() && b.multiplier >= 1.0) {
+            return bad(
+                "credential.failure_backoff.multiplier",
+                b.multiplier.to_string(),
+                "must be at least 1",
+            );
+        }
+        if b.max < b.initial {
+            return bad(
+                "credential.failure_backoff.max",
+                format!("{:?}", b.max),
+                "must be at least failure_backoff.initial",
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether `status` is a credential refusal: 401, and 403 when configured.
+    pub fn is_refusal(&self, status: http::StatusCode) -> bool {
+        status == http::StatusCode::UNAUTHORIZED
+            || (self.refresh_on_403 && status == http::StatusCode::FORBIDDEN)
+    }
+}
+
+/// Whether a request to `target`, sent for the endpoint `endpoint`, may carry its token:
+/// only to the endpoint's own origin (a redirect hop to another origin never gets it).
+///
+/// ```
+/// use baton_core::credential::may_carry;
+/// let ep: http::Uri = "https://api.example/v1".parse().unwrap();
+/// assert!(may_carry(&ep, &"https://api.example:443/v1/x".parse().unwrap()));
+/// assert!(!may_carry(&ep, &"https://cdn.example/v1/x".parse().unwrap()));
+/// ```
+pub fn may_carry(endpoint: &http::Uri, target: &http::Uri) -> bool {
+    crate::redirect::same_origin(endpoint, target)
+}
+
+/// A token to send: its secret, its generation, and whether this lease refreshed it.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    secret: Secret,
+    generation: u64,
+    fresh: bool,
+}
+
+impl Lease {
+    /// The token.
+    pub fn secret(&self) -> &Secret {
+        &self.secret
+    }
+
+    /// The slot's generation this token belongs to (what a 401 invalidates).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// This lease fetched the token itself (a 401 on it is the endpoint's failure, not
+    /// a stale token).
+    pub fn fresh(&self) -> bool {
+        self.fresh
+    }
+
+    /// The header value: the scheme and the token, marked sensitive (never logged by the
+    /// HTTP stacks). `None` when the token cannot be a header value.
+    pub fn header_value(&self, settings: &CredentialSettings) -> Option<HeaderValue> {
+        let text = match &settings.scheme {
+            Some(s) => format!("{s} {}", self.secret.expose()),
+            None => self.secret.expose().to_owned(),
+        };
+        let mut v = HeaderValue::from_str(&text).ok()?;
+        v.set_sensitive(true);
+        Some(v)
+    }
+}
+
+/// Why no token could be had: the provider failed (its message; the token never
+/// appears in it) and no unexpired token is left.
+///
+/// ```
+/// let u = baton_core::credential::Unavailable { reason: "provider exited 1".into(), retry_at: None };
+/// assert!(u.to_string().contains("exited 1"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    /// What the provider said.
+    pub reason: String,
+    /// When the provider will be asked again (the failure backoff), if a refresh failed.
+    pub retry_at: Option<Instant>,
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no credential: the token provider failed: {}",
+            self.reason
+        )
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
+#[derive(Debug)]
+struct Held {
+    secret: Secret,
+    generation: u64,
+    expires_at: Option<Instant>,
+    refresh_at: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    current: Option<Held>,
+    generation: u64,
+    refreshing: bool,
+    failures: u32,
+    retry_at: Option<Instant>,
+    last_error: Option<String>,
+    /// Bumped when a refresh ends: waiters compare it.
+    version: u64,
+    waiters: Vec<Waker>,
+    rng: Rng,
+}
+
+/// What [`Credential::begin`] tells the caller to do.
+#[derive(Debug)]
+enum Begin {
+    Use(Lease),
+    /// Call the provider, then [`Credential::finish`]; `fallback` is the valid token to use
+    /// if it fails.
+    Refresh(Option<Lease>),
+    /// Another caller is refreshing and no valid token is left: wait for `version` to pass.
+    Wait(u64),
+    Unavailable(Unavailable),
+}
+
+/// One endpoint's credential slot (share it in an `Arc`; every call of a client uses the
+/// same one). See the [module docs](self).
+#[derive(Debug)]
+pub struct Credential {
+    settings: CredentialSettings,
+    slot: Mutex<Slot>,
+}
+
+impl Held {
+    fn valid(&self, now: Instant) -> bool {
+        self.expires_at.is_none_or(|e| now < e)
+    }
+
+    fn lease(&self, fresh: bool) -> Lease {
+        Lease {
+            secret: self.secret.clone(),
+            generation: self.generation,
+            fresh,
+        }
+    }
+}
+
+impl Credential {
+    /// An empty slot: the first lease asks the provider. `seed` jitters the margin and
+    /// the failure backoff.
+    pub fn new(settings: CredentialSettings, seed: u64) -> Self {
+        let slot = Slot {
+            current: None,
+            generation: 0,
+            refreshing: false,
+            failures: 0,
+            retry_at: None,
+            last_error: None,
+            version: 0,
+            waiters: Vec::new(),
+            rng: Rng::new(seed),
+        };
+        Credential {
+            settings,
+            slot: Mutex::new(slot),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &CredentialSettings {
+        &self.settings
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        // A panic while holding the lock leaves a consistent slot (every change is one
+        // assignment): go on with it.
+        self.slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn begin(&self, now: Instant) -> Begin {
+        let mut s = self.lock();
+        let valid = s
+            .current
+            .as_ref()
+            .filter(|h| h.valid(now))
+            .map(|h| h.lease(false));
+        let due = s
+            .current
+            .as_ref()
+            .is_none_or(|h| !h.valid(now) || h.refresh_at.is_some_and(|r| now >= r));
+        let backing_off = s.retry_at.is_some_and(|r| now < r);
+        match valid {
+            Some(lease) if !due || s.refreshing || backing_off => Begin::Use(lease),
+            None if s.refreshing => Begin::Wait(s.version),
+            None if backing_off => Begin::Unavailable(Unavailable {
+                reason: s
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| "no token yet".into()),
+                retry_at: s.retry_at,
+            }),
+            fallback => {
+                s.refreshing = true;
+                Begin::Refresh(fallback)
+            }
+        }
+    }
+
+    /// Ends the refresh this caller started: keeps the new token, or counts the failure
+    /// (keeping an unexpired token) and backs off. Wakes every waiter.
+    fn finish(
+        &self,
+        got: Result<Token, String>,
+        fallback: Option<Lease>,
+        now: Instant,
+    ) -> Result<Lease, Unavailable> {
+        let mut s = self.lock();
+        s.refreshing = false;
+        s.version += 1;
+        for w in s.waiters.drain(..) {
+            w.wake();
+        }
+        match got {
+            Ok(token) => {
+                s.generation += 1;
+                s.failures = 0;
+                s.retry_at = None;
+                s.last_error = None;
+                let expires_at = token.expires_in.and_then(|d| now.checked_add(d));
+                let jitter = 1.0 - self.settings.margin_jitter * s.rng.next_f64();
+                let margin = self.settings.refresh_margin.mul_f64(jitter);
+                let refresh_at = expires_at.map(|e| e.checked_sub(margin).unwrap_or(now));
+                let held = Held {
+                    secret: token.secret,
+                    generation: s.generation,
+                    expires_at,
+                    refresh_at,
+                };
+                let lease = held.lease(true);
+                s.current = Some(held);
+                Ok(lease)
+            }
+            Err(reason) => {
+                let wait = self.settings.failure_backoff.delay(s.failures, &mut s.rng);
+                s.failures = s.failures.saturating_add(1);
+                s.retry_at = now.checked_add(wait);
+                s.last_error = Some(reason.clone());
+                fallback.ok_or(Unavailable {
+                    reason,
+                    retry_at: s.retry_at,
+                })
+            }
+        }
+    }
+
+    /// A credential refusal (401, or 403 when configured) of an attempt that sent
+    /// `generation`: invalidates the slot when that is still its generation. Returns
+    /// whether it did.
+    pub fn rejected(&self, generation: u64) -> bool {
+        let mut s = self.lock();
+        if s.current
+            .as_ref()
+            .is_some_and(|h| h.generation == generation)
+        {
+            s.current = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn poll_changed(&self, version: u64, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.lock();
+        if s.version != version || !s.refreshing {
+            return Poll::Ready(());
+        }
+        if !s.waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            s.waiters.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// A token to send: the current one, or a refreshed one when it is due, missing or
+    /// invalidated. `fetch` is called only by the one caller that refreshes; the others
+    /// wait for it (without a timer) or use the still-valid token. `now` reads the clock
+    /// the slot compares expiries with.
+    pub async fn lease<F, Fut>(
+        &self,
+        now: impl Fn() -> Instant,
+        fetch: F,
+    ) -> Result<Lease, Unavailable>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Token, String>>,
+    {
+        let mut fetch = Some(fetch);
+        loop {
+            match self.begin(now()) {
+                Begin::Use(lease) => return Ok(lease),
+                Begin::Unavailable(u) => return Err(u),
+                Begin::Wait(version) => {
+                    std::future::poll_fn(|cx| self.poll_changed(version, cx)).await
+                }
+                Begin::Refresh(fallback) => {
+                    let guard = Abandon(self);
+                    let got = match fetch.take() {
+                        Some(f) => f().await,
+                        None => Err("the token provider was already asked".into()),
+                    };
+                    std::mem::forget(guard);
+                    return self.finish(got, fallback, now());
+                }
+            }
+        }
+    }
+
+    /// [`lease`](Self::lease) on the calling thread: waiting parks the thread until the
+    /// refresh under way ends.
+    pub fn lease_blocking(
+        &self,
+        now: Instant,
+        fetch: impl FnOnce() -> Result<Token, String>,
+    ) -> Result<Lease, Unavailable> {
+        let mut fetch = Some(fetch);
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let clock = || Instant::now().max(now);
+        loop {
+            match self.begin(clock()) {
+                Begin::Use(lease) => return Ok(lease),
+                Begin::Unavailable(u) => return Err(u),
+                Begin::Wait(version) => {
+                    while self.poll_changed(version, &mut cx).is_pending() {
+                        std::thread::park();
+                    }
+                }
+                Begin::Refresh(fallback) => {
+                    let guard = Abandon(self);
+                    let got = match fetch.take() {
+                        Some(f) => f(),
+                        None => Err("the token provider was already asked".into()),
+                    };
+                    std::mem::forget(guard);
+                    return self.finish(got, fallback, clock());
+                }
+            }
+        }
+    }
+}
+
+/// A refresh whose caller went away (a dropped future, a panicking provider): the slot is
+/// never left refreshing; the next caller (or a waiter) refreshes instead.
+struct Abandon<'a>(&'a Credential);
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        // Not the provider's failure: no backoff; a waiter takes the refresh over.
+        let mut s = self.0.lock();
+        s.refreshing = false;
+        s.version += 1;
+        for w in s.waiters.drain(..) {
+            w.wake();
+        }
+    }
+}
+
+struct Unpark(std::thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(s: &str, secs: u64) -> Result<Token, String> {
+        Ok(Token::new(s).expires_in(Duration::from_secs(secs)))
+    }
+
+    #[test]
+    fn refreshes_ahead_of_expiry_and_keeps_the_token_while_the_provider_fails() {
+        let slot = Credential::new(
+            CredentialSettings {
+                margin_jitter: 0.0,
+                ..CredentialSettings::default()
+            },
+            1,
+        );
+        let t0 = Instant::now();
+        let first = slot.lease_blocking(t0, || token("t1", 100)).unwrap();
+        // 80 s later: 20 s left, inside the 30 s margin: refresh; it fails, t1 is kept.
+        let t1 = t0 + Duration::from_secs(80);
+        let kept = slot
+            .lease_blocking(t1, || Err("provider down".into()))
+            .unwrap();
+        assert_eq!(kept.generation(), first.generation());
+        // Backing off: the provider is not asked again at once.
+        let kept = slot
+            .lease_blocking(t1, || panic!("asked during the backoff"))
+            .unwrap();
+        assert_eq!(kept.secret().expose(), "t1");
+    }
+
+    #[test]
+    fn an_expired_token_is_never_used_and_a_failure_is_not_cached_for_ever() {
+        let slot = Credential::new(CredentialSettings::default(), 1);
+        let t0 = Instant::now();
+        slot.lease_blocking(t0, || token("t1", 1)).unwrap();
+        std::thread::sleep(Duration::from_millis(1100));
+        let e = slot
+            .lease_blocking(Instant::now(), || Err("boom".into()))
+            .unwrap_err();
+        assert!(e.reason.contains("boom"));
+        assert!(!format!("{e:?}").contains("t1"));
+        // After the backoff the provider is asked again.
+        let later = e.retry_at.unwrap() + Duration::from_millis(1);
+        std::thread::sleep(later.saturating_duration_since(Instant::now()));
+        assert_eq!(
+            slot.lease_blocking(later, || token("t2", 60))
+                .unwrap()
+                .secret()
+                .expose(),
+            "t2"
+        );
+    }
+
+    #[test]
+    fn an_abandoned_refresh_frees_the_slot() {
+        let slot = Credential::new(CredentialSettings::default(), 1);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            slot.lease_blocking(Instant::now(), || panic!("provider panicked"))
+        }));
+        assert!(r.is_err());
+        assert!(!slot.lock().refreshing);
+    }
+
+    #[test]
+    fn the_header_value_is_sensitive_and_secrets_do_not_print() {
+        let lease = Lease {
+            secret: Secret::new("abc"),
+            generation: 1,
+            fresh: true,
+        };
+        let v = lease.header_value(&CredentialSettings::default()).unwrap();
+        assert!(v.is_sensitive());
+        assert_eq!(v, "Bearer abc");
+        assert!(!format!("{lease:?}").contains("abc"));
+    }
+}
