@@ -29,6 +29,7 @@ use crate::io::Io;
 use crate::pool::{Conn, Lease, Pool};
 
 /// Everything an attempt needs, owned (the attempt future is `'static`).
+#[derive(Clone)]
 pub(crate) struct AttemptCtx {
     pub(crate) pool: Arc<Pool>,
     pub(crate) tls: Arc<futures_rustls::rustls::ClientConfig>,

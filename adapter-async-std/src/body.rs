@@ -231,6 +231,15 @@ pub(crate) enum OutBody {
 }
 
 impl OutBody {
+    /// A copy, before it was sent: an empty body or one of bytes (a stream has none).
+    pub(crate) fn try_clone(&self) -> Option<OutBody> {
+        match self {
+            OutBody::Empty => Some(OutBody::Empty),
+            OutBody::Full(b) => Some(OutBody::Full(b.clone())),
+            OutBody::Stream { .. } => None,
+        }
+    }
+
     fn full(b: Bytes) -> Self {
         if b.is_empty() {
             OutBody::Full(None)

@@ -121,6 +121,8 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                 };
                 match built {
                     Ok(request) => {
+                        let credential = inner.engine.credential(a.endpoint).is_some();
+                        let spare = credential.then(|| crate::auth::spare(&request)).flatten();
                         let ctx = AttemptCtx {
                             pool: inner.pool.clone(),
                             tls: inner.tls.clone(),
@@ -139,7 +141,12 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                             respond_by: ctx.start + a.timeout,
                             connect_timeout: a.connect_timeout,
                             redirects: None,
-                            fut: Box::pin(attempt::run(ctx, request)),
+                            // Only an endpoint with a credential pays for the token.
+                            fut: if credential {
+                                Box::pin(crate::auth::run(inner.clone(), ctx, request, spare))
+                            } else {
+                                Box::pin(attempt::run(ctx, request))
+                            },
                         });
                     }
                     Err(NotBuilt::Rejected(why)) => {
@@ -396,7 +403,12 @@ fn follow(
         connect_timeout: flight.connect_timeout.min(left),
         timeout: left,
     };
-    flight.fut = Box::pin(attempt::run(ctx, req));
+    // A hop within the endpoint's origin carries its token; one to another origin never.
+    flight.fut = if hop.cross_origin || inner.engine.credential(endpoint).is_none() {
+        Box::pin(attempt::run(ctx, req))
+    } else {
+        Box::pin(crate::auth::run(inner.clone(), ctx, req, None))
+    };
     Ok(())
 }
 

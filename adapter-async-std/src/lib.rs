@@ -141,6 +141,7 @@
 #![deny(missing_docs)]
 
 mod attempt;
+mod auth;
 mod body;
 mod classify;
 mod connect;
@@ -183,6 +184,8 @@ pub(crate) struct Inner {
     pub(crate) buffer_limit: Option<usize>,
     /// The client's event sink, installed per call when the policy was built elsewhere.
     pub(crate) events: Option<EventSink>,
+    /// The token provider of endpoints with a credential slot (SPEC 9).
+    pub(crate) tokens: Option<auth::TokenProvider>,
 }
 
 /// A failover HTTP client; cheap to clone (clones share endpoint health, the retry budget
@@ -353,6 +356,7 @@ pub struct ClientBuilder {
     tracing: bool,
     built: Option<Policy>,
     buffer_limit: Option<usize>,
+    tokens: Option<auth::TokenProvider>,
 }
 
 impl Default for ClientBuilder {
@@ -368,6 +372,7 @@ impl Default for ClientBuilder {
             tracing: true,
             built: None,
             buffer_limit: None,
+            tokens: None,
         }
     }
 }
@@ -437,6 +442,42 @@ impl ClientBuilder {
         self
     }
 
+    /// The token provider of the endpoints with a credential slot
+    /// ([`Endpoint::credential`](baton_core::Endpoint::credential)), called with the
+    /// endpoint id by the one call that refreshes that endpoint's token (SPEC 9): ahead of
+    /// expiry, after a 401 of the current token, or when none is held. Its error's text is
+    /// kept (never a token); the attempt then fails undelivered and the call fails over
+    /// where permitted.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use baton_core::credential::{CredentialSettings, Token};
+    /// use baton_core::{Endpoint, Policy};
+    /// let client = baton_async_std::Client::builder(
+    ///     Policy::builder().endpoint(Endpoint::new("eu", "https://eu.api.example/").credential(CredentialSettings::default())),
+    /// )
+    /// .token_provider(|endpoint: &str| {
+    ///     let endpoint = endpoint.to_owned();
+    ///     async move { Ok::<_, std::io::Error>(Token::new(format!("token-for-{endpoint}")).expires_in(Duration::from_secs(3600))) }
+    /// })
+    /// .build()
+    /// .unwrap();
+    /// # drop(client);
+    /// ```
+    pub fn token_provider<F, Fut, E>(mut self, provider: F) -> Self
+    where
+        F: Fn(&str) -> Fut + Send + Sync + 'static,
+        Fut:
+            std::future::Future<Output = Result<baton_core::credential::Token, E>> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        self.tokens = Some(Arc::new(move |endpoint: &str| {
+            let fut = provider(endpoint);
+            Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
+        }));
+        self
+    }
+
     /// A TLS configuration of your own (custom roots, client certificates). Early data is
     /// turned off and ALPN set to `http/1.1` whatever it says.
     pub fn tls_config(mut self, config: ClientConfig) -> Self {
@@ -497,6 +538,21 @@ impl ClientBuilder {
             baton_core::ProxyEnv::none()
         });
         proxies.check(&policy)?;
+        if let Some(e) = policy
+            .endpoints()
+            .iter()
+            .find(|e| e.credential_settings().is_some())
+        {
+            if self.tokens.is_none() {
+                return Err(BuildError::Setting {
+                    setting: "token_provider",
+                    reason: format!(
+                        "endpoint {:?} has a credential but the client has no token provider",
+                        e.id()
+                    ),
+                });
+            }
+        }
         let mut targets = Vec::with_capacity(policy.endpoints().len());
         for e in policy.endpoints() {
             let t = connect::Target::routed(e.uri(), &proxies).map_err(|reason| {
@@ -529,6 +585,7 @@ impl ClientBuilder {
                 ids,
                 buffer_limit: self.buffer_limit,
                 events,
+                tokens: self.tokens,
             }),
         })
     }

@@ -272,8 +272,80 @@ fn send(
 }
 
 /// Sends one request of an attempt (its first, or a redirect hop when `first` is false).
+/// Sends one request of an attempt with the endpoint's token (SPEC 9) when it has a
+/// credential slot and the request goes to the endpoint's own origin: a refusal (401, or
+/// 403 when configured) of the current token invalidates it, and a request whose body can
+/// be sent again is, once, with a refreshed token; a refusal right after a fresh token is
+/// the answer. No token at all fails the attempt undelivered (nothing was sent).
 #[allow(clippy::too_many_arguments)]
 fn send_one(
+    inner: &Inner,
+    call: &Call<'_, Reply>,
+    attempt: &Attempt,
+    body: &mut SendData,
+    method: &Method,
+    target: Uri,
+    mut headers: HeaderMap,
+    first: bool,
+) -> Sent {
+    let policy = inner.engine.policy();
+    let ep = policy.endpoints().get(attempt.endpoint);
+    let slot = inner.engine.credential(attempt.endpoint);
+    let (Some(slot), Some(tokens), Some(ep)) = (slot, &inner.tokens, ep) else {
+        return send_plain(inner, call, attempt, body, method, target, headers, first);
+    };
+    if !baton_core::credential::may_carry(ep.uri(), &target) {
+        return send_plain(inner, call, attempt, body, method, target, headers, first);
+    }
+    let lease = || slot.lease_blocking(Instant::now(), || tokens(ep.id()));
+    let unavailable = |e: baton_core::credential::Unavailable| {
+        let outcome = AttemptOutcome::Failure(FailureClass::Undelivered);
+        Sent::Failed(outcome, Some(ureq::Error::Other(Box::new(e))))
+    };
+    let token = match lease() {
+        Ok(t) => t,
+        Err(e) => return unavailable(e),
+    };
+    let settings = slot.settings();
+    let again = headers.clone();
+    if let Some(v) = token.header_value(settings) {
+        headers.insert(settings.header.clone(), v);
+    }
+    let sent = send_plain(
+        inner,
+        call,
+        attempt,
+        body,
+        method,
+        target.clone(),
+        headers,
+        first,
+    );
+    let Sent::Response(resp) = &sent else {
+        return sent;
+    };
+    if !settings.is_refusal(resp.status()) {
+        return sent;
+    }
+    slot.rejected(token.generation());
+    let replayable = matches!(
+        body,
+        SendData::Empty | SendData::Bytes(_) | SendData::Factory(..)
+    );
+    if token.fresh() || !replayable {
+        return sent;
+    }
+    let Ok(token) = lease() else { return sent };
+    drop(sent);
+    let mut headers = again;
+    if let Some(v) = token.header_value(settings) {
+        headers.insert(settings.header.clone(), v);
+    }
+    send_plain(inner, call, attempt, body, method, target, headers, false)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn send_plain(
     inner: &Inner,
     call: &Call<'_, Reply>,
     attempt: &Attempt,

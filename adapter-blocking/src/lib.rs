@@ -162,7 +162,14 @@ pub(crate) struct Inner {
     pub(crate) agent: Agent,
     /// The environment's proxies, as core routes them.
     pub(crate) proxies: baton_core::ProxyEnv,
+    /// The token provider of endpoints with a credential slot (SPEC 9).
+    pub(crate) tokens: Option<TokenProvider>,
 }
+
+/// The client's token provider, called with the endpoint id on the calling thread by the
+/// one call that refreshes that endpoint's slot.
+pub(crate) type TokenProvider =
+    Arc<dyn Fn(&str) -> Result<baton_core::credential::Token, String> + Send + Sync>;
 
 /// A failover HTTP client: one engine (endpoint health, retry budget) and one ureq agent
 /// (keep-alive pool) shared by all its calls. Cheap to clone; `Send + Sync`, so one client
@@ -347,6 +354,7 @@ pub struct ClientBuilder {
     sink: Option<EventSink>,
     #[cfg(feature = "tracing")]
     tracing: bool,
+    tokens: Option<TokenProvider>,
 }
 
 impl ClientBuilder {
@@ -360,6 +368,7 @@ impl ClientBuilder {
             sink: None,
             #[cfg(feature = "tracing")]
             tracing: true,
+            tokens: None,
         }
     }
 
@@ -424,6 +433,38 @@ impl ClientBuilder {
         self
     }
 
+    /// The token provider of the endpoints with a credential slot
+    /// ([`Endpoint::credential`](baton_core::Endpoint::credential)), called with the
+    /// endpoint id, on the calling thread, by the one call that refreshes that endpoint's
+    /// token (SPEC 9): ahead of expiry, after a 401 of the current token, or when none is
+    /// held. Concurrent calls wait for it (or use the still-valid token). Its error's text
+    /// is kept (never a token); the attempt then fails undelivered and the call fails over
+    /// where permitted.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use baton_blocking::baton_core::credential::{CredentialSettings, Token};
+    /// use baton_blocking::{Client, Endpoint, Policy};
+    /// let client = Client::builder(
+    ///     Policy::builder().endpoint(Endpoint::new("eu", "https://eu.api.example/").credential(CredentialSettings::default())),
+    /// )
+    /// .token_provider(|endpoint: &str| {
+    ///     Ok::<_, std::io::Error>(Token::new(format!("token-for-{endpoint}")).expires_in(Duration::from_secs(3600)))
+    /// })
+    /// .build()?;
+    /// # drop(client);
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn token_provider<E: std::fmt::Display>(
+        mut self,
+        provider: impl Fn(&str) -> Result<baton_core::credential::Token, E> + Send + Sync + 'static,
+    ) -> Self {
+        self.tokens = Some(Arc::new(move |endpoint: &str| {
+            provider(endpoint).map_err(|e| e.to_string())
+        }));
+        self
+    }
+
     /// Forwards every event to `tracing` (target `baton`, debug level; default on, as on
     /// every adapter).
     #[cfg(feature = "tracing")]
@@ -470,6 +511,17 @@ impl ClientBuilder {
             baton_core::ProxyEnv::none()
         };
         proxies.check(&policy)?;
+        if let Some(e) = policy
+            .endpoints()
+            .iter()
+            .find(|e| e.credential_settings().is_some())
+        {
+            if self.tokens.is_none() {
+                return Err(BuildError::NoTokenProvider {
+                    endpoint: e.id().to_owned(),
+                });
+            }
+        }
         let config = self.config.unwrap_or_default();
         let agent = match self.parts {
             Some(make) => make(config),
@@ -485,6 +537,7 @@ impl ClientBuilder {
                 engine: Arc::new(Engine::with_entropy(policy, os_seed())),
                 agent,
                 proxies,
+                tokens: self.tokens,
             }),
         })
     }

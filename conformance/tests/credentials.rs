@@ -1,0 +1,203 @@
+//! Credentials (SPEC 9) on the blocking and async-std/smol adapters (baton-tokio has its
+//! own suite): 64 concurrent calls meeting a rotated token cause one provider call and are
+//! all re-sent to the same endpoint; a fresh token's refusal fails over with the backup's
+//! own token; a provider that cannot give a token fails the attempt undelivered.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use baton_core::credential::{CredentialSettings, Token};
+use baton_core::{Endpoint, Policy, PolicyBuilder};
+use testkit::auth::AuthServer;
+
+/// Scripted tokens per endpoint, and the provider calls made.
+#[derive(Clone, Default)]
+struct Tokens {
+    calls: Arc<Mutex<Vec<String>>>,
+    answers: Arc<Mutex<std::collections::HashMap<String, Result<String, String>>>>,
+}
+
+impl Tokens {
+    fn set(&self, endpoint: &str, answer: Result<&str, &str>) {
+        let a = answer.map(str::to_owned).map_err(str::to_owned);
+        self.answers.lock().unwrap().insert(endpoint.into(), a);
+    }
+
+    fn calls(&self, endpoint: &str) -> usize {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| *e == endpoint)
+            .count()
+    }
+
+    /// One provider call: a moment's work, then the scripted answer.
+    fn fetch(&self, endpoint: &str) -> Result<Token, String> {
+        std::thread::sleep(Duration::from_millis(20));
+        self.calls.lock().unwrap().push(endpoint.into());
+        let answer = self.answers.lock().unwrap().get(endpoint).cloned();
+        answer
+            .unwrap_or(Err("no token scripted".into()))
+            .map(|t| Token::new(t).expires_in(Duration::from_secs(3600)))
+    }
+}
+
+fn policy(servers: &[(&str, &AuthServer)]) -> PolicyBuilder {
+    let mut b = Policy::builder()
+        .connect_timeout(Duration::from_millis(300))
+        .attempt_timeout(Duration::from_secs(2));
+    for (id, s) in servers {
+        b = b.endpoint(Endpoint::new(*id, s.url()).credential(CredentialSettings::default()));
+    }
+    b
+}
+
+fn tokens_seen(s: &AuthServer) -> Vec<String> {
+    s.seen().into_iter().flatten().collect()
+}
+
+/// What one call returned: (status, endpoint).
+type Outcome = (u16, String);
+
+/// Runs `n` concurrent calls (POST with a body, or GET) through one runtime's client.
+type Calls = Box<dyn Fn(bool, usize) -> Vec<Outcome>>;
+
+/// Builds a runtime's client over a policy and a token script.
+type MakeCalls = dyn Fn(PolicyBuilder, Tokens) -> Calls;
+
+/// The three scenarios over one runtime's calls.
+fn scenarios(runtime: &str, make: &MakeCalls) {
+    // 1. Rotation under load: one provider call.
+    let (a, b) = (AuthServer::start("t1"), AuthServer::start("b1"));
+    let tokens = Tokens::default();
+    tokens.set("a", Ok("t1"));
+    tokens.set("b", Ok("b1"));
+    let calls = make(policy(&[("a", &a), ("b", &b)]), tokens.clone());
+    assert_eq!(calls(false, 1), [(200, "a".to_string())], "{runtime}");
+    a.accept("t2");
+    tokens.set("a", Ok("t2"));
+    let got = calls(false, 64);
+    assert!(
+        got.iter().all(|(s, e)| *s == 200 && e == "a"),
+        "{runtime}: {got:?}"
+    );
+    assert_eq!(
+        tokens.calls("a"),
+        2,
+        "{runtime}: one provider call for 64 calls"
+    );
+    assert!(tokens_seen(&b).is_empty(), "{runtime}");
+
+    // 2. A fresh token refused: the POST fails over, with b's own token.
+    let (a, b) = (AuthServer::start("never"), AuthServer::start("b1"));
+    let tokens = Tokens::default();
+    tokens.set("a", Ok("a1"));
+    tokens.set("b", Ok("b1"));
+    let calls = make(policy(&[("a", &a), ("b", &b)]), tokens.clone());
+    assert_eq!(calls(true, 1), [(200, "b".to_string())], "{runtime}");
+    assert_eq!(tokens.calls("a"), 1, "{runtime}");
+    assert_eq!(tokens_seen(&a), ["Bearer a1"], "{runtime}");
+    assert_eq!(
+        tokens_seen(&b),
+        ["Bearer b1"],
+        "{runtime}: never a's token at b"
+    );
+
+    // 3. No token for a: nothing is sent there; the POST fails over.
+    let (a, b) = (AuthServer::start("t1"), AuthServer::start("b1"));
+    let tokens = Tokens::default();
+    tokens.set("a", Err("vault unreachable"));
+    tokens.set("b", Ok("b1"));
+    let calls = make(policy(&[("a", &a), ("b", &b)]), tokens.clone());
+    assert_eq!(calls(true, 1), [(200, "b".to_string())], "{runtime}");
+    assert!(a.seen().is_empty(), "{runtime}: nothing sent to a");
+}
+
+#[test]
+fn blocking_credentials() {
+    scenarios("blocking", &|policy, tokens| {
+        let t = tokens.clone();
+        let client = baton_blocking::Client::builder(policy)
+            .token_provider(move |e: &str| t.fetch(e))
+            .build()
+            .unwrap();
+        Box::new(move |post, n| {
+            let threads: Vec<_> = (0..n)
+                .map(|_| {
+                    let c = client.clone();
+                    std::thread::spawn(move || {
+                        use baton_blocking::ResponseExt;
+                        let r = if post {
+                            c.post("/").send("{}")
+                        } else {
+                            c.get("/").call()
+                        }
+                        .unwrap();
+                        (r.status().as_u16(), r.endpoint().unwrap().to_string())
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        })
+    });
+}
+
+fn async_client(policy: PolicyBuilder, tokens: Tokens) -> baton_async_std::Client {
+    baton_async_std::Client::builder(policy)
+        .token_provider(move |e: &str| {
+            let (t, e) = (tokens.clone(), e.to_owned());
+            // The provider's moment of work off the executor (smol's thread pool).
+            async move { smol::unblock(move || t.fetch(&e)).await }
+        })
+        .build()
+        .unwrap()
+}
+
+async fn one(c: baton_async_std::Client, post: bool) -> Outcome {
+    let r = if post {
+        c.post("/").body("{}")
+    } else {
+        c.get("/")
+    };
+    let r = r.send().await.unwrap();
+    (r.status().as_u16(), r.endpoint().to_string())
+}
+
+#[test]
+fn async_std_credentials() {
+    scenarios("async-std", &|policy, tokens| {
+        let client = async_client(policy, tokens);
+        Box::new(move |post, n| {
+            async_std::task::block_on(async {
+                let tasks: Vec<_> = (0..n)
+                    .map(|_| async_std::task::spawn(one(client.clone(), post)))
+                    .collect();
+                let mut out = Vec::new();
+                for t in tasks {
+                    out.push(t.await);
+                }
+                out
+            })
+        })
+    });
+}
+
+#[test]
+fn smol_credentials() {
+    scenarios("smol", &|policy, tokens| {
+        let client = async_client(policy, tokens);
+        Box::new(move |post, n| {
+            smol::block_on(async {
+                let tasks: Vec<_> = (0..n)
+                    .map(|_| smol::spawn(one(client.clone(), post)))
+                    .collect();
+                let mut out = Vec::new();
+                for t in tasks {
+                    out.push(t.await);
+                }
+                out
+            })
+        })
+    });
+}
