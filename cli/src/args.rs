@@ -133,6 +133,12 @@ pub struct ClientArgs {
     /// Every engine event as a JSON line on stderr.
     #[arg(long)]
     pub events: bool,
+    /// A token command for every endpoint without its own `[endpoint.auth]`: run by `sh -c`
+    /// with the endpoint id in BATON_ENDPOINT, it prints the token (sent as
+    /// `authorization: Bearer <token>`) or JSON {"token": ..., "expires_in": seconds}.
+    /// It runs once for all concurrent calls, ahead of expiry and after a 401.
+    #[arg(long, value_name = "CMD")]
+    pub auth_command: Option<String>,
     /// Attempt timeout, from sending to the end of the response headers (seconds, or "250ms").
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub timeout: Option<Duration>,

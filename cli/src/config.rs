@@ -80,6 +80,10 @@ pub struct EndpointConfig {
     /// Headers sent to this endpoint only (credentials).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// A token command (`[endpoint.auth]`): the endpoint's credential, refreshed by the
+    /// engine (SPEC 9).
+    #[serde(default)]
+    pub auth: Option<crate::auth::AuthConfig>,
 }
 
 fn opt_duration<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Duration>, D::Error> {
@@ -140,6 +144,8 @@ pub struct ClientConfig {
     pub settings: Settings,
     /// Permissions per method (the file's `[permissions]`).
     pub permissions: Vec<(http::Method, PermissionOverride)>,
+    /// The token commands of the endpoints that have one.
+    pub auth: crate::auth::Commands,
 }
 
 impl ClientConfig {
@@ -210,17 +216,22 @@ pub fn resolve(args: &ClientArgs) -> Result<ClientConfig, String> {
         Some(path) => load(path)?,
         None => ConfigFile::default(),
     };
-    let endpoints = if args.endpoints.is_empty() {
-        file.endpoints
-            .iter()
-            .map(EndpointConfig::to_endpoint)
-            .collect()
-    } else {
-        args.endpoints
-            .iter()
-            .map(|e| endpoint_flag(e))
-            .collect::<Result<Vec<_>, _>>()?
-    };
+    let (endpoints, auths): (Vec<Endpoint>, Vec<Option<crate::auth::AuthConfig>>) =
+        if args.endpoints.is_empty() {
+            file.endpoints
+                .iter()
+                .map(|e| (e.to_endpoint(), e.auth.clone()))
+                .unzip()
+        } else {
+            let eps = args
+                .endpoints
+                .iter()
+                .map(|e| endpoint_flag(e))
+                .collect::<Result<Vec<_>, _>>()?;
+            let none = vec![None; eps.len()];
+            (eps, none)
+        };
+    let (endpoints, auth) = with_auth(endpoints, auths, args.auth_command.as_deref())?;
     if endpoints.is_empty() {
         return Err(
             "no endpoints: give at least one -e ID=URL, or a --config file with [[endpoint]] tables"
@@ -234,7 +245,31 @@ pub fn resolve(args: &ClientArgs) -> Result<ClientConfig, String> {
         endpoints,
         settings: s,
         permissions,
+        auth,
     })
+}
+
+/// Gives every endpoint with a token command (its own `[endpoint.auth]`, else
+/// `--auth-command`) a credential slot; returns the commands by endpoint id.
+fn with_auth(
+    endpoints: Vec<Endpoint>,
+    auths: Vec<Option<crate::auth::AuthConfig>>,
+    every: Option<&str>,
+) -> Result<(Vec<Endpoint>, crate::auth::Commands), String> {
+    let every = every.map(crate::auth::AuthConfig::shell);
+    let mut commands = BTreeMap::new();
+    let mut out = Vec::with_capacity(endpoints.len());
+    for (e, own) in endpoints.into_iter().zip(auths) {
+        match own.or_else(|| every.clone()) {
+            Some(a) => {
+                let settings = a.settings(e.id())?;
+                commands.insert(e.id().to_owned(), a.command);
+                out.push(e.credential(settings));
+            }
+            None => out.push(e),
+        }
+    }
+    Ok((out, crate::auth::Commands::new(commands)))
 }
 
 /// Applies the policy flags over the settings.

@@ -126,6 +126,7 @@ pub fn demo_config(primary: String, backup: String) -> Result<ClientConfig, Stri
         ],
         settings: file.policy,
         permissions: Vec::new(),
+        auth: Default::default(),
     })
 }
 

@@ -160,6 +160,7 @@
 #![deny(missing_docs)]
 
 mod args;
+mod auth;
 mod batch;
 mod body;
 mod call;

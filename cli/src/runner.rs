@@ -68,6 +68,7 @@ impl Runner {
                 .fold(config.settings.attempt_timeout, Duration::max);
             config.settings.body_timeout = Some(longest);
         }
+        let tokens = std::mem::take(&mut config.auth);
         let policy = config.policy();
         // Every adapter takes the policy the same way; the command's event sink is the
         // policy's.
@@ -84,15 +85,37 @@ impl Runner {
                     .map_err(|e| format!("cannot start the tokio runtime: {e}"))?;
                 let client = {
                     let _guard = rt.enter();
-                    baton_tokio::Client::new(policy).map_err(|e| e.to_string())?
+                    let mut b = baton_tokio::Client::builder(policy);
+                    if !tokens.is_empty() {
+                        b = b.token_provider(move |endpoint: &str| {
+                            let (t, e) = (tokens.clone(), endpoint.to_owned());
+                            async move {
+                                tokio::task::spawn_blocking(move || t.token(&e))
+                                    .await
+                                    .map_err(|e| e.to_string())?
+                            }
+                        });
+                    }
+                    b.build().map_err(|e| e.to_string())?
                 };
                 Inner::Tokio { client, rt }
             }
             RuntimeKind::Blocking => {
-                Inner::Blocking(baton_blocking::Client::new(policy).map_err(|e| e.to_string())?)
+                let mut b = baton_blocking::Client::builder(policy);
+                if !tokens.is_empty() {
+                    b = b.token_provider(move |endpoint: &str| tokens.token(endpoint));
+                }
+                Inner::Blocking(b.build().map_err(|e| e.to_string())?)
             }
             RuntimeKind::AsyncStd => {
-                Inner::AsyncStd(baton_async_std::Client::new(policy).map_err(|e| e.to_string())?)
+                let mut b = baton_async_std::Client::builder(policy);
+                if !tokens.is_empty() {
+                    b = b.token_provider(move |endpoint: &str| {
+                        let (t, e) = (tokens.clone(), endpoint.to_owned());
+                        async_std::task::spawn_blocking(move || t.token(&e))
+                    });
+                }
+                Inner::AsyncStd(b.build().map_err(|e| e.to_string())?)
             }
         };
         Ok(Runner { inner })

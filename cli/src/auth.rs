@@ -1,0 +1,251 @@
+//! Token commands (`[endpoint.auth] command = [...]`, `--auth-command CMD`): the CLI's
+//! token provider (SPEC 9). The command runs with the endpoint's id in `BATON_ENDPOINT`
+//! and prints the token, or JSON `{"token": "...", "expires_in": seconds}`; the engine
+//! decides when to run it (before the first call to the endpoint, ahead of expiry, after a
+//! 401 of the current token) and runs it once for all concurrent calls.
+//!
+//! Decisions: `--auth-command` is run by `sh -c` (one string, like a shell line); a
+//! TOML `command` is an argument vector, run without a shell. A command that fails (exit
+//! status, no output, over [`TIMEOUT`]) is reported by its status and the first line of
+//! its stderr; its stdout (which may hold a token) never appears in a message.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_core::credential::Token;
+use serde::Deserialize;
+
+/// The longest a token command may run.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One `[endpoint.auth]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The command and its arguments (no shell).
+    pub command: Vec<String>,
+    /// The header that carries the token (default `authorization`).
+    #[serde(default)]
+    pub header: Option<String>,
+    /// The scheme before the token (default `Bearer`; `""` sends the token alone).
+    #[serde(default)]
+    pub scheme: Option<String>,
+}
+
+impl AuthConfig {
+    /// The command given by `--auth-command`, for every endpoint.
+    pub fn shell(line: &str) -> AuthConfig {
+        AuthConfig {
+            command: vec!["sh".into(), "-c".into(), line.into()],
+            header: None,
+            scheme: None,
+        }
+    }
+
+    /// The endpoint's credential settings; the error names the bad key.
+    pub fn settings(
+        &self,
+        endpoint: &str,
+    ) -> Result<baton_core::credential::CredentialSettings, String> {
+        let mut s = baton_core::credential::CredentialSettings::default();
+        if self.command.is_empty() || self.command[0].is_empty() {
+            return Err(format!(
+                "[endpoint.auth] of {endpoint:?}: `command` must name a program"
+            ));
+        }
+        if let Some(h) = &self.header {
+            s.header = http::HeaderName::try_from(h.as_str()).map_err(|_| {
+                format!("[endpoint.auth] of {endpoint:?}: header {h:?} is not a header name")
+            })?;
+        }
+        if let Some(scheme) = &self.scheme {
+            s.scheme = (!scheme.is_empty()).then(|| scheme.clone());
+        }
+        s.validate()
+            .map_err(|e| format!("[endpoint.auth] of {endpoint:?}: {e}"))?;
+        Ok(s)
+    }
+}
+
+/// The commands per endpoint id: the CLI's token provider.
+#[derive(Debug, Clone, Default)]
+pub struct Commands(Arc<BTreeMap<String, Vec<String>>>);
+
+impl Commands {
+    /// The commands of these endpoints.
+    pub fn new(by_endpoint: BTreeMap<String, Vec<String>>) -> Self {
+        Commands(Arc::new(by_endpoint))
+    }
+
+    /// Whether any endpoint has one.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Runs `endpoint`'s command and reads its token.
+    pub fn token(&self, endpoint: &str) -> Result<Token, String> {
+        let argv = self
+            .0
+            .get(endpoint)
+            .ok_or_else(|| format!("endpoint {endpoint:?} has no token command"))?;
+        run(argv, endpoint)
+    }
+}
+
+/// Runs `argv` with `BATON_ENDPOINT` set; its stdout is the token.
+fn run(argv: &[String], endpoint: &str) -> Result<Token, String> {
+    let program = &argv[0];
+    let mut child = Command::new(program)
+        .args(&argv[1..])
+        .env("BATON_ENDPOINT", endpoint)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("token command {program:?} could not start: {e}"))?;
+    let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
+    // Read both pipes on their own threads, so a chatty command cannot block on a full one.
+    let read = |p: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(p) = p {
+                let _ = p.take(1 << 20).read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let stdout = read(out.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = read(err.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let until = Instant::now() + TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() >= until => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "token command {program:?} ran over {TIMEOUT:?} and was killed"
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => return Err(format!("token command {program:?}: {e}")),
+        }
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    if !status.success() {
+        let why = stderr.lines().next().unwrap_or("").trim();
+        return Err(format!(
+            "token command {program:?} failed ({status}){}",
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(": {why}")
+            }
+        ));
+    }
+    parse(&stdout).map_err(|e| format!("token command {program:?}: {e}"))
+}
+
+/// The token in a command's output: the trimmed text, or a JSON object with `token` and
+/// optional `expires_in` (seconds).
+pub fn parse(out: &str) -> Result<Token, String> {
+    #[derive(Deserialize)]
+    struct Json {
+        token: String,
+        #[serde(default)]
+        expires_in: Option<f64>,
+    }
+    let text = out.trim();
+    if text.is_empty() {
+        return Err("printed no token".into());
+    }
+    if !text.starts_with('{') {
+        if text.contains(['\n', '\r']) {
+            return Err("printed more than one line (print the token alone, or JSON)".into());
+        }
+        return Ok(Token::new(text));
+    }
+    let j: Json = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "its JSON output is not {{\"token\", \"expires_in\"}}: {}",
+            e.classify_message()
+        )
+    })?;
+    if j.token.is_empty() {
+        return Err("printed an empty token".into());
+    }
+    let token = Token::new(j.token);
+    match j.expires_in {
+        None => Ok(token),
+        Some(s) => Duration::try_from_secs_f64(s)
+            .map(|d| token.expires_in(d))
+            .map_err(|_| format!("expires_in {s} is not a number of seconds")),
+    }
+}
+
+trait Classify {
+    fn classify_message(&self) -> &'static str;
+}
+
+impl Classify for serde_json::Error {
+    /// The kind of JSON error, without its text (which could quote the token).
+    fn classify_message(&self) -> &'static str {
+        match self.classify() {
+            serde_json::error::Category::Io => "unreadable",
+            serde_json::error::Category::Syntax => "invalid JSON",
+            serde_json::error::Category::Data => "a field has the wrong type or is missing",
+            serde_json::error::Category::Eof => "the JSON ends early",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_and_json_output() {
+        assert_eq!(parse("abc\n").unwrap().secret().expose(), "abc");
+        let t = parse(r#"{"token": "xyz", "expires_in": 300}"#).unwrap();
+        assert_eq!(
+            (t.secret().expose(), t.valid_for()),
+            ("xyz", Some(Duration::from_secs(300)))
+        );
+        assert!(parse("").is_err());
+        assert!(parse("a\nb").is_err());
+        let e = parse(r#"{"token": 5, "secret": "sk_live_1"}"#).unwrap_err();
+        assert!(!e.contains("sk_live_1"), "{e}");
+    }
+
+    #[test]
+    fn a_command_gets_its_endpoint_and_its_failure_is_named_without_stdout() {
+        let c = Commands::new(BTreeMap::from([
+            (
+                "a".to_string(),
+                vec![
+                    "sh".into(),
+                    "-c".into(),
+                    "printf 'tok-%s' \"$BATON_ENDPOINT\"".into(),
+                ],
+            ),
+            (
+                "b".to_string(),
+                vec![
+                    "sh".into(),
+                    "-c".into(),
+                    "echo secret-out; echo 'vault sealed' >&2; exit 3".into(),
+                ],
+            ),
+        ]));
+        assert_eq!(c.token("a").unwrap().secret().expose(), "tok-a");
+        let e = c.token("b").unwrap_err();
+        assert!(
+            e.contains("vault sealed") && !e.contains("secret-out"),
+            "{e}"
+        );
+    }
+}
