@@ -196,6 +196,22 @@ impl BatonBuilder {
 
     fn shared(self) -> Result<Arc<Shared>, BuildError> {
         let policy = self.policy?;
+        // Credential slots need a token provider this crate does not run (yet): refused
+        // rather than sending the endpoint's requests without their token.
+        if let Some(e) = policy
+            .endpoints()
+            .iter()
+            .find(|e| e.credential_settings().is_some())
+        {
+            return Err(BuildError::Setting {
+                setting: "credential",
+                reason: format!(
+                    "endpoint {:?} has a credential slot; baton-tower runs no token provider: \
+                     put the token in an inner layer, or use baton-tokio",
+                    e.id()
+                ),
+            });
+        }
         let sleep = match self.sleep {
             Some(s) => s,
             None => default_sleep()?,

@@ -408,3 +408,15 @@ fn the_error_is_send_and_sync_for_any_sendable_body() {
     sync::<baton_tower::Error<std::cell::Cell<u8>>>();
     let _: fn(baton_tower::Error<Body>) -> baton_tower::BoxError = |e| Box::new(e);
 }
+
+#[test]
+fn a_credential_slot_is_refused_rather_than_sent_without_its_token() {
+    let policy = baton_core::Policy::builder().endpoint(
+        baton_core::Endpoint::new("a", "http://127.0.0.1:1/")
+            .credential(baton_core::credential::CredentialSettings::default()),
+    );
+    let Err(e) = baton_tower::BatonLayer::new(policy) else {
+        panic!("a credential slot was accepted")
+    };
+    assert!(e.to_string().contains("credential"), "{e}");
+}

@@ -201,3 +201,106 @@ fn smol_credentials() {
         })
     });
 }
+
+/// Everything a runtime renders as text during calls with refreshed tokens.
+type Texts = Arc<Mutex<Vec<String>>>;
+
+fn leak_policy(a: &AuthServer, texts: &Texts) -> PolicyBuilder {
+    let t = texts.clone();
+    Policy::builder()
+        .connect_timeout(Duration::from_millis(300))
+        .attempt_timeout(Duration::from_secs(2))
+        .endpoint(Endpoint::new("a", a.url()).credential(CredentialSettings::default()))
+        .on_event(move |e| t.lock().unwrap().push(format!("{e:?}")))
+}
+
+/// Refreshed tokens (a rotation, then a refusal that survives the refresh) never appear
+/// in `Debug` output, events, errors or reports.
+fn assert_no_token(runtime: &str, texts: &Texts) {
+    let texts = texts.lock().unwrap();
+    assert!(
+        texts.len() > 5,
+        "{runtime}: too little collected to mean anything"
+    );
+    for t in texts.iter() {
+        assert!(!t.contains("SECRETTOK"), "{runtime}: a token in {t}");
+    }
+}
+
+fn leak_tokens() -> (Tokens, AuthServer) {
+    let tokens = Tokens::default();
+    tokens.set("a", Ok("SECRETTOK1"));
+    (tokens, AuthServer::start("SECRETTOK1"))
+}
+
+#[test]
+fn blocking_never_shows_a_token() {
+    let texts = Texts::default();
+    let (tokens, a) = leak_tokens();
+    let t = tokens.clone();
+    let client = baton_blocking::Client::builder(leak_policy(&a, &texts))
+        .token_provider(move |e: &str| t.fetch(e))
+        .build()
+        .unwrap();
+    let push = |s: String| texts.lock().unwrap().push(s);
+    let ok = client.get("/").call().unwrap();
+    push(format!("{ok:?} {client:?}"));
+    a.accept("SECRETTOK3");
+    tokens.set("a", Ok("SECRETTOK2"));
+    let e = client.get("/").call();
+    push(format!("{e:?}"));
+    if let Ok(r) = &e {
+        push(format!("{:?}", baton_blocking::ResponseExt::report(r)));
+    }
+    assert_no_token("blocking", &texts);
+}
+
+#[test]
+fn async_std_never_shows_a_token() {
+    let texts = Texts::default();
+    let (tokens, a) = leak_tokens();
+    let client = async_client(leak_policy(&a, &texts), tokens.clone());
+    let push = |s: String| texts.lock().unwrap().push(s);
+    async_std::task::block_on(async {
+        let ok = client.get("/").send().await.unwrap();
+        push(format!("{ok:?} {:?} {client:?}", ok.report()));
+        a.accept("SECRETTOK3");
+        tokens.set("a", Ok("SECRETTOK2"));
+        match client.get("/").send().await {
+            Ok(r) => push(format!("{r:?} {:?}", r.report())),
+            Err(e) => push(format!("{e} {e:?} {:?}", e.report())),
+        }
+    });
+    assert_no_token("async-std", &texts);
+}
+
+#[test]
+fn tokio_never_shows_a_token() {
+    let texts = Texts::default();
+    let (tokens, a) = leak_tokens();
+    let t = tokens.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let push = |s: String| texts.lock().unwrap().push(s);
+    rt.block_on(async {
+        let client = baton_tokio::Client::builder(leak_policy(&a, &texts))
+            .token_provider(move |e: &str| {
+                let (t, e) = (t.clone(), e.to_owned());
+                async move {
+                    tokio::task::spawn_blocking(move || t.fetch(&e))
+                        .await
+                        .unwrap()
+                }
+            })
+            .build()
+            .unwrap();
+        let ok = client.get("/").send().await.unwrap();
+        push(format!("{ok:?} {:?} {client:?}", ok.report()));
+        a.accept("SECRETTOK3");
+        tokens.set("a", Ok("SECRETTOK2"));
+        match client.get("/").send().await {
+            Ok(r) => push(format!("{r:?} {:?}", r.report())),
+            Err(e) => push(format!("{e} {e:?} {:?}", e.report())),
+        }
+    });
+    assert_no_token("tokio", &texts);
+}

@@ -36,8 +36,11 @@
 //!
 //! - **What an answer means** ([`answer`]): 200 with `text/event-stream` opens; 204 ends
 //!   the stream for good (`Finished(Ok)`); 408, 429 and 5xx reconnect after `Retry-After`
-//!   or the backoff; any other status or content type is [`StreamError::Fatal`], as is a
-//!   401 until credentials exist to refresh.
+//!   or the backoff; any other status or content type is [`StreamError::Fatal`]. A 401
+//!   goes to credential refresh: an endpoint with a credential slot
+//!   ([`credential`](crate::credential)) refreshes its token and re-sends once inside the
+//!   connection's call, which fails over after a refusal of a fresh token; a 401 that
+//!   still ends the call (or one from an endpoint without a credential) is fatal.
 //! - **Where the next connection goes**: the same endpoint first, with `Last-Event-ID` when
 //!   the buffer is not empty, after the server's `retry:` or the jittered backoff,
 //!   whichever is longer; after [`StreamSettings::reconnects_per_endpoint`] connections in

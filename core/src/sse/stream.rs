@@ -237,7 +237,7 @@ pub enum Notice {
 #[non_exhaustive]
 pub enum StreamError {
     /// The answer cannot be a stream (another 4xx, a wrong content type, a 401 with no
-    /// credential to refresh).
+    /// credential, or one that survived its refresh).
     Fatal {
         /// The endpoint that answered.
         endpoint: EndpointId,
@@ -702,7 +702,8 @@ impl EventStream {
                 let executed = !self.not_processed.contains(status);
                 self.reconnect(Reason::Status(status), executed, wait, now)
             }
-            // No credential to refresh (yet): a refusal the stream cannot get past.
+            // The call already refreshed once (credential slots refresh inside it): a
+            // refusal the stream cannot get past.
             Answer::Refresh => self.finish(Err(StreamError::Fatal {
                 endpoint: self.endpoints[at].clone(),
                 reason: Fatal::Status(status),
