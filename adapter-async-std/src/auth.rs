@@ -16,17 +16,7 @@ use crate::Inner;
 
 /// The client's token provider: called with the endpoint id by the one call that
 /// refreshes that endpoint's slot.
-pub(crate) type TokenProvider = Arc<
-    dyn Fn(
-            &str,
-        ) -> std::pin::Pin<
-            Box<
-                dyn std::future::Future<Output = Result<baton_core::credential::Token, String>>
-                    + Send,
-            >,
-        > + Send
-        + Sync,
->;
+pub(crate) type TokenProvider = baton_core::credential::AsyncProvider;
 
 fn set(headers: &mut HeaderMap, slot: &Credential, lease: &Lease) {
     let s = slot.settings();

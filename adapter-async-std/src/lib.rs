@@ -471,10 +471,7 @@ impl ClientBuilder {
             std::future::Future<Output = Result<baton_core::credential::Token, E>> + Send + 'static,
         E: std::fmt::Display,
     {
-        self.tokens = Some(Arc::new(move |endpoint: &str| {
-            let fut = provider(endpoint);
-            Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
-        }));
+        self.tokens = Some(baton_core::credential::async_provider(provider));
         self
     }
 

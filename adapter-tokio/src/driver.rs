@@ -59,14 +59,7 @@ pub(crate) struct Shared {
 
 /// The client's token provider: called with the endpoint id by the one call that
 /// refreshes that endpoint's slot.
-pub(crate) type TokenProvider = Arc<
-    dyn Fn(
-            &str,
-        )
-            -> Pin<Box<dyn Future<Output = Result<baton_core::credential::Token, String>> + Send>>
-        + Send
-        + Sync,
->;
+pub(crate) type TokenProvider = baton_core::credential::AsyncProvider;
 
 /// The request body, as the driver keeps it.
 pub(crate) enum Body {

@@ -2,13 +2,9 @@
 //! the stream's state machine. Each connection is one call through the client (breakers,
 //! budget, permissions and retries of refused connections apply).
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
-use baton_core::sse::{
-    self, AsyncDriver, Chunk, Notice, Opened, StreamInput, StreamItem, StreamSettings,
-};
+use baton_core::sse::{self, AsyncDriver, Chunk, Opened, StreamInput, StreamSettings};
 use baton_core::CallOptions;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Uri, Version};
@@ -28,29 +24,32 @@ use crate::error::Error;
 /// ```
 pub type EventsError = sse::EventsError<Error>;
 
-/// A Server-Sent Events stream that resumes across the client's endpoints (SPEC 9), from
-/// [`RequestBuilder::events`](crate::RequestBuilder::events). Read it with
-/// [`next`](Self::next) or as a `futures_core::Stream`; it ends (`None`) after a 204, or
-/// after yielding its one error. Both are cancel-safe: dropping a `next()` that is under
-/// way (a `select!` that took another branch) keeps the connection and its progress for
-/// the next call.
-///
-/// ```no_run
-/// use baton_core::sse::{StreamItem, StreamSettings};
-/// # async fn demo(client: baton_tokio::Client) -> Result<(), baton_tokio::EventsError> {
-/// let settings = StreamSettings { shared_event_ids: true, ..StreamSettings::default() };
-/// let mut events = client.get("/v1/prices").events(settings);
-/// while let Some(item) = events.next().await {
-///     match item? {
-///         StreamItem::Event { endpoint, event } => println!("{endpoint}: {}", event.data),
-///         StreamItem::Restarted { endpoint } => println!("restarted on {endpoint}"),
-///         _ => {}
-///     }
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Debug)]
-pub struct EventStream(AsyncDriver<Reqwest>);
+baton_core::async_event_stream!(
+    /// A Server-Sent Events stream that resumes across the client's endpoints (SPEC 9), from
+    /// [`RequestBuilder::events`](crate::RequestBuilder::events). Read it with
+    /// [`next`](Self::next) or as a `futures_core::Stream`; it ends (`None`) after a 204, or
+    /// after yielding its one error. Both are cancel-safe: dropping a `next()` that is under
+    /// way (a `select!` that took another branch) keeps the connection and its progress for
+    /// the next call.
+    ///
+    /// ```no_run
+    /// use baton_core::sse::{StreamItem, StreamSettings};
+    /// # async fn demo(client: baton_tokio::Client) -> Result<(), baton_tokio::EventsError> {
+    /// let settings = StreamSettings { shared_event_ids: true, ..StreamSettings::default() };
+    /// let mut events = client.get("/v1/prices").events(settings);
+    /// while let Some(item) = events.next().await {
+    ///     match item? {
+    ///         StreamItem::Event { endpoint, event } => println!("{endpoint}: {}", event.data),
+    ///         StreamItem::Restarted { endpoint } => println!("restarted on {endpoint}"),
+    ///         _ => {}
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    EventStream,
+    Reqwest,
+    Error
+);
 
 /// The stream's request, sent again on every connection.
 pub(crate) struct Reqwest {
@@ -89,31 +88,6 @@ impl EventStream {
             invalid,
         };
         EventStream(AsyncDriver::new(machine, transport))
-    }
-
-    /// Also tells `f` of every connection opened and every reconnection (with its wait,
-    /// reason and whether it fails over). Set it before the first read.
-    pub fn on_notice(mut self, f: impl Fn(&Notice) + Send + Sync + 'static) -> Self {
-        self.0.on_notice(f);
-        self
-    }
-
-    /// Events delivered so far.
-    pub fn delivered(&self) -> u64 {
-        self.0.delivered()
-    }
-
-    /// The next event (or `Restarted`), an error once, or `None` when the stream is over.
-    pub async fn next(&mut self) -> Option<Result<StreamItem, EventsError>> {
-        self.0.next().await
-    }
-}
-
-impl futures_core::Stream for EventStream {
-    type Item = Result<StreamItem, EventsError>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.get_mut().0.poll_next(cx)
     }
 }
 

@@ -33,6 +33,12 @@ pub struct AuthConfig {
     /// The scheme before the token (default `Bearer`; `""` sends the token alone).
     #[serde(default)]
     pub scheme: Option<String>,
+    /// Refresh this long before the token expires (default 30 s).
+    #[serde(default, deserialize_with = "crate::config::opt_duration")]
+    pub refresh_margin: Option<Duration>,
+    /// A 403 invalidates and refreshes the token as a 401 does (default false).
+    #[serde(default)]
+    pub refresh_on_403: bool,
 }
 
 impl AuthConfig {
@@ -42,6 +48,8 @@ impl AuthConfig {
             command: vec!["sh".into(), "-c".into(), line.into()],
             header: None,
             scheme: None,
+            refresh_margin: None,
+            refresh_on_403: false,
         }
     }
 
@@ -64,6 +72,10 @@ impl AuthConfig {
         if let Some(scheme) = &self.scheme {
             s.scheme = (!scheme.is_empty()).then(|| scheme.clone());
         }
+        if let Some(m) = self.refresh_margin {
+            s.refresh_margin = m;
+        }
+        s.refresh_on_403 = self.refresh_on_403;
         s.validate()
             .map_err(|e| format!("[endpoint.auth] of {endpoint:?}: {e}"))?;
         Ok(s)

@@ -86,7 +86,9 @@ pub struct EndpointConfig {
     pub auth: Option<crate::auth::AuthConfig>,
 }
 
-fn opt_duration<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Duration>, D::Error> {
+pub(crate) fn opt_duration<'de, D: serde::Deserializer<'de>>(
+    de: D,
+) -> Result<Option<Duration>, D::Error> {
     #[derive(Deserialize)]
     struct Wrap(#[serde(with = "baton_core::serde_duration")] Duration);
     Ok(Option::<Wrap>::deserialize(de)?.map(|w| w.0))

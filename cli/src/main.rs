@@ -31,6 +31,15 @@
 //! 9 a fatal answer, 10 an unsafe stream interrupted, 11 an event too large, 23 stdout
 //! failed.
 //!
+//! Tokens (SPEC 9): an `[endpoint.auth]` table (`command` = an argument vector, optional
+//! `header` (default `authorization`), `scheme` (default `Bearer`, `""` for none),
+//! `refresh_margin`, `refresh_on_403`) or `--auth-command CMD` (run by `sh -c`, for every
+//! endpoint without its own table) gives the endpoint a credential slot. The command runs
+//! with the endpoint id in `BATON_ENDPOINT` and prints the token, or
+//! `{"token": "...", "expires_in": seconds}`; it runs once for all concurrent calls (before
+//! the first call, ahead of expiry, after a 401 of the current token), at most 30 s.
+//! Its stdout never appears in a message; a failure is named by its status and stderr.
+//!
 //! `check` explores the policy's calls (safe reads, writes, keyed writes; with and without
 //! a deadline; replayable and one-shot bodies) against fault scripts on the engine's
 //! simulator: every fault at every attempt position for short scripts, then seeded random

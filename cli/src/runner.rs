@@ -22,6 +22,23 @@ use crate::body::{Decoded, Limited, Stop};
 use crate::call::{CallResult, CallSpec, Failure, ResponseHead};
 use crate::config::ClientConfig;
 
+/// The request builder of `spec` on an async adapter (tokio and async-std take the same
+/// calls: options, `&str` headers, a body of bytes).
+macro_rules! async_request {
+    ($client:expr, $method:expr, $spec:expr) => {{
+        let mut rb = $client
+            .request($method, &$spec.path)
+            .options($spec.options());
+        for (k, v) in &$spec.headers {
+            rb = rb.header(k.as_str(), v.as_str());
+        }
+        if let Some(b) = &$spec.body {
+            rb = rb.body(b.clone());
+        }
+        rb
+    }};
+}
+
 enum Inner {
     Tokio {
         client: baton_tokio::Client,
@@ -194,14 +211,7 @@ async fn run_tokio(
     spec: &CallSpec,
     sink: &mut dyn BodySink,
 ) -> CallResult {
-    let mut rb = client.request(method, &spec.path).options(spec.options());
-    for (k, v) in &spec.headers {
-        rb = rb.header(k.as_str(), v.as_str());
-    }
-    if let Some(b) = &spec.body {
-        rb = rb.body(b.clone());
-    }
-    match rb.send().await {
+    match async_request!(client, method, spec).send().await {
         Ok(mut resp) => {
             let head = ResponseHead {
                 status: resp.status().as_u16(),
@@ -279,14 +289,7 @@ async fn run_async_std(
     spec: &CallSpec,
     sink: &mut dyn BodySink,
 ) -> CallResult {
-    let mut rb = client.request(method, &spec.path).options(spec.options());
-    for (k, v) in &spec.headers {
-        rb = rb.header(k.as_str(), v.as_str());
-    }
-    if let Some(b) = &spec.body {
-        rb = rb.body(b.clone());
-    }
-    match rb.send().await {
+    match async_request!(client, method, spec).send().await {
         Ok(mut resp) => {
             let head = ResponseHead {
                 status: resp.status().as_u16(),
@@ -363,13 +366,7 @@ impl Runner {
         };
         match &self.inner {
             Inner::Tokio { client, rt } => rt.block_on(async {
-                let mut rb = client.request(method, &spec.path).options(spec.options());
-                for (k, v) in &spec.headers {
-                    rb = rb.header(k.as_str(), v.as_str());
-                }
-                if let Some(b) = &spec.body {
-                    rb = rb.body(b.clone());
-                }
+                let rb = async_request!(client, method, spec);
                 let mut s = rb.events(settings).on_notice(notice);
                 loop {
                     if let Some(end) = consume(s.next().await, each) {
@@ -392,13 +389,7 @@ impl Runner {
                 }
             }
             Inner::AsyncStd(c) => async_std::task::block_on(async {
-                let mut rb = c.request(method, &spec.path).options(spec.options());
-                for (k, v) in &spec.headers {
-                    rb = rb.header(k.as_str(), v.as_str());
-                }
-                if let Some(b) = &spec.body {
-                    rb = rb.body(b.clone());
-                }
+                let rb = async_request!(c, method, spec);
                 let mut s = rb.events(settings).on_notice(notice);
                 loop {
                     if let Some(end) = consume(s.next().await, each) {

@@ -238,6 +238,36 @@ pub fn may_carry(endpoint: &http::Uri, target: &http::Uri) -> bool {
     crate::redirect::same_origin(endpoint, target)
 }
 
+/// An async adapter's token provider, boxed: called with the endpoint id, it gives the
+/// token or the provider's error text.
+pub type AsyncProvider = Arc<
+    dyn Fn(&str) -> std::pin::Pin<Box<dyn Future<Output = Result<Token, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Boxes an async token provider (the body of the async adapters' `token_provider`).
+///
+/// ```
+/// use baton_core::credential::{async_provider, Token};
+/// let p = async_provider(|endpoint: &str| {
+///     let t = format!("t-{endpoint}");
+///     async move { Ok::<_, std::io::Error>(Token::new(t)) }
+/// });
+/// # let _ = p;
+/// ```
+pub fn async_provider<F, Fut, E>(provider: F) -> AsyncProvider
+where
+    F: Fn(&str) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Token, E>> + Send + 'static,
+    E: fmt::Display,
+{
+    Arc::new(move |endpoint: &str| {
+        let fut = provider(endpoint);
+        Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
+    })
+}
+
 /// A token to send: its secret, its generation, and whether this lease refreshed it.
 #[derive(Debug, Clone)]
 pub struct Lease {

@@ -90,3 +90,53 @@ macro_rules! call_option_setters {
         }
     };
 }
+
+/// Expands to an async adapter's event-stream type: a newtype `$name` around
+/// [`AsyncDriver`](crate::sse::AsyncDriver)`<$transport>` with `on_notice`, `delivered`,
+/// `next`, and a `futures_core::Stream` impl (the adapter depends on `futures-core`).
+/// Written once here so the tokio and async-std streams are the same type in two idioms.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! async_event_stream {
+    ($(#[$doc:meta])* $name:ident, $transport:ty, $error:ty) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name($crate::sse::AsyncDriver<$transport>);
+
+        impl $name {
+            /// Also tells `f` of every connection opened and every reconnection (with its
+            /// wait, reason and whether it fails over). Set it before the first read.
+            pub fn on_notice(
+                mut self,
+                f: impl Fn(&$crate::sse::Notice) + Send + Sync + 'static,
+            ) -> Self {
+                self.0.on_notice(f);
+                self
+            }
+
+            /// Events delivered so far.
+            pub fn delivered(&self) -> u64 {
+                self.0.delivered()
+            }
+
+            /// The next event (or `Restarted`), an error once, or `None` when the stream
+            /// is over.
+            pub async fn next(
+                &mut self,
+            ) -> Option<Result<$crate::sse::StreamItem, $crate::sse::EventsError<$error>>> {
+                self.0.next().await
+            }
+        }
+
+        impl futures_core::Stream for $name {
+            type Item = Result<$crate::sse::StreamItem, $crate::sse::EventsError<$error>>;
+
+            fn poll_next(
+                self: ::std::pin::Pin<&mut Self>,
+                cx: &mut ::std::task::Context<'_>,
+            ) -> ::std::task::Poll<Option<Self::Item>> {
+                self.get_mut().0.poll_next(cx)
+            }
+        }
+    };
+}
