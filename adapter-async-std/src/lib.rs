@@ -125,7 +125,8 @@
 //!   HTTP/1.0 responses (why not surf/async-h1).
 //! - `async-io`: the reactor-registered TCP socket and timers shared by async-std and smol.
 //! - `blocking`: the thread pool for the OS resolver, so DNS never blocks an executor.
-//! - `futures-io`, `futures-core`: the runtime-neutral I/O and stream traits.
+//! - `futures-io`, `futures-core`: the runtime-neutral I/O and stream traits (also the
+//!   `Stream` of event streams).
 //! - `futures-rustls`, `webpki-roots`: TLS on futures-io streams, with Mozilla's roots.
 //! - `smallvec`: in-flight attempts stored inline (the healthy path allocates less).
 //! - `sync_wrapper`: keeps a streamed request body (which need not be `Sync`) from making

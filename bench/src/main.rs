@@ -14,7 +14,7 @@
 //!
 //! | # | scenario | contenders |
 //! |---|---|---|
-//! | 1 | healthy provider: calls/s, p50, p99 | baton-tokio vs the same `reqwest::Client` used directly (and under a bare tokio timeout, as a reference); baton-tower's layer vs the same hyper-util `Client` used directly |
+//! | 1 | healthy provider: calls/s, p50, p99 | baton-tokio vs the same `reqwest::Client` used directly (and under a bare tokio timeout, as a reference); baton-tower's layer vs the same hyper-util `Client` used directly; baton-blocking vs a stock `ureq::Agent` with the same timeouts (1 and 8 threads); baton-async-std vs a bare hyper connection polled in the task, on async-std and on smol (`runtimes.rs`; each raw client sends baton's request bytes, and a plain request beside it) |
 //! | 2 | black-holed primary, healthy backup, 200 ms attempt timeout | baton (1 task and 8 tasks), a hand-written "try A then B" loop, reqwest-retry (at the primary); references: plain reqwest to the backup, baton with a healthy primary |
 //! | 3 | total outage (3 endpoints answer 503): attempts per call | baton with and without budget, reqwest-retry (2 retries), tower retry (2 retries, `TpsBudget`) |
 //! | 4 | primary slow (1 s) for 10 % of calls | baton with and without hedging |
@@ -41,13 +41,18 @@
 //!   without spawning; `http`: method and status types for the engine-only scenario.
 //! - `baton-tower`, `hyper-util`, `http-body-util`, `bytes`: scenario 1's tower rows (the
 //!   layer in front of hyper-util's legacy client, and that client alone).
+//! - `baton-blocking`, `ureq`: scenario 1's blocking rows; `baton-async-std`, `async-std`,
+//!   `smol`, `async-io`, `hyper`, `smol-hyper`: its async-std and smol rows (a bare hyper
+//!   connection over async-io is the in-task baseline).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+mod bare;
 mod chart;
+mod runtimes;
 
 use baton_core::{
     Action, BodyKind, BreakerRule, Call, CallOptions, Endpoint, Engine, Head, Hedge, Input, Policy,
@@ -1206,6 +1211,10 @@ fn main() {
     if run(1) {
         eprintln!("scenario 1: healthy");
         rt.block_on(healthy(scale, &mut rows, &mut charts));
+        eprintln!("scenario 1: healthy, blocking");
+        runtimes::blocking(scale, &mut rows, &mut charts);
+        eprintln!("scenario 1: healthy, async-std and smol");
+        runtimes::async_std_and_smol(scale, &mut rows, &mut charts);
     }
     if run(2) {
         eprintln!("scenario 2: black-holed primary");

@@ -23,6 +23,13 @@ fn quick_run_prints_every_scenario_row() {
         ("1 healthy", "plain reqwest + 30 s tokio timeout"),
         ("1 healthy", "plain hyper-util Client"),
         ("1 healthy", "baton-tower over that hyper-util Client"),
+        ("1 healthy", "stock ureq Agent, same request bytes"),
+        ("1 healthy", "stock ureq Agent, plain request"),
+        ("1 healthy", "baton-blocking"),
+        ("1 healthy", "bare hyper on async-std, same request bytes"),
+        ("1 healthy", "baton-async-std on async-std"),
+        ("1 healthy", "bare hyper on smol, same request bytes"),
+        ("1 healthy", "baton-async-std on smol"),
         ("2 black-holed primary", "plain reqwest to the backup"),
         ("2 black-holed primary", "baton-tokio, healthy primary"),
         ("2 black-holed primary", "baton-tokio"),
@@ -54,8 +61,9 @@ fn quick_run_prints_every_scenario_row() {
         );
     }
     let table_rows = stdout.lines().filter(|l| l.starts_with("| ")).count();
-    // Header plus 27 rows (scenario 1 has two shapes).
-    assert_eq!(table_rows, 28, "{stdout}");
+    // Header plus 45 rows (scenario 1: 5 tokio and tower contenders and 3 per other
+    // runtime, at two shapes).
+    assert_eq!(table_rows, 46, "{stdout}");
     // A quick run draws its charts under target/ (a full run's are in docs/charts/).
     let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-charts");
     for name in [
@@ -68,5 +76,33 @@ fn quick_run_prints_every_scenario_row() {
             svg.starts_with("<svg") && (svg.contains("polyline") || svg.contains("<rect")),
             "{name}"
         );
+    }
+}
+
+#[test]
+fn allocation_counts_print_a_row_per_adapter() {
+    let out = Command::new(env!("CARGO_BIN_EXE_allocs"))
+        .arg("--quick")
+        .output()
+        .expect("run allocs --quick");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for adapter in [
+        "baton-tokio",
+        "baton-blocking",
+        "baton-async-std",
+        "baton-tower",
+    ] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {adapter} |")))
+            .unwrap_or_else(|| panic!("no row for {adapter}: {stdout}"));
+        let cols: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (baton, raw): (f64, f64) = (cols[3].parse().unwrap(), cols[4].parse().unwrap());
+        assert!(baton > 0.0 && raw > 0.0, "{row}");
     }
 }

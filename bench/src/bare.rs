@@ -1,0 +1,75 @@
+//! A bare hyper 1.x HTTP/1.1 connection over async-io (bridged by smol-hyper), its
+//! connection future polled in the calling task: the raw client the async-std and smol
+//! rows measure baton-async-std against (shared by the `bench` and `allocs` binaries).
+
+use std::future::Future;
+use std::net::{SocketAddr, TcpStream};
+use std::pin::Pin;
+
+use async_io::Async;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use smol_hyper::rt::FuturesIo;
+
+/// The request id the raw clients send: 26 characters, as baton's generated ones.
+pub const REQUEST_ID: &str = "01JD6Y8Z3W4X5V6T7S8R9Q0P1N";
+
+type Conn = hyper::client::conn::http1::Connection<FuturesIo<Async<TcpStream>>, Empty<Bytes>>;
+
+/// One bare hyper connection, its connection future polled in the calling task.
+pub struct Bare {
+    sender: hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    host: String,
+    conn: Option<Pin<Box<Conn>>>,
+}
+
+/// Runs `fut` while polling the connection future alongside.
+async fn driven<F: Future>(conn: &mut Option<Pin<Box<Conn>>>, fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        if let Some(c) = conn.as_mut() {
+            if c.as_mut().poll(cx).is_ready() {
+                *conn = None;
+            }
+        }
+        fut.as_mut().poll(cx)
+    })
+    .await
+}
+
+impl Bare {
+    /// Opens one connection to `addr`.
+    pub async fn connect(addr: SocketAddr) -> Bare {
+        let tcp = Async::<TcpStream>::connect(addr).await.expect("connect");
+        tcp.get_ref().set_nodelay(true).expect("nodelay");
+        let (sender, conn) = hyper::client::conn::http1::handshake(FuturesIo::new(tcp))
+            .await
+            .expect("handshake");
+        Bare {
+            sender,
+            host: addr.to_string(),
+            conn: Some(Box::pin(conn)),
+        }
+    }
+
+    /// One `GET /` (with the request id, or a plain one), its body read.
+    pub async fn call(&mut self, request_id: bool) -> bool {
+        let Bare { sender, host, conn } = self;
+        if driven(conn, sender.ready()).await.is_err() {
+            return false;
+        }
+        let mut req = http::Request::builder()
+            .uri("/")
+            .header("host", host.as_str());
+        if request_id {
+            req = req.header("x-request-id", REQUEST_ID);
+        }
+        let req = req.body(Empty::<Bytes>::new()).expect("request");
+        match driven(conn, sender.send_request(req)).await {
+            Ok(resp) => {
+                resp.status().is_success() && driven(conn, resp.into_body().collect()).await.is_ok()
+            }
+            Err(_) => false,
+        }
+    }
+}
