@@ -605,6 +605,10 @@ fn bad_settings_name_themselves() {
     };
     let e = EventStream::new(&policy, &Method::GET, bad, 1).unwrap_err();
     assert_eq!(e.setting, "reconnects_per_endpoint");
+    let mut bad = StreamSettings::default();
+    bad.backoff.initial = Duration::ZERO;
+    let e = EventStream::new(&policy, &Method::GET, bad, 1).unwrap_err();
+    assert_eq!(e.setting, "backoff.initial");
     let bad = StreamSettings {
         idle_timeout: Some(Duration::ZERO),
         ..StreamSettings::default()

@@ -113,6 +113,11 @@ impl StreamSettings {
             );
         }
         let b = &self.backoff;
+        if b.initial.is_zero() {
+            // A zero wait would reconnect in a hot loop to a server that closes every
+            // stream after one event.
+            return bad("backoff.initial", "must be longer than 0".into());
+        }
         if !(b.multiplier.is_finite() && b.multiplier >= 1.0) {
             return bad(
                 "backoff.multiplier",
