@@ -38,7 +38,14 @@ pub(crate) async fn run(
     let (Some(slot), Some(tokens), Some(ep)) = (slot, &inner.tokens, ep) else {
         return attempt::run(ctx, req).await;
     };
-    let lease = || slot.lease(Instant::now, || tokens(ep.id()));
+    // The provider gets the attempt's time; past it, a valid token, or nothing is sent.
+    let respond_by = ctx.start + ctx.timeout;
+    let lease = || {
+        let deadline = async move {
+            async_io::Timer::at(respond_by).await;
+        };
+        slot.lease_until(Instant::now, || tokens(ep.id()), deadline)
+    };
     let first = match lease().await {
         Ok(l) => l,
         Err(e) => {
@@ -53,7 +60,6 @@ pub(crate) async fn run(
         }
     };
     set(req.headers_mut(), slot, &first);
-    let respond_by = ctx.start + ctx.timeout;
     let again = AttemptCtx {
         start: ctx.start,
         ..ctx.clone()

@@ -305,6 +305,13 @@ impl<'a, T: Transport> Driver<'a, T> {
         // request was handed to a connection (SPEC 2.6). Only with baton's own reqwest
         // clients: a middleware stack may read or rebuild the body (signing), so its timer
         // expiries stay ambiguous.
+        // The copy for the one re-send after a credential refusal, before the body is
+        // wrapped (a wrapped body cannot be copied).
+        let spare = self
+            .shared
+            .engine
+            .credential(a.endpoint)
+            .and_then(|_| request.try_clone());
         let tracked = matches!(connect_timeout, Some(ct) if a.timeout <= ct);
         let written = tracked.then(|| {
             let (body, written) = crate::body::Tracked::wrap(request.body_mut().take());
@@ -320,13 +327,7 @@ impl<'a, T: Transport> Driver<'a, T> {
             written,
             at,
             redirects: None,
-            fut: Box::pin(send_by(
-                self.shared,
-                self.transport,
-                a.endpoint,
-                request,
-                at,
-            )),
+            fut: send_by(self.shared, self.transport, a.endpoint, request, spare, at),
         });
     }
 
@@ -392,13 +393,7 @@ impl<'a, T: Transport> Driver<'a, T> {
         if let Ok(Ok(r)) = &out {
             if r.status().is_redirection() {
                 if let Some(request) = next_hop(self.shared, req, call, &mut f, r) {
-                    f.fut = Box::pin(send_by(
-                        self.shared,
-                        self.transport,
-                        f.endpoint,
-                        request,
-                        f.at,
-                    ));
+                    f.fut = send_by(self.shared, self.transport, f.endpoint, request, None, f.at);
                     self.flights.push(f);
                     return;
                 }
@@ -509,67 +504,81 @@ impl<'a, T: Transport> Driver<'a, T> {
 }
 
 /// Sends one request of an attempt under the attempt's timer (with the endpoint's token,
-/// when it has a credential slot).
+/// when it has a credential slot; `spare` is a copy of the request for the one re-send
+/// after a refusal, taken before the body was wrapped for tracking).
 fn send_by<'a, T: Transport>(
     shared: &'a Shared,
     transport: &'a T,
     endpoint: usize,
     request: reqwest::Request,
+    spare: Option<reqwest::Request>,
     at: tokio::time::Instant,
-) -> tokio::time::Timeout<impl Future<Output = Result<reqwest::Response, SendError>> + Send + 'a> {
-    // Only an endpoint with a credential pays for the token's state (boxed, so the healthy
-    // path's flight stays the size of a plain send).
-    let send = match shared.engine.credential(endpoint) {
-        None => futures_util::future::Either::Left(transport.send(endpoint, request)),
-        Some(_) => futures_util::future::Either::Right(Box::pin(authorized(
-            shared, transport, endpoint, request,
-        ))),
-    };
-    tokio::time::timeout_at(at, send)
+) -> Flight<'a> {
+    // Only an endpoint with a credential pays for the token's state.
+    match shared.engine.credential(endpoint) {
+        None => Box::pin(tokio::time::timeout_at(
+            at,
+            transport.send(endpoint, request),
+        )),
+        Some(_) => Box::pin(authorized(shared, transport, endpoint, request, spare, at)),
+    }
 }
 
-/// Sends `request` with the endpoint's token (SPEC 9) when it has a credential slot and
-/// the request goes to the endpoint's own origin: a refusal (401, or 403 when configured)
-/// of the current token invalidates it, and a request that can be sent again is, once,
-/// with a refreshed token; a refusal right after a fresh token is the answer.
+type Timed = Result<Result<reqwest::Response, SendError>, tokio::time::error::Elapsed>;
+
+/// Sends `request` with the endpoint's token (SPEC 9) when the request goes to the
+/// endpoint's own origin. The provider gets the attempt's time (past it, a valid token is
+/// sent, or the attempt fails undelivered: nothing was sent); a refusal (401, or 403 when
+/// configured) of the current token invalidates it, and the spare copy is sent once with a
+/// refreshed token; a refusal right after a fresh token is the answer.
 async fn authorized<T: Transport>(
     shared: &Shared,
     transport: &T,
     endpoint: usize,
     mut request: reqwest::Request,
-) -> Result<reqwest::Response, SendError> {
+    spare: Option<reqwest::Request>,
+    at: tokio::time::Instant,
+) -> Timed {
     let policy = shared.engine.policy();
     let (Some(slot), Some(tokens), Some(ep)) = (
         shared.engine.credential(endpoint),
         &shared.tokens,
         policy.endpoints().get(endpoint),
     ) else {
-        return transport.send(endpoint, request).await;
+        return tokio::time::timeout_at(at, transport.send(endpoint, request)).await;
     };
     let target = request.url().as_str().parse().unwrap_or_default();
     if !baton_core::credential::may_carry(ep.uri(), &target) {
-        return transport.send(endpoint, request).await;
+        return tokio::time::timeout_at(at, transport.send(endpoint, request)).await;
     }
-    let lease = || slot.lease(Instant::now, || tokens(ep.id()));
-    let first = lease().await.map_err(|e| SendError::Other(Box::new(e)))?;
-    let again = request.try_clone();
+    let lease = || {
+        let deadline = tokio::time::sleep_until(at);
+        slot.lease_until(Instant::now, || tokens(ep.id()), deadline)
+    };
+    let first = match lease().await {
+        Ok(l) => l,
+        Err(e) => return Ok(Err(SendError::Other(Box::new(e)))),
+    };
     set_token(&mut request, slot, &first);
-    let response = transport.send(endpoint, request).await?;
+    let response = match tokio::time::timeout_at(at, transport.send(endpoint, request)).await {
+        Ok(Ok(r)) => r,
+        other => return other,
+    };
     if !slot.settings().is_refusal(response.status()) {
-        return Ok(response);
+        return Ok(Ok(response));
     }
     slot.rejected(first.generation());
-    let Some(mut again) = again.filter(|_| !first.fresh()) else {
-        return Ok(response);
+    let Some(mut again) = spare.filter(|_| !first.fresh()) else {
+        return Ok(Ok(response));
     };
     match lease().await {
         Ok(second) => {
             drop(response);
             set_token(&mut again, slot, &second);
-            transport.send(endpoint, again).await
+            tokio::time::timeout_at(at, transport.send(endpoint, again)).await
         }
         // No new token: the refusal is the answer.
-        Err(_) => Ok(response),
+        Err(_) => Ok(Ok(response)),
     }
 }
 

@@ -123,9 +123,8 @@
 //! - `bytes`, `http-body`, `http-body-util`: cheap body copies for replay and the opt-in
 //!   buffering of streaming bodies.
 //! - `smallvec`: the in-flight attempts and kept responses of a call, inline.
-//! - `futures-core`: the `Stream` trait of event streams; `futures-util`: `Either`, so a
-//!   send to an endpoint without a credential carries none of the token's state (both
-//!   already in reqwest's dependency tree).
+//! - `futures-core`: the `Stream` trait of event streams (already in reqwest's dependency
+//!   tree).
 //! - optional `serde`, `serde_json` (`json`), `reqwest-middleware` and `async-trait`
 //!   (`middleware`: the trait is declared with `async-trait`), `tracing` (`tracing`).
 

@@ -59,3 +59,65 @@ fn a_credential_without_a_provider_is_a_build_error() {
     let e = baton_tokio::Client::new(policy).unwrap_err();
     assert!(e.to_string().contains("token_provider"), "{e}");
 }
+
+#[tokio::test]
+async fn a_refusal_is_refreshed_and_resent_when_the_body_is_tracked_for_the_connect_phase() {
+    // An attempt timeout within the connect timeout: the adapter wraps the body to learn
+    // whether it was written; the re-send after a refusal uses a copy taken before that.
+    let a = AuthServer::start("t1");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c2 = calls.clone();
+    let policy = Policy::builder()
+        .connect_timeout(Duration::from_secs(2))
+        .attempt_timeout(Duration::from_secs(1))
+        .endpoint(Endpoint::new("a", a.url()).credential(CredentialSettings::default()));
+    let client = baton_tokio::Client::builder(policy)
+        .token_provider(move |_: &str| {
+            let n = c2.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, String>(Token::new(if n == 0 { "t1" } else { "t2" })) }
+        })
+        .build()
+        .unwrap();
+    assert_eq!(
+        client.post("/").body("{}").send().await.unwrap().status(),
+        200
+    );
+    a.accept("t2");
+    let resp = client.post("/").body("{}").send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.report().attempts.len(),
+        1,
+        "refreshed and re-sent within the attempt"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_provider_slower_than_the_attempt_fails_it_undelivered_so_a_post_fails_over() {
+    let a = AuthServer::start("ta");
+    let b = AuthServer::start("tb");
+    let policy = policy(&[("a", &a), ("b", &b)]).attempt_timeout(Duration::from_millis(400));
+    let client = baton_tokio::Client::builder(policy)
+        .token_provider(|endpoint: &str| {
+            let slow = endpoint == "a";
+            let token = format!("t{endpoint}");
+            async move {
+                if slow {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+                Ok::<_, String>(Token::new(token))
+            }
+        })
+        .build()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    // An unkeyed POST may fail over only while nothing may have executed.
+    let resp = client.post("/").body("{}").send().await.unwrap();
+    assert_eq!(resp.endpoint(), "b");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert!(a.seen().is_empty());
+    assert!(!resp.report().attempts[0]
+        .result
+        .may_have_executed(&Default::default()));
+}

@@ -292,8 +292,8 @@ pub struct EventsArgs {
     /// reconnects (seconds, or "250ms"; default: none).
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub idle_timeout: Option<Duration>,
-    /// Stop after N events, exit 0.
-    #[arg(long, value_name = "N")]
+    /// Stop after N events (at least 1), exit 0.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_events: Option<u64>,
     /// The endpoints share event ids (one feed behind several providers): `Last-Event-ID`
     /// goes along to another endpoint, and the stream resumes there instead of restarting.

@@ -21,7 +21,12 @@
 //! - **Failures are not cached**: a failed refresh keeps an unexpired token in use, backs
 //!   off ([`CredentialSettings::failure_backoff`]) before the provider is asked again, and
 //!   an attempt that has no usable token fails undelivered (nothing was sent), so the call
-//!   fails over where permitted.
+//!   fails over where permitted. A token no header can carry counts as a failed refresh.
+//! - **Time**: the async adapters give the provider at most the attempt's time; when it
+//!   runs out, a caller holding a valid token sends that one ([`Credential::valid`]), and
+//!   the timeout counts as a failed refresh ([`Credential::timed_out`]). baton-blocking
+//!   runs the provider on the calling thread and cannot interrupt it: a blocking provider
+//!   must bound its own time (the CLI's commands get 30 s).
 //!
 //! A token belongs to its endpoint and never reaches another; it never appears in `Debug`
 //! output, events, errors or reports ([`Secret`] shows `[redacted]`, and the header value
@@ -460,6 +465,14 @@ impl Credential {
         fallback: Option<Lease>,
         now: Instant,
     ) -> Result<Lease, Unavailable> {
+        // A token no header can carry is the provider's failure, not a token to send.
+        let got = got.and_then(|t| {
+            let probe = Lease { secret: t.secret.clone(), generation: 0, fresh: true };
+            match probe.header_value(&self.settings) {
+                Some(_) => Ok(t),
+                None => Err("the token provider returned a token no header can carry (a control character?)".into()),
+            }
+        });
         let mut s = self.lock();
         s.refreshing = false;
         s.version += 1;
@@ -491,12 +504,40 @@ impl Credential {
                 s.failures = s.failures.saturating_add(1);
                 s.retry_at = now.checked_add(wait);
                 s.last_error = Some(reason.clone());
-                fallback.ok_or(Unavailable {
+                // The old token only while it is still the slot's (a 401 may have
+                // invalidated it during the refresh).
+                let still = |f: &Lease| {
+                    s.current
+                        .as_ref()
+                        .is_some_and(|h| h.generation == f.generation && h.valid(now))
+                };
+                fallback.filter(still).ok_or(Unavailable {
                     reason,
                     retry_at: s.retry_at,
                 })
             }
         }
+    }
+
+    /// The current token when it has not expired (what a caller whose refresh ran out of
+    /// time sends instead).
+    pub fn valid(&self, now: Instant) -> Option<Lease> {
+        let s = self.lock();
+        s.current
+            .as_ref()
+            .filter(|h| h.valid(now))
+            .map(|h| h.lease(false))
+    }
+
+    /// The provider did not answer within the caller's time (its refresh future was
+    /// dropped): counted as a failed refresh, so the next callers back off instead of
+    /// each waiting as long again.
+    pub fn timed_out(&self, now: Instant) {
+        let mut s = self.lock();
+        let wait = self.settings.failure_backoff.delay(s.failures, &mut s.rng);
+        s.failures = s.failures.saturating_add(1);
+        s.retry_at = now.checked_add(wait);
+        s.last_error = Some("the token provider did not answer in time".into());
     }
 
     /// A credential refusal (401, or 403 when configured) of an attempt that sent
@@ -556,6 +597,45 @@ impl Credential {
                     std::mem::forget(guard);
                     return self.finish(got, fallback, now());
                 }
+            }
+        }
+    }
+
+    /// [`lease`](Self::lease) with a time limit: `deadline` is the adapter's timer (the
+    /// attempt's). When it fires first, the refresh is dropped and counted as failed
+    /// ([`timed_out`](Self::timed_out)), and the caller gets the still-valid token, or
+    /// [`Unavailable`] (nothing was sent).
+    pub async fn lease_until<F, Fut, D>(
+        &self,
+        now: impl Fn() -> Instant,
+        fetch: F,
+        deadline: D,
+    ) -> Result<Lease, Unavailable>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Token, String>>,
+        D: Future<Output = ()>,
+    {
+        let got = {
+            let mut lease = std::pin::pin!(self.lease(&now, fetch));
+            let mut deadline = std::pin::pin!(deadline);
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(r) = lease.as_mut().poll(cx) {
+                    return Poll::Ready(Some(r));
+                }
+                deadline.as_mut().poll(cx).map(|()| None)
+            })
+            .await
+        };
+        match got {
+            Some(r) => r,
+            None => {
+                let at = now();
+                self.timed_out(at);
+                self.valid(at).ok_or_else(|| Unavailable {
+                    reason: "the token provider did not answer within the attempt's time".into(),
+                    retry_at: self.lock().retry_at,
+                })
             }
         }
     }
@@ -685,6 +765,68 @@ mod tests {
         }));
         assert!(r.is_err());
         assert!(!slot.lock().refreshing);
+    }
+
+    #[test]
+    fn a_token_no_header_can_carry_is_a_failed_refresh() {
+        let slot = Credential::new(CredentialSettings::default(), 1);
+        let e = slot
+            .lease_blocking(Instant::now(), || Ok(Token::new("bad\u{1}token")))
+            .unwrap_err();
+        assert!(e.reason.contains("no header can carry"), "{e}");
+        assert!(!format!("{e:?}").contains("bad"), "{e:?}");
+    }
+
+    #[test]
+    fn a_failed_refresh_never_hands_back_a_token_invalidated_meanwhile() {
+        let settings = CredentialSettings {
+            margin_jitter: 0.0,
+            ..CredentialSettings::default()
+        };
+        let slot = Credential::new(settings, 1);
+        let t0 = Instant::now();
+        let first = slot.lease_blocking(t0, || token("t1", 10)).unwrap();
+        // Due for a refresh at once (10 s left, 30 s margin); while it runs, a 401 of t1
+        // arrives; then the refresh fails: t1 must not come back.
+        let got = slot.lease_blocking(t0, || {
+            assert!(slot.rejected(first.generation()));
+            Err("provider down".into())
+        });
+        assert!(got.is_err(), "{got:?}");
+    }
+
+    #[test]
+    fn a_provider_past_its_time_is_a_failed_refresh_and_a_valid_token_is_used() {
+        let slot = Credential::new(CredentialSettings::default(), 1);
+        let mut cx = Context::from_waker(Waker::noop());
+        // No token yet, and the provider never answers: past the deadline, nothing.
+        let lease = slot.lease_until(
+            Instant::now,
+            std::future::pending::<Result<Token, String>>,
+            std::future::ready(()),
+        );
+        let Poll::Ready(r) = std::pin::pin!(lease).poll(&mut cx) else {
+            panic!("pending")
+        };
+        let e = r.unwrap_err();
+        assert!(
+            e.reason.contains("did not answer") && e.retry_at.is_some(),
+            "{e:?}"
+        );
+        assert!(!slot.lock().refreshing, "the slot is free again");
+        // With a token held, the same timeout sends that token.
+        let slot = Credential::new(CredentialSettings::default(), 1);
+        slot.lease_blocking(Instant::now(), || token("t1", 10))
+            .unwrap();
+        let lease = slot.lease_until(
+            Instant::now,
+            std::future::pending::<Result<Token, String>>,
+            std::future::ready(()),
+        );
+        let Poll::Ready(r) = std::pin::pin!(lease).poll(&mut cx) else {
+            panic!("pending")
+        };
+        assert_eq!(r.unwrap().secret().expose(), "t1");
     }
 
     #[test]

@@ -467,9 +467,11 @@ pub fn reconnect_delay(server_retry: Option<Duration>, backoff: Duration) -> Dur
     server_retry.map_or(backoff, |r| r.max(backoff))
 }
 
-/// The `Last-Event-ID` a reconnection sends: the last event ID when it is not empty, to the
-/// same endpoint always, to another endpoint only when the policy says the endpoints share
-/// event ids (otherwise the consumer is told the stream restarted, and de-duplicates).
+/// The `Last-Event-ID` a reconnection sends: the last event ID when it is not empty (and a
+/// header can carry it: no control character), to the same endpoint always, to another
+/// endpoint only when the policy says the endpoints share event ids (otherwise the consumer
+/// is told the stream restarted, and de-duplicates). An ID no header can carry is not
+/// sent, and the stream counts as restarted.
 ///
 /// ```
 /// use baton_core::sse::last_event_id_for;
@@ -477,9 +479,11 @@ pub fn reconnect_delay(server_retry: Option<Duration>, backoff: Duration) -> Dur
 /// assert_eq!(last_event_id_for("41", false, false), None);
 /// assert_eq!(last_event_id_for("41", false, true), Some("41"));
 /// assert_eq!(last_event_id_for("", true, true), None);
+/// assert_eq!(last_event_id_for("4\u{1}1", true, true), None); // no header can carry it
 /// ```
 pub fn last_event_id_for(last_id: &str, same_endpoint: bool, shared_ids: bool) -> Option<&str> {
-    (!last_id.is_empty() && (same_endpoint || shared_ids)).then_some(last_id)
+    let sendable = http::HeaderValue::from_bytes(last_id.as_bytes()).is_ok();
+    (!last_id.is_empty() && sendable && (same_endpoint || shared_ids)).then_some(last_id)
 }
 
 #[cfg(test)]

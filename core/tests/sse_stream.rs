@@ -116,7 +116,8 @@ struct Run {
     connects: Vec<Connect>,
     /// (endpoint the id was sent to, the id).
     ids_sent: Vec<(usize, String)>,
-    /// A request re-sent after a connection that may have executed, with nothing to resume.
+    /// A request sent again without `Last-Event-ID` after it may have executed (at any
+    /// earlier connection): a blind re-send.
     blind_resends: usize,
     end: Option<Result<(), StreamError>>,
     waited: Duration,
@@ -132,12 +133,13 @@ fn run(n: usize, shared: bool, method: Method, faults: &[Fault]) -> Run {
     let mut run = Run::default();
     let mut conn = 0usize;
     let mut open: Option<(usize, Fault)> = None;
-    let mut executed_without_id = false;
+    // The request may have done its work at some point (a connection opened, or a 503).
+    let mut ran = false;
     let ok = event_stream_headers();
     for _ in 0..10_000 {
         match stream.poll(now) {
             StreamAction::Connect(c) => {
-                if executed_without_id && c.last_event_id.is_none() {
+                if ran && c.last_event_id.is_none() {
                     run.blind_resends += 1;
                 }
                 let first = c
@@ -180,7 +182,7 @@ fn run(n: usize, shared: bool, method: Method, faults: &[Fault]) -> Run {
                         },
                         now,
                     );
-                    executed_without_id = c.last_event_id.is_none();
+                    ran = true;
                     continue;
                 }
                 let from = resume_at(at, c.last_event_id.as_deref(), shared);
@@ -225,7 +227,7 @@ fn run(n: usize, shared: bool, method: Method, faults: &[Fault]) -> Run {
             }
             StreamAction::Read { idle_deadline } => {
                 let (_, fault) = open.take().expect("a read with a connection open");
-                executed_without_id = stream.last_event_id().is_empty();
+                ran = true;
                 match fault {
                     Fault::Silent(_) => {
                         now = idle_deadline.expect("the idle timeout is set");
@@ -617,4 +619,68 @@ fn bad_settings_name_themselves() {
         .unwrap_err()
         .to_string()
         .contains("idle_timeout"));
+}
+
+#[test]
+fn an_unsafe_stream_whose_endpoint_refuses_never_moves_to_another_without_its_id() {
+    let policy = policy(2);
+    let now = Instant::now();
+    let mut s = EventStream::new(&policy, &Method::POST, settings(false), 1).unwrap();
+    let ok = event_stream_headers();
+    answer_first(&mut s, StatusCode::OK, &ok, now);
+    s.handle(StreamInput::Bytes(b"id: a-5\ndata: x\n\n"), now);
+    s.handle(StreamInput::Broken, now);
+    // a refuses every resumption: the stream may only try a again, with its id, or stop.
+    let mut at = now;
+    loop {
+        match s.poll(at) {
+            StreamAction::Connect(c) => {
+                assert_eq!(c.prefer.as_deref(), Some("a"), "{c:?}");
+                assert_eq!(c.last_event_id.as_deref(), Some("a-5"));
+                s.handle(
+                    StreamInput::Failed {
+                        may_have_executed: false,
+                        retry_after: None,
+                    },
+                    at,
+                );
+            }
+            StreamAction::WaitUntil(t) => at = t,
+            StreamAction::Notice(_) | StreamAction::Deliver(_) => {}
+            StreamAction::Finished(r) => {
+                assert!(matches!(r, Err(StreamError::GaveUp { .. })), "{r:?}");
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn huge_waits_are_setting_errors_and_a_server_retry_is_capped() {
+    let policy = policy(1);
+    let bad = StreamSettings {
+        idle_timeout: Some(Duration::from_secs(u64::MAX / 4)),
+        ..StreamSettings::default()
+    };
+    assert_eq!(
+        EventStream::new(&policy, &Method::GET, bad, 1)
+            .unwrap_err()
+            .setting,
+        "idle_timeout"
+    );
+    let now = Instant::now();
+    let mut s = EventStream::new(&policy, &Method::GET, settings(true), 1).unwrap();
+    answer_first(&mut s, StatusCode::OK, &event_stream_headers(), now);
+    s.handle(
+        StreamInput::Bytes(b"retry: 99999999999999999999\n: hi\n"),
+        now,
+    );
+    s.handle(StreamInput::Ended, now);
+    let (at, _) = next_connect(&mut s, now);
+    assert!(
+        at - now <= StreamSettings::default().max_retry_after,
+        "{:?}",
+        at - now
+    );
 }

@@ -96,6 +96,9 @@ impl fmt::Display for StreamSettingError {
 
 impl std::error::Error for StreamSettingError {}
 
+/// The longest wait any stream setting may ask for (a day).
+const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+
 impl StreamSettings {
     /// Checks every setting.
     pub fn validate(&self) -> Result<(), StreamSettingError> {
@@ -111,6 +114,18 @@ impl StreamSettings {
                 "idle_timeout",
                 "must be longer than 0 (leave it unset for none)".into(),
             );
+        }
+        for (setting, d) in [
+            ("idle_timeout", self.idle_timeout.unwrap_or_default()),
+            ("backoff.max", self.backoff.max),
+            ("max_retry_after", self.max_retry_after),
+        ] {
+            if d > MAX_WAIT {
+                return bad(
+                    setting,
+                    format!("{d:?} is over the {MAX_WAIT:?} a stream waits at most"),
+                );
+            }
         }
         let b = &self.backoff;
         if b.initial.is_zero() {
@@ -566,6 +581,10 @@ pub struct EventStream {
     on_target: u32,
     /// Reconnections in a row without an event.
     failures: u32,
+    /// The stream's request may have done its work at some point (a connection opened,
+    /// or one failed after it may have been processed): from then on a stream whose
+    /// method is not safe goes on only as a resumption.
+    ran: bool,
     delivered: u64,
     last_byte: Instant,
     rng: Rng,
@@ -598,6 +617,7 @@ impl EventStream {
             sent: None,
             on_target: 0,
             failures: 0,
+            ran: false,
             delivered: 0,
             last_byte: Instant::now(),
             rng: Rng::new(seed),
@@ -633,7 +653,10 @@ impl EventStream {
             Phase::Waiting(until) => StreamAction::WaitUntil(*until),
             Phase::Connecting => StreamAction::AwaitAnswer,
             Phase::Open => StreamAction::Read {
-                idle_deadline: self.settings.idle_timeout.map(|t| self.last_byte + t),
+                idle_deadline: self
+                    .settings
+                    .idle_timeout
+                    .and_then(|t| self.last_byte.checked_add(t)),
             },
             Phase::Done(r) => StreamAction::Finished(r.clone()),
         }
@@ -742,6 +765,7 @@ impl EventStream {
         }
         self.note_target(at);
         self.endpoint = Some(at);
+        self.ran = true;
         self.last_byte = now;
         self.phase = Phase::Open;
         self.out.push_front(StreamAction::Notice(Notice::Opened {
@@ -803,9 +827,10 @@ impl EventStream {
                 reason,
             }));
         }
+        self.ran |= executed;
         let too_long = retry_after.is_some_and(|d| d > self.settings.max_retry_after);
-        let next = self.next_target(too_long, executed);
-        if !self.safe && executed && !self.resumable(next) {
+        let next = self.next_target(too_long);
+        if !self.safe && self.ran && !self.resumable(next) {
             return self.finish(Err(StreamError::Interrupted {
                 endpoint: self.endpoint.map(|e| self.endpoints[e].clone()),
                 delivered: self.delivered,
@@ -821,11 +846,17 @@ impl EventStream {
             .settings
             .backoff
             .delay(self.failures - 1, &mut self.rng);
-        let mut after = reconnect_delay(self.parser.retry(), backoff);
+        // The server's `retry:` is capped like a `Retry-After`: one line cannot stall the
+        // stream for ever.
+        let server = self
+            .parser
+            .retry()
+            .map(|r| r.min(self.settings.max_retry_after));
+        let mut after = reconnect_delay(server, backoff);
         if let Some(ra) = retry_after.filter(|_| !too_long || self.endpoints.len() == 1) {
             after = after.max(ra.min(self.settings.max_retry_after));
         }
-        self.phase = Phase::Waiting(now + after);
+        self.phase = Phase::Waiting(now.checked_add(after).unwrap_or(now));
         self.out
             .push_back(StreamAction::Notice(Notice::Reconnecting {
                 from: self.endpoint.map(|e| self.endpoints[e].clone()),
@@ -840,10 +871,10 @@ impl EventStream {
     /// connections in a row brought no event (or its `Retry-After` is too long), then the
     /// next in the policy's order. A stream whose method is not safe stays where it can
     /// resume.
-    fn next_target(&self, too_long: bool, executed: bool) -> Option<usize> {
+    fn next_target(&self, too_long: bool) -> Option<usize> {
         let cur = self.target?;
         let stay = self.on_target < self.settings.reconnects_per_endpoint && !too_long;
-        let pinned = !self.safe && executed && !self.settings.shared_event_ids;
+        let pinned = !self.safe && self.ran && !self.settings.shared_event_ids;
         if stay || pinned || self.endpoints.len() == 1 {
             Some(cur)
         } else {
