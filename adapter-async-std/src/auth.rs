@@ -68,11 +68,9 @@ pub(crate) async fn run(
     let AttemptEnd::Response(ex) = &end else {
         return end;
     };
-    if !slot.settings().is_refusal(ex.head.status) {
-        return end;
-    }
-    slot.rejected(first.generation());
-    let Some(mut spare) = spare.filter(|_| !first.fresh()) else {
+    // Called whatever the spare: a refusal invalidates the token either way.
+    let resend = slot.answered(&first, ex.head.status);
+    let Some(mut spare) = spare.filter(|_| resend) else {
         return end;
     };
     let Ok(second) = lease().await else {

@@ -153,4 +153,12 @@ impl sse::Transport for Hyper {
     async fn sleep_until(at: Instant) {
         async_io::Timer::at(at).await;
     }
+
+    fn now() -> Instant {
+        Instant::now()
+    }
+
+    fn wall() -> std::time::SystemTime {
+        std::time::SystemTime::now()
+    }
 }

@@ -297,7 +297,7 @@ fn send_one(
     if !baton_core::credential::may_carry(ep.uri(), &target) {
         return send_plain(inner, call, attempt, body, method, target, headers, first);
     }
-    let lease = || slot.lease_blocking(Instant::now(), || tokens(ep.id()));
+    let lease = || block_on(slot.lease(Instant::now, || std::future::ready(tokens(ep.id()))));
     let unavailable = |e: baton_core::credential::Unavailable| {
         let outcome = AttemptOutcome::Failure(FailureClass::Undelivered);
         Sent::Failed(outcome, Some(ureq::Error::Other(Box::new(e))))
@@ -324,15 +324,11 @@ fn send_one(
     let Sent::Response(resp) = &sent else {
         return sent;
     };
-    if !settings.is_refusal(resp.status()) {
-        return sent;
-    }
-    slot.rejected(token.generation());
     let replayable = matches!(
         body,
         SendData::Empty | SendData::Bytes(_) | SendData::Factory(..)
     );
-    if token.fresh() || !replayable {
+    if !(slot.answered(&token, resp.status()) && replayable) {
         return sent;
     }
     let Ok(token) = lease() else { return sent };
@@ -342,6 +338,26 @@ fn send_one(
         headers.insert(settings.header.clone(), v);
     }
     send_plain(inner, call, attempt, body, method, target, headers, false)
+}
+
+/// Runs `fut` on the calling thread, parking it while the future waits: only a token
+/// lease waits, for the refresh another call is running (single flight).
+fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

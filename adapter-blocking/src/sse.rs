@@ -171,6 +171,18 @@ impl BlockingTransport for Ureq<'_> {
             Err(_) => Chunk::Broken,
         }
     }
+
+    fn sleep_until(at: Instant) {
+        std::thread::sleep(at.saturating_duration_since(Instant::now()));
+    }
+
+    fn now() -> Instant {
+        Instant::now()
+    }
+
+    fn wall() -> std::time::SystemTime {
+        std::time::SystemTime::now()
+    }
 }
 
 impl Iterator for EventStream<'_> {

@@ -564,11 +564,9 @@ async fn authorized<T: Transport>(
         Ok(Ok(r)) => r,
         other => return other,
     };
-    if !slot.settings().is_refusal(response.status()) {
-        return Ok(Ok(response));
-    }
-    slot.rejected(first.generation());
-    let Some(mut again) = spare.filter(|_| !first.fresh()) else {
+    // Called whatever the spare: a refusal invalidates the token either way.
+    let resend = slot.answered(&first, response.status());
+    let Some(mut again) = spare.filter(|_| resend) else {
         return Ok(Ok(response));
     };
     match lease().await {

@@ -143,4 +143,12 @@ impl sse::Transport for Reqwest {
     async fn sleep_until(at: Instant) {
         tokio::time::sleep_until(at.into()).await;
     }
+
+    fn now() -> Instant {
+        Instant::now()
+    }
+
+    fn wall() -> std::time::SystemTime {
+        std::time::SystemTime::now()
+    }
 }

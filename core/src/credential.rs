@@ -32,27 +32,41 @@
 //! output, events, errors or reports ([`Secret`] shows `[redacted]`, and the header value
 //! it makes is marked sensitive).
 //!
-//! The slot is sans I/O: [`Credential::lease`] (async) and
-//! [`Credential::lease_blocking`] run the provider the adapter hands them and wait for a
-//! refresh under way with a waker, never a timer.
+//! The slot is sans I/O: [`Credential::lease`] is a future that runs the provider the
+//! adapter hands it and waits for a refresh under way with a waker, never a timer; the
+//! async adapters await it, baton-blocking drives it on the calling thread (parking while
+//! another call refreshes). Core reads no clock: the adapter passes it.
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use baton_core::credential::{Credential, CredentialSettings, Token};
+//! use baton_core::credential::{Credential, CredentialSettings, Lease, Token, Unavailable};
+//! # // Every lease below finishes at once (no refresh under way): one poll drives it.
+//! # fn now_or_never<F: std::future::Future>(f: F) -> F::Output {
+//! #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+//! #     match std::future::Future::poll(std::pin::pin!(f), &mut cx) {
+//! #         std::task::Poll::Ready(v) => v,
+//! #         std::task::Poll::Pending => unreachable!(),
+//! #     }
+//! # }
 //! let slot = Credential::new(CredentialSettings::default(), 7);
 //! let now = Instant::now();
-//! let lease = slot.lease_blocking(now, || Ok(Token::new("t1").expires_in(Duration::from_secs(3600)))).unwrap();
-//! assert_eq!(lease.secret().expose(), "t1");
-//! assert!(lease.fresh());
+//! let lease = |t: Option<&'static str>| -> Result<Lease, Unavailable> {
+//!     now_or_never(slot.lease(|| now, || async move {
+//!         Ok(Token::new(t.expect("no refresh needed")).expires_in(Duration::from_secs(3600)))
+//!     }))
+//! };
+//! let first = lease(Some("t1")).unwrap();
+//! assert_eq!(first.secret().expose(), "t1");
+//! assert!(first.fresh());
 //! // A second call uses the same token: the provider is not asked again.
-//! let again = slot.lease_blocking(now, || panic!("no refresh needed")).unwrap();
-//! assert_eq!(again.generation(), lease.generation());
+//! let again = lease(None).unwrap();
+//! assert_eq!(again.generation(), first.generation());
 //! assert!(!again.fresh());
 //! // A 401 of that generation invalidates it; the next lease refreshes.
-//! assert!(slot.rejected(lease.generation()));
-//! let next = slot.lease_blocking(now, || Ok(Token::new("t2"))).unwrap();
+//! assert!(slot.rejected(first.generation()));
+//! let next = lease(Some("t2")).unwrap();
 //! assert_eq!(next.secret().expose(), "t2");
-//! assert!(!slot.rejected(lease.generation()), "an old generation's 401 changes nothing");
+//! assert!(!slot.rejected(first.generation()), "an old generation's 401 changes nothing");
 //! ```
 
 use std::fmt;
@@ -519,6 +533,40 @@ impl Credential {
         }
     }
 
+    /// What an answer with `status` to a request that carried `lease` means for the slot,
+    /// and whether that request may be sent once more with a new token: a refusal (401,
+    /// or 403 when configured) invalidates the token when it is still the slot's, and only
+    /// a refusal of a token that was not fresh earns the one re-send (a fresh token's
+    /// refusal is the endpoint's failure).
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use baton_core::credential::{Credential, CredentialSettings, Token};
+    /// # fn now_or_never<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    /// #     match std::future::Future::poll(std::pin::pin!(f), &mut cx) {
+    /// #         std::task::Poll::Ready(v) => v,
+    /// #         std::task::Poll::Pending => unreachable!(),
+    /// #     }
+    /// # }
+    /// let slot = Credential::new(CredentialSettings::default(), 1);
+    /// let lease = |t: &'static str| now_or_never(slot.lease(Instant::now, || async move { Ok(Token::new(t)) }));
+    /// let fresh = lease("t1").unwrap();
+    /// assert!(!slot.answered(&fresh, http::StatusCode::UNAUTHORIZED), "fresh: no re-send");
+    /// lease("t2").unwrap(); // the refresh after that refusal
+    /// let held = lease("unused").unwrap(); // t2, held: not fresh
+    /// assert!(!held.fresh());
+    /// assert!(!slot.answered(&held, http::StatusCode::OK));
+    /// assert!(slot.answered(&held, http::StatusCode::UNAUTHORIZED), "a held token's refusal: re-send once");
+    /// ```
+    pub fn answered(&self, lease: &Lease, status: http::StatusCode) -> bool {
+        if !self.settings.is_refusal(status) {
+            return false;
+        }
+        self.rejected(lease.generation());
+        !lease.fresh()
+    }
+
     /// The current token when it has not expired (what a caller whose refresh ran out of
     /// time sends instead).
     pub fn valid(&self, now: Instant) -> Option<Lease> {
@@ -639,39 +687,6 @@ impl Credential {
             }
         }
     }
-
-    /// [`lease`](Self::lease) on the calling thread: waiting parks the thread until the
-    /// refresh under way ends.
-    pub fn lease_blocking(
-        &self,
-        now: Instant,
-        fetch: impl FnOnce() -> Result<Token, String>,
-    ) -> Result<Lease, Unavailable> {
-        let mut fetch = Some(fetch);
-        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-        let mut cx = Context::from_waker(&waker);
-        let clock = || Instant::now().max(now);
-        loop {
-            match self.begin(clock()) {
-                Begin::Use(lease) => return Ok(lease),
-                Begin::Unavailable(u) => return Err(u),
-                Begin::Wait(version) => {
-                    while self.poll_changed(version, &mut cx).is_pending() {
-                        std::thread::park();
-                    }
-                }
-                Begin::Refresh(fallback) => {
-                    let guard = Abandon(self);
-                    let got = match fetch.take() {
-                        Some(f) => f(),
-                        None => Err("the token provider was already asked".into()),
-                    };
-                    std::mem::forget(guard);
-                    return self.finish(got, fallback, clock());
-                }
-            }
-        }
-    }
 }
 
 /// A refresh whose caller went away (a dropped future, a panicking provider): the slot is
@@ -690,21 +705,32 @@ impl Drop for Abandon<'_> {
     }
 }
 
-struct Unpark(std::thread::Thread);
-
-impl std::task::Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Drives `lease` on this thread (as baton-blocking does), parking while it waits.
+    fn lease_blocking(
+        slot: &Credential,
+        now: impl Fn() -> Instant,
+        fetch: impl FnOnce() -> Result<Token, String>,
+    ) -> Result<Lease, Unavailable> {
+        struct Unpark(std::thread::Thread);
+        impl std::task::Wake for Unpark {
+            fn wake(self: Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut fut = std::pin::pin!(slot.lease(now, || std::future::ready(fetch())));
+        loop {
+            if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
+                return r;
+            }
+            std::thread::park();
+        }
+    }
 
     fn token(s: &str, secs: u64) -> Result<Token, String> {
         Ok(Token::new(s).expires_in(Duration::from_secs(secs)))
@@ -720,17 +746,13 @@ mod tests {
             1,
         );
         let t0 = Instant::now();
-        let first = slot.lease_blocking(t0, || token("t1", 100)).unwrap();
+        let first = lease_blocking(&slot, || t0, || token("t1", 100)).unwrap();
         // 80 s later: 20 s left, inside the 30 s margin: refresh; it fails, t1 is kept.
         let t1 = t0 + Duration::from_secs(80);
-        let kept = slot
-            .lease_blocking(t1, || Err("provider down".into()))
-            .unwrap();
+        let kept = lease_blocking(&slot, || t1, || Err("provider down".into())).unwrap();
         assert_eq!(kept.generation(), first.generation());
         // Backing off: the provider is not asked again at once.
-        let kept = slot
-            .lease_blocking(t1, || panic!("asked during the backoff"))
-            .unwrap();
+        let kept = lease_blocking(&slot, || t1, || panic!("asked during the backoff")).unwrap();
         assert_eq!(kept.secret().expose(), "t1");
     }
 
@@ -738,18 +760,16 @@ mod tests {
     fn an_expired_token_is_never_used_and_a_failure_is_not_cached_for_ever() {
         let slot = Credential::new(CredentialSettings::default(), 1);
         let t0 = Instant::now();
-        slot.lease_blocking(t0, || token("t1", 1)).unwrap();
+        lease_blocking(&slot, || t0, || token("t1", 1)).unwrap();
         std::thread::sleep(Duration::from_millis(1100));
-        let e = slot
-            .lease_blocking(Instant::now(), || Err("boom".into()))
-            .unwrap_err();
+        let e = lease_blocking(&slot, Instant::now, || Err("boom".into())).unwrap_err();
         assert!(e.reason.contains("boom"));
         assert!(!format!("{e:?}").contains("t1"));
         // After the backoff the provider is asked again.
         let later = e.retry_at.unwrap() + Duration::from_millis(1);
         std::thread::sleep(later.saturating_duration_since(Instant::now()));
         assert_eq!(
-            slot.lease_blocking(later, || token("t2", 60))
+            lease_blocking(&slot, || later, || token("t2", 60))
                 .unwrap()
                 .secret()
                 .expose(),
@@ -761,7 +781,7 @@ mod tests {
     fn an_abandoned_refresh_frees_the_slot() {
         let slot = Credential::new(CredentialSettings::default(), 1);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            slot.lease_blocking(Instant::now(), || panic!("provider panicked"))
+            lease_blocking(&slot, Instant::now, || panic!("provider panicked"))
         }));
         assert!(r.is_err());
         assert!(!slot.lock().refreshing);
@@ -770,9 +790,8 @@ mod tests {
     #[test]
     fn a_token_no_header_can_carry_is_a_failed_refresh() {
         let slot = Credential::new(CredentialSettings::default(), 1);
-        let e = slot
-            .lease_blocking(Instant::now(), || Ok(Token::new("bad\u{1}token")))
-            .unwrap_err();
+        let e =
+            lease_blocking(&slot, Instant::now, || Ok(Token::new("bad\u{1}token"))).unwrap_err();
         assert!(e.reason.contains("no header can carry"), "{e}");
         assert!(!format!("{e:?}").contains("bad"), "{e:?}");
     }
@@ -785,13 +804,17 @@ mod tests {
         };
         let slot = Credential::new(settings, 1);
         let t0 = Instant::now();
-        let first = slot.lease_blocking(t0, || token("t1", 10)).unwrap();
+        let first = lease_blocking(&slot, || t0, || token("t1", 10)).unwrap();
         // Due for a refresh at once (10 s left, 30 s margin); while it runs, a 401 of t1
         // arrives; then the refresh fails: t1 must not come back.
-        let got = slot.lease_blocking(t0, || {
-            assert!(slot.rejected(first.generation()));
-            Err("provider down".into())
-        });
+        let got = lease_blocking(
+            &slot,
+            || t0,
+            || {
+                assert!(slot.rejected(first.generation()));
+                Err("provider down".into())
+            },
+        );
         assert!(got.is_err(), "{got:?}");
     }
 
@@ -816,8 +839,7 @@ mod tests {
         assert!(!slot.lock().refreshing, "the slot is free again");
         // With a token held, the same timeout sends that token.
         let slot = Credential::new(CredentialSettings::default(), 1);
-        slot.lease_blocking(Instant::now(), || token("t1", 10))
-            .unwrap();
+        lease_blocking(&slot, Instant::now, || token("t1", 10)).unwrap();
         let lease = slot.lease_until(
             Instant::now,
             std::future::pending::<Result<Token, String>>,

@@ -67,6 +67,10 @@ pub trait Transport: Send + 'static {
     ) -> impl Future<Output = Chunk<Self::Chunk>> + Send;
     /// Waits until `at`.
     fn sleep_until(at: Instant) -> impl Future<Output = ()> + Send;
+    /// The monotonic clock the stream's deadlines are read against (core reads none).
+    fn now() -> Instant;
+    /// The wall clock, for a `Retry-After` given as a date.
+    fn wall() -> SystemTime;
 }
 
 /// A blocking adapter's I/O for event streams.
@@ -79,6 +83,12 @@ pub trait BlockingTransport {
     fn open(&mut self, connect: Connect) -> Opened<Self::Body, Self::Error>;
     /// Reads into `buf` (`Ok(0)` at the end), giving up at `idle`.
     fn read(body: &mut Self::Body, buf: &mut [u8], idle: Option<Instant>) -> Chunk<usize>;
+    /// Blocks the calling thread until `at`.
+    fn sleep_until(at: Instant);
+    /// The monotonic clock the stream's deadlines are read against (core reads none).
+    fn now() -> Instant;
+    /// The wall clock, for a `Retry-After` given as a date.
+    fn wall() -> SystemTime;
 }
 
 type OnNotice = Arc<dyn Fn(&Notice) + Send + Sync>;
@@ -188,12 +198,13 @@ fn next_action<B, E>(
     machine: &mut Result<EventStream, Option<EventsError<E>>>,
     body: &mut Option<B>,
     on_notice: Option<&OnNotice>,
+    now: Instant,
 ) -> Next<E> {
     let m = match machine {
         Ok(m) => m,
         Err(e) => return Next::Return(e.take().map(Err)),
     };
-    let action = m.poll(Instant::now());
+    let action = m.poll(now);
     if matches!(
         action,
         StreamAction::Connect(_) | StreamAction::WaitUntil(_) | StreamAction::Finished(_)
@@ -225,9 +236,9 @@ fn opened<B, E>(
     machine: &mut Result<EventStream, Option<EventsError<E>>>,
     body: &mut Option<B>,
     o: Opened<B, E>,
+    (now, wall): (Instant, SystemTime),
 ) {
     let Ok(m) = machine else { return };
-    let now = Instant::now();
     match o {
         Opened::Answer {
             endpoint,
@@ -235,13 +246,12 @@ fn opened<B, E>(
             headers,
             body: b,
         } => {
-            let wall = Some(SystemTime::now());
             m.handle(
                 StreamInput::Answered {
                     endpoint: &endpoint,
                     status,
                     headers: &headers,
-                    wall,
+                    wall: Some(wall),
                 },
                 now,
             );
@@ -256,6 +266,7 @@ fn opened<B, E>(
 fn chunk<E, C: AsRef<[u8]>>(
     machine: &mut Result<EventStream, Option<EventsError<E>>>,
     c: Chunk<C>,
+    now: Instant,
 ) {
     let Ok(m) = machine else { return };
     let input = match &c {
@@ -264,16 +275,22 @@ fn chunk<E, C: AsRef<[u8]>>(
         Chunk::Broken => StreamInput::Broken,
         Chunk::Idle => StreamInput::Idle,
     };
-    m.handle(input, Instant::now());
+    m.handle(input, now);
 }
 
 impl<T: Transport> Running<T> {
     async fn next(&mut self) -> Item<T::Error> {
         loop {
-            match next_action(&mut self.machine, &mut self.body, self.on_notice.as_ref()) {
+            let now = T::now();
+            match next_action(
+                &mut self.machine,
+                &mut self.body,
+                self.on_notice.as_ref(),
+                now,
+            ) {
                 Next::Connect(c) => {
                     let o = self.transport.open(c).await;
-                    opened(&mut self.machine, &mut self.body, o);
+                    opened(&mut self.machine, &mut self.body, o, (T::now(), T::wall()));
                 }
                 Next::Sleep(t) => T::sleep_until(t).await,
                 Next::Read(idle) => {
@@ -281,7 +298,7 @@ impl<T: Transport> Running<T> {
                         Some(b) => T::read(b, idle).await,
                         None => Chunk::Broken,
                     };
-                    chunk(&mut self.machine, c);
+                    chunk(&mut self.machine, c, T::now());
                 }
                 Next::Return(item) => return item,
                 Next::Again => {}
@@ -301,12 +318,12 @@ pub fn drive_blocking<T: BlockingTransport>(
     on_notice: Option<&OnNotice>,
 ) -> Item<T::Error> {
     loop {
-        match next_action(machine, body, on_notice) {
+        match next_action(machine, body, on_notice, T::now()) {
             Next::Connect(c) => {
                 let o = transport.open(c);
-                opened(machine, body, o);
+                opened(machine, body, o, (T::now(), T::wall()));
             }
-            Next::Sleep(t) => std::thread::sleep(t.saturating_duration_since(Instant::now())),
+            Next::Sleep(t) => T::sleep_until(t),
             Next::Read(idle) => {
                 let c = match body.as_mut().map(|b| T::read(b, buf, idle)) {
                     Some(Chunk::Bytes(0)) => Chunk::End,
@@ -315,7 +332,7 @@ pub fn drive_blocking<T: BlockingTransport>(
                     Some(Chunk::Idle) => Chunk::Idle,
                     Some(Chunk::Broken) | None => Chunk::Broken,
                 };
-                chunk(machine, c);
+                chunk(machine, c, T::now());
             }
             Next::Return(item) => return item,
             Next::Again => {}

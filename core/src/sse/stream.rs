@@ -586,7 +586,8 @@ pub struct EventStream {
     /// method is not safe goes on only as a resumption.
     ran: bool,
     delivered: u64,
-    last_byte: Instant,
+    /// When the open connection last gave a byte (set when it opens).
+    last_byte: Option<Instant>,
     rng: Rng,
     out: VecDeque<StreamAction>,
     scratch: Vec<Event>,
@@ -619,7 +620,7 @@ impl EventStream {
             failures: 0,
             ran: false,
             delivered: 0,
-            last_byte: Instant::now(),
+            last_byte: None,
             rng: Rng::new(seed),
             out: VecDeque::new(),
             scratch: Vec::new(),
@@ -656,7 +657,7 @@ impl EventStream {
                 idle_deadline: self
                     .settings
                     .idle_timeout
-                    .and_then(|t| self.last_byte.checked_add(t)),
+                    .and_then(|t| self.last_byte?.checked_add(t)),
             },
             Phase::Done(r) => StreamAction::Finished(r.clone()),
         }
@@ -766,7 +767,7 @@ impl EventStream {
         self.note_target(at);
         self.endpoint = Some(at);
         self.ran = true;
-        self.last_byte = now;
+        self.last_byte = Some(now);
         self.phase = Phase::Open;
         self.out.push_front(StreamAction::Notice(Notice::Opened {
             endpoint: self.endpoints[at].clone(),
@@ -787,7 +788,7 @@ impl EventStream {
     }
 
     fn bytes(&mut self, chunk: &[u8], now: Instant) {
-        self.last_byte = now;
+        self.last_byte = Some(now);
         let at = self.endpoint.unwrap_or_default();
         let fed = self.parser.feed(chunk, &mut self.scratch);
         if !self.scratch.is_empty() {
