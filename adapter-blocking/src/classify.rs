@@ -400,20 +400,32 @@ fn response_timeout(t: NextTimeout) -> NextTimeout {
     quantize(clip(t, until, Timeout::RecvResponse))
 }
 
-/// Marks the calls run on this thread as an event stream's connections (`true`) or not:
-/// their bodies get no total timeout, the stream's idle timeout watches them instead.
-pub(crate) fn endless_body(on: bool) {
-    ENDLESS.with(|c| c.set(on));
+/// Marks the calls run on this thread, while the guard lives, as an event stream's
+/// connections: their bodies get no total timeout, the stream's idle timeout watches them
+/// instead. The mark is lifted when the guard drops, a panic included.
+pub(crate) fn endless_body() -> impl Drop {
+    ENDLESS.with(|c| c.set(true));
+    Lift(|| ENDLESS.with(|c| c.set(false)))
+}
+
+/// Runs its closure when dropped: lifts a thread-local mark on every way out.
+struct Lift<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for Lift<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
 }
 
 pub(crate) fn is_endless_body() -> bool {
     ENDLESS.with(Cell::get)
 }
 
-/// Holds every read of a body on this thread to `at` (an event stream's idle deadline;
-/// `None` lifts it). Reads outside an attempt are clipped only by this.
-pub(crate) fn idle_until(at: Option<Instant>) {
+/// Holds every read of a body on this thread to `at` (an event stream's idle deadline)
+/// while the guard lives. Reads outside an attempt are clipped only by this.
+pub(crate) fn idle_until(at: Option<Instant>) -> impl Drop {
     IDLE.with(|c| c.set(at));
+    Lift(|| IDLE.with(|c| c.set(None)))
 }
 
 /// Rounds a budget down to whole milliseconds. ureq's TCP transport sets the socket

@@ -141,9 +141,10 @@ impl BlockingTransport for Ureq<'_> {
             options,
             invalid: self.invalid.clone(),
         };
-        crate::classify::endless_body(true);
-        let result = drive(&self.client.inner, p);
-        crate::classify::endless_body(false);
+        let result = {
+            let _endless = crate::classify::endless_body();
+            drive(&self.client.inner, p)
+        };
         match result {
             Ok(resp) => Opened::Answer {
                 endpoint: resp.endpoint().unwrap_or_default().into(),
@@ -162,9 +163,10 @@ impl BlockingTransport for Ureq<'_> {
     }
 
     fn read(body: &mut BodyReader, buf: &mut [u8], idle: Option<Instant>) -> Chunk<usize> {
-        crate::classify::idle_until(idle);
-        let read = body.read(buf);
-        crate::classify::idle_until(None);
+        let read = {
+            let _idle = crate::classify::idle_until(idle);
+            body.read(buf)
+        };
         match read {
             Ok(n) => Chunk::Bytes(n),
             Err(_) if idle.is_some_and(|d| Instant::now() >= d) => Chunk::Idle,

@@ -421,8 +421,8 @@ impl Connect {
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         let name = http::header::HeaderName::from_static("last-event-id");
         headers.remove(&name);
-        // An id the header cannot carry (a control character) is not sent: the server
-        // then starts over, which the stream reports like any restart.
+        // `EventStream` never plans an id no header can carry (`last_event_id_for` refuses
+        // it, and the stream counts as restarted); a hand-made `Connect` with one sends none.
         if let Some(v) = self
             .last_event_id
             .as_deref()
