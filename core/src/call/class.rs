@@ -95,8 +95,8 @@ pub(crate) struct Class {
     pub(crate) identity: Identity,
     pub(crate) method: Method,
     pub(crate) perms: Resolved,
-    /// `(after, max_in_flight)` when the call is hedged.
-    pub(crate) hedging: Option<(Duration, u32)>,
+    /// The call is hedged (SPEC 2.8), by the policy's `hedge` setting.
+    pub(crate) hedged: bool,
     pub(crate) deadline: Option<Instant>,
     pub(crate) attempt_timeout: Option<Duration>,
 }
@@ -171,17 +171,16 @@ pub(crate) fn classify(
     };
     let keyed = key.is_some();
     let perms = permission::resolve(call_override, from_fn, request.method, keyed);
-    let hedging = policy.settings.hedge.and_then(|h| {
+    let hedged = policy.settings.hedge.is_some() && {
         let read = permission::is_safe_method(request.method) || options.hedge;
-        (read && perms.failover == Permission::Always && !keyed)
-            .then_some((h.after, h.max_in_flight))
-    });
+        read && perms.failover == Permission::Always && !keyed
+    };
     let deadline = options.deadline.or(policy.settings.deadline);
     let class = Class {
         identity: Identity { request_id, key },
         method: request.method.clone(),
         perms,
-        hedging,
+        hedged,
         deadline: deadline.map(|d| add(now, d)),
         attempt_timeout: options.attempt_timeout,
     };

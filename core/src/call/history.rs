@@ -9,6 +9,7 @@ use http::StatusCode;
 use smallvec::SmallVec;
 
 use crate::health::Ticket;
+use crate::id::EndpointId;
 use crate::redirect::Redirect;
 use crate::report::{AttemptRecord, AttemptResult, FailureClass, TimeoutPhase};
 use crate::status::StatusSet;
@@ -63,14 +64,23 @@ pub(crate) struct Kept<R> {
     pub(crate) executed_before: usize,
 }
 
+/// How one attempt went, as the call keeps it: the attempt's number is its place in the
+/// history, and its endpoint's id is looked up only when the report is written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rec {
+    pub(crate) endpoint: u8,
+    pub(crate) result: AttemptResult,
+    pub(crate) elapsed: Duration,
+}
+
 #[derive(Debug)]
 pub(crate) struct History<R> {
-    pub(crate) records: SmallVec<[AttemptRecord; 2]>,
+    pub(crate) records: SmallVec<[Rec; 2]>,
     pub(crate) flights: SmallVec<[Flight; 2]>,
     pub(crate) kept: Option<Kept<R>>,
     pub(crate) redirects: Vec<Redirect>,
     /// The endpoint and result of the attempt that ended last.
-    pub(crate) last: Option<(usize, AttemptResult)>,
+    pub(crate) last: Option<(u8, AttemptResult)>,
 }
 
 impl<R> History<R> {
@@ -90,7 +100,7 @@ impl<R> History<R> {
     }
 
     /// The record of attempt `number`.
-    pub(crate) fn record_mut(&mut self, number: u32) -> Option<&mut AttemptRecord> {
+    pub(crate) fn record_mut(&mut self, number: u32) -> Option<&mut Rec> {
         self.records.get_mut(number.checked_sub(1)? as usize)
     }
 
@@ -107,7 +117,7 @@ impl<R> History<R> {
     pub(crate) fn attempted(&self) -> Bits {
         let mut b = Bits(0);
         for r in &self.records {
-            b.set(r.endpoint);
+            b.set(r.endpoint as usize);
         }
         b
     }
@@ -117,7 +127,7 @@ impl<R> History<R> {
     pub(crate) fn executed(&self, not_processed: &StatusSet) -> Bits {
         let mut b = Bits(0);
         for r in self.ended_executed(not_processed) {
-            b.set(r.endpoint);
+            b.set(r.endpoint as usize);
         }
         b
     }
@@ -125,7 +135,7 @@ impl<R> History<R> {
     fn ended_executed<'a>(
         &'a self,
         not_processed: &'a StatusSet,
-    ) -> impl Iterator<Item = &'a AttemptRecord> + 'a {
+    ) -> impl Iterator<Item = &'a Rec> + 'a {
         self.records.iter().filter(|r| {
             r.result != AttemptResult::InFlight && r.result.may_have_executed(not_processed)
         })
@@ -159,10 +169,9 @@ impl<R> History<R> {
 
     /// Attempts at `endpoint` numbered `from` or later.
     pub(crate) fn count_at(&self, endpoint: usize, from: u32) -> u32 {
-        self.records
-            .iter()
-            .filter(|r| r.endpoint == endpoint && r.number >= from)
-            .count() as u32
+        let skip = from.saturating_sub(1) as usize;
+        let at = |r: &&Rec| r.endpoint as usize == endpoint;
+        self.records.iter().skip(skip).filter(at).count() as u32
     }
 
     /// Whether the last attempt to end put no load on any provider (nothing was sent).
@@ -180,6 +189,18 @@ impl<R> History<R> {
     /// Whether attempt `number` followed a redirect.
     pub(crate) fn redirected(&self, number: u32) -> bool {
         self.redirects.iter().any(|r| r.attempt == number)
+    }
+
+    /// The public records of every attempt, each with its endpoint's id (from `ids`).
+    pub(crate) fn report_records(&self, ids: &[EndpointId]) -> SmallVec<[AttemptRecord; 2]> {
+        let record = |(i, r): (usize, &Rec)| AttemptRecord {
+            endpoint: r.endpoint as usize,
+            endpoint_id: ids[r.endpoint as usize].clone(),
+            number: i as u32 + 1,
+            result: r.result,
+            elapsed: r.elapsed,
+        };
+        self.records.iter().enumerate().map(record).collect()
     }
 
     /// Records how a landed attempt ended.

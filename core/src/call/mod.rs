@@ -39,7 +39,7 @@ use crate::health::{Record, Transitions};
 use crate::id::RequestId;
 use crate::permission::{Permission, PermissionSource};
 use crate::policy::RequestInfo;
-use crate::report::{AttemptRecord, AttemptResult, CallRejection, StopReason};
+use crate::report::{AttemptResult, CallRejection, StopReason};
 use crate::time::{add, since};
 
 mod class;
@@ -329,7 +329,7 @@ impl<'e, R> Call<'e, R> {
 
     /// Whether the call is hedged (SPEC 2.8).
     pub fn is_hedged(&self) -> bool {
-        self.class.hedging.is_some()
+        self.class.hedged
     }
 
     /// Numbers of the attempts in flight.
@@ -451,6 +451,7 @@ impl<'e, R> Call<'e, R> {
         };
         self.schedule.paid = false;
         if let Some((from, reason)) = self.history.last {
+            let from = from as usize;
             let moved =
                 kind == AttemptKind::Failover || (kind == AttemptKind::Retry && endpoint != from);
             if moved {
@@ -496,10 +497,8 @@ impl<'e, R> Call<'e, R> {
             fresh_body: number > 1 && self.body != BodyKind::Empty,
             probe: ticket.probe.is_some(),
         };
-        self.history.records.push(AttemptRecord {
-            endpoint,
-            endpoint_id: self.engine.ids[endpoint].clone(),
-            number,
+        self.history.records.push(history::Rec {
+            endpoint: endpoint as u8,
             result: AttemptResult::InFlight,
             elapsed: Duration::ZERO,
         });

@@ -11,6 +11,7 @@ use crate::event::{AttemptKind, EventKind, WaitReason};
 use crate::health::Transitions;
 use crate::policy::{Tiers, Unavailable, MAX_ENDPOINTS};
 use crate::report::StopReason;
+use crate::rng::Rng;
 
 /// A small ordered list of endpoint indexes, stored inline (a policy has at most 64).
 #[derive(Clone)]
@@ -88,9 +89,10 @@ pub(crate) struct Order {
     pub(crate) eligible: Bits,
     /// The preferred endpoint, when it is eligible: first in the base order.
     pub(crate) preferred: Option<u8>,
-    /// With tiers: the call's base order (preferred, then tier by tier, shuffled by
-    /// weight within each), drawn once when the call starts.
-    pub(crate) ranked: Option<List>,
+    /// With tiers: the random state the call's base order (preferred, then tier by tier,
+    /// shuffled by weight within each) was drawn from when the call started. The order is
+    /// derived from it again when needed rather than kept.
+    pub(crate) ranked: Option<Rng>,
     /// The current round: available first (then unavailable ones when tried last).
     pub(crate) round: List,
     /// Position in the round of the attempt launched last.
@@ -112,14 +114,8 @@ pub(crate) struct Order {
 }
 
 impl Order {
-    /// Eligible endpoints in priority order, the preferred one first.
-    pub(crate) fn base(&self) -> BaseOrder {
-        if let Some(list) = &self.ranked {
-            return BaseOrder::Ranked {
-                list: list.clone(),
-                pos: 0,
-            };
-        }
+    /// Eligible endpoints in priority order, the preferred one first (without tiers).
+    fn by_index(&self) -> BaseOrder {
         let mut rest = self.eligible;
         if let Some(p) = self.preferred {
             rest.0 &= !(1u64 << p);
@@ -157,11 +153,28 @@ pub(crate) struct Next {
 }
 
 impl<R> Call<'_, R> {
-    /// Whether endpoint `i` is available now (reporting any transition that asking made).
-    pub(crate) fn available(&self, i: usize, now: Instant) -> bool {
-        if self.engine.health.calm(i) {
-            return true;
+    /// The call's base order: eligible endpoints in priority order, the preferred one
+    /// first, or with tiers the order ranked when the call started.
+    pub(crate) fn base(&self) -> BaseOrder {
+        match (&self.order.ranked, &self.engine.policy.tiers) {
+            (Some(drawn_from), Tiers::Ranked(ranked)) => BaseOrder::Ranked {
+                list: self.rank(ranked, &mut drawn_from.clone()),
+                pos: 0,
+            },
+            _ => self.order.by_index(),
         }
+    }
+
+    /// Whether endpoint `i` is available now (reporting any transition that asking made).
+    #[inline]
+    pub(crate) fn available(&self, i: usize, now: Instant) -> bool {
+        self.engine.health.calm(i) || self.available_now(i, now)
+    }
+
+    /// [`available`](Self::available) for an endpoint that is not calm: asks under its
+    /// lock.
+    #[inline(never)]
+    fn available_now(&self, i: usize, now: Instant) -> bool {
         let mut transitions = Transitions::new();
         let available = self.engine.health.available(i, now, &mut transitions);
         if !transitions.is_empty() {
@@ -206,7 +219,12 @@ impl<R> Call<'_, R> {
         self.order.eligible = eligible;
         self.order.preferred = preferred.map(|p| p as u8);
         if let Tiers::Ranked(ranked) = &self.engine.policy.tiers {
-            self.order.ranked = Some(self.rank(ranked));
+            // The draws advance the call's random source once, as if the order were kept.
+            let drawn_from = self.schedule.rng.clone();
+            let mut rng = drawn_from.clone();
+            self.rank(ranked, &mut rng);
+            self.schedule.rng = rng;
+            self.order.ranked = Some(drawn_from);
         }
         self.build_round(now);
         let usable = self.order.round.len() as u32;
@@ -243,7 +261,7 @@ impl<R> Call<'_, R> {
     /// The call's base order with tiers: the preferred endpoint, then each tier's eligible
     /// endpoints, the tier shuffled by weight from the call's random source (each next
     /// endpoint drawn with probability weight / weight left in the tier).
-    fn rank(&mut self, ranked: &[(u8, u32)]) -> List {
+    fn rank(&self, ranked: &[(u8, u32)], rng: &mut Rng) -> List {
         let mut list = List::default();
         let preferred = self.order.preferred.map(usize::from);
         if let Some(p) = preferred {
@@ -260,8 +278,7 @@ impl<R> Call<'_, R> {
                 .collect();
             while left.len() > 1 {
                 let total: u64 = left.iter().map(|(_, w)| w).sum();
-                let mut r =
-                    ((u128::from(self.schedule.rng.next_u64()) * u128::from(total)) >> 64) as u64;
+                let mut r = ((u128::from(rng.next_u64()) * u128::from(total)) >> 64) as u64;
                 let k = left
                     .iter()
                     .position(|&(_, w)| {
@@ -286,7 +303,7 @@ impl<R> Call<'_, R> {
         // copy wait on the byte stores.
         self.order.round.clear();
         let mut later = Bits(0);
-        for i in self.order.base() {
+        for i in self.base() {
             if self.available(i, now) {
                 self.order.round.push(i);
             } else {
@@ -296,7 +313,7 @@ impl<R> Call<'_, R> {
         let skip = self.engine.policy.settings.unavailable == Unavailable::Skip;
         let mut skipped = Bits(0);
         if later.0 != 0 {
-            for i in self.order.base().filter(|&i| later.has(i)) {
+            for i in self.base().filter(|&i| later.has(i)) {
                 if self.has_sink() {
                     self.emit_cooldown_skip(i, skip, now);
                 }
@@ -339,7 +356,6 @@ impl<R> Call<'_, R> {
     /// the ordinary schedule.
     fn is_pinned(&self, current: usize) -> bool {
         let mut others = self
-            .order
             .base()
             .filter(|&e| e != current && !self.order.skipped.has(e))
             .peekable();

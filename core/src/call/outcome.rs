@@ -138,7 +138,7 @@ impl<R> Call<'_, R> {
         let now = self.now;
         let endpoint = flight.endpoint as usize;
         self.history.close(flight, result, elapsed);
-        self.history.last = Some((endpoint, result));
+        self.history.last = Some((endpoint as u8, result));
         let mut transitions = Transitions::new();
         let probe =
             self.engine

@@ -156,7 +156,7 @@ impl<R> Call<'_, R> {
                         RequestId::taken(),
                     ),
                     idempotency_key: self.class.identity.key.take(),
-                    attempts: std::mem::take(&mut self.history.records),
+                    attempts: self.history.report_records(&self.engine.ids),
                     redirects: std::mem::take(&mut self.history.redirects),
                     elapsed: since(ending.at, self.start),
                     stop_reason: ending.reason,

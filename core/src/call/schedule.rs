@@ -197,10 +197,19 @@ impl<R> Call<'_, R> {
 
     /// Arms the hedge timer after a launch, while more attempts may be in flight.
     pub(crate) fn arm_hedge(&mut self, now: Instant) {
-        if let Some((after, max)) = self.class.hedging {
+        if let Some(h) = self.hedging() {
             self.schedule.hedge_at =
-                ((self.history.flights.len() as u32) < max).then(|| add(now, after));
+                ((self.history.flights.len() as u32) < h.max_in_flight).then(|| add(now, h.after));
         }
+    }
+
+    /// The policy's hedging settings, when this call is hedged.
+    fn hedging(&self) -> Option<crate::policy::Hedge> {
+        self.engine
+            .policy
+            .settings
+            .hedge
+            .filter(|_| self.class.hedged)
     }
 
     /// Starts a hedge when its time came: the next endpoint of the round that is not in
@@ -210,7 +219,7 @@ impl<R> Call<'_, R> {
             return None;
         }
         self.schedule.hedge_at = None;
-        let (_, max) = self.class.hedging?;
+        let max = self.hedging()?.max_in_flight;
         if self.history.flights.len() as u32 >= max
             || self.history.made() >= self.order.max_attempts
             || !self.body.replayable()
