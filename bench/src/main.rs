@@ -14,7 +14,7 @@
 //!
 //! | # | scenario | contenders |
 //! |---|---|---|
-//! | 1 | healthy provider: calls/s, p50, p99 | baton-tokio vs the same `reqwest::Client` used directly (and under a bare tokio timeout, as a reference); baton-tower's layer vs the same hyper-util `Client` used directly; baton-blocking vs a stock `ureq::Agent` with the same timeouts (1 and 8 threads); baton-async-std vs a bare hyper connection polled in the task, on async-std and on smol (`runtimes.rs`; each raw client sends baton's request bytes, and a plain request beside it) |
+//! | 1 | healthy provider: calls/s, p50, p99 | baton-tokio vs the same `reqwest::Client` used directly (also sending baton's request id header, and under a bare tokio timeout, as references) and vs reqwest-retry's middleware over that client (2 retries); baton-tower's layer vs the same hyper-util `Client` used directly; baton-blocking vs a stock `ureq::Agent` with the same timeouts (1 and 8 threads); baton-async-std vs a bare hyper connection polled in the task, on async-std and on smol (`runtimes.rs`; each raw client sends baton's request bytes, and a plain request beside it) |
 //! | 2 | black-holed primary, healthy backup, 200 ms attempt timeout | baton (1 task and 8 tasks), a hand-written "try A then B" loop, reqwest-retry (at the primary); references: plain reqwest to the backup, baton with a healthy primary |
 //! | 3 | total outage (3 endpoints answer 503): attempts per call | baton with and without budget, reqwest-retry (2 retries), tower retry (2 retries, `TpsBudget`) |
 //! | 4 | primary slow (1 s) for 10 % of calls | baton with and without hedging |
@@ -283,6 +283,15 @@ async fn plain_get(http: &reqwest::Client, url: &str, timeout: Option<Duration>)
     }
 }
 
+/// `plain_get` with the request id header baton sends: the same request bytes.
+async fn same_bytes_get(http: &reqwest::Client, url: &str) -> bool {
+    let rb = http.get(url).header("x-request-id", bare::REQUEST_ID);
+    match rb.send().await {
+        Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
 async fn baton_get(client: &baton_tokio::Client) -> bool {
     match client.get("/").send().await {
         Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
@@ -494,6 +503,12 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
         .expect("baton-tower layer")
         .layer(hyper.clone());
     let hyper_uri: http::Uri = url.parse().expect("provider url");
+    // reqwest-retry as its users configure it, over the same reqwest Client: 2 retries.
+    let retry = reqwest_retry(
+        &http,
+        2,
+        (Duration::from_millis(100), Duration::from_secs(5)),
+    );
 
     for (tasks, calls) in [(1, scale.healthy_calls), (8, scale.healthy_calls_8)] {
         // Warm up each (connections, allocator).
@@ -501,13 +516,14 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
         drive(calls / 4, tasks, || baton_get(&client)).await;
         drive(calls / 4, tasks, || hyper_get(&hyper, &hyper_uri)).await;
         drive(calls / 4, tasks, || tower_layer_get(&layered)).await;
-        let mut rate: [Vec<f64>; 5] = Default::default();
-        let mut p50: [Vec<Duration>; 5] = Default::default();
-        let mut p99: [Vec<Duration>; 5] = Default::default();
+        drive(calls / 4, tasks, || middleware_get(&retry, url, None)).await;
+        let mut rate: [Vec<f64>; 7] = Default::default();
+        let mut p50: [Vec<Duration>; 7] = Default::default();
+        let mut p99: [Vec<Duration>; 7] = Default::default();
         // reqwest's group, then hyper-util's: interleaving the two stacks' batches made
         // each slow the other down (their idle pooled connections and tasks).
         let groups = (0..scale.reps)
-            .map(|rep| rotated(&[0, 1, 2], rep))
+            .map(|rep| rotated(&[0, 1, 2, 5, 6], rep))
             .chain((0..scale.reps).map(|rep| rotated(&[3, 4], rep)));
         for order in groups {
             for who in order {
@@ -516,6 +532,8 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
                     1 => drive(calls, tasks, || baton_get(&client)).await,
                     3 => drive(calls, tasks, || hyper_get(&hyper, &hyper_uri)).await,
                     4 => drive(calls, tasks, || tower_layer_get(&layered)).await,
+                    5 => drive(calls, tasks, || middleware_get(&retry, url, None)).await,
+                    6 => drive(calls, tasks, || same_bytes_get(&http, url)).await,
                     _ => {
                         // What an attempt timer alone costs: baton arms one per attempt.
                         drive(calls, tasks, || async {
@@ -540,16 +558,18 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
         let l50: Vec<Duration> = p50.iter().map(|v| median_d(v)).collect();
         let l99: Vec<Duration> = p99.iter().map(|v| median_d(v)).collect();
         let setup = format!("{tasks} task(s), {calls} GETs per batch");
-        for who in [0, 1, 2, 3, 4] {
+        for who in [0, 6, 5, 1, 2, 3, 4] {
             let name = [
                 "plain reqwest",
                 "baton-tokio",
                 "plain reqwest + 30 s tokio timeout (reference)",
                 "plain hyper-util Client",
                 "baton-tower over that hyper-util Client",
+                "reqwest-retry over that reqwest Client (2 retries)",
+                "plain reqwest, same request bytes",
             ][who];
             // Each baton row against its own raw client.
-            let base = if who >= 3 { 3 } else { 0 };
+            let base = if who == 3 || who == 4 { 3 } else { 0 };
             let result = format!(
                 "{:.0} calls/s, p50 {}, p99 {}",
                 r[who],
@@ -568,12 +588,29 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
             }
             let (ratio, goal) = match who {
                 0 | 3 => ("1 (baseline)".to_string(), String::new()),
+                1 => {
+                    // Against the same request bytes (baton's own cost), and against
+                    // reqwest-retry in this very run.
+                    let retry_q = r[5] / r[base];
+                    (
+                        format!(
+                            "calls/s {q:.3}; p99 {:.2}x; vs the same request bytes {:.3}",
+                            l99[who].as_secs_f64() / l99[base].as_secs_f64(),
+                            r[who] / r[6]
+                        ),
+                        format!(
+                            "calls/s ratio >= 0.98: {}; >= reqwest-retry's {retry_q:.3}: {}",
+                            verdict(q >= 0.98),
+                            verdict(q >= retry_q)
+                        ),
+                    )
+                }
                 _ => (
                     format!(
                         "calls/s {q:.3}; p99 {:.2}x",
                         l99[who].as_secs_f64() / l99[base].as_secs_f64()
                     ),
-                    if who == 1 || who == 4 {
+                    if who == 4 {
                         format!("calls/s ratio >= 0.98: {}", verdict(q >= 0.98))
                     } else {
                         String::new()

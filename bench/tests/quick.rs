@@ -39,6 +39,11 @@ fn quick_run_prints_every_scenario_row() {
         ("3 total outage (503)", "baton-tokio, budget on"),
         ("3 total outage (503)", "baton-tokio, budget off"),
         ("3 total outage (503)", "reqwest-retry, 2 retries"),
+        (
+            "1 healthy",
+            "reqwest-retry over that reqwest Client (2 retries)",
+        ),
+        ("1 healthy", "plain reqwest, same request bytes"),
         ("3 total outage (503)", "tower retry, 2 retries + TpsBudget"),
         ("4 slow primary (10 %)", "plain reqwest to the backup"),
         ("4 slow primary (10 %)", "baton-tokio, hedging off"),
@@ -61,9 +66,9 @@ fn quick_run_prints_every_scenario_row() {
         );
     }
     let table_rows = stdout.lines().filter(|l| l.starts_with("| ")).count();
-    // Header plus 45 rows (scenario 1: 5 tokio and tower contenders and 3 per other
+    // Header plus 49 rows (scenario 1: 7 tokio and tower contenders and 3 per other
     // runtime, at two shapes).
-    assert_eq!(table_rows, 46, "{stdout}");
+    assert_eq!(table_rows, 50, "{stdout}");
     // A quick run draws its charts under target/ (a full run's are in docs/charts/).
     let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-charts");
     for name in [
