@@ -224,14 +224,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                     end => end,
                 };
                 if let Some(r) = flight.redirects.take() {
-                    let redirects = r.into_followed();
-                    call.handle(
-                        Input::Redirected {
-                            attempt: number,
-                            redirects,
-                        },
-                        Instant::now(),
-                    );
+                    call.handle(r.into_input(number), Instant::now());
                 }
                 let input = match end {
                     AttemptEnd::Response(ex) => {

@@ -401,14 +401,7 @@ impl<'a, T: Transport> Driver<'a, T> {
         }
         let now = Instant::now();
         if let Some(r) = f.redirects.take() {
-            let redirects = r.into_followed();
-            call.handle(
-                Input::Redirected {
-                    attempt: f.number,
-                    redirects,
-                },
-                now,
-            );
+            call.handle(r.into_input(f.number), now);
         }
         let attempt = f.number;
         let input = match out {

@@ -339,14 +339,7 @@ where
         }
         let now = self.shared.sleep.now();
         if let Some(r) = f.redirects.take() {
-            let redirects = r.into_followed();
-            call.handle(
-                Input::Redirected {
-                    attempt: f.number,
-                    redirects,
-                },
-                now,
-            );
+            call.handle(r.into_input(f.number), now);
         }
         let attempt = f.number;
         let input = match out {

@@ -341,6 +341,16 @@ impl Redirects {
         self.followed
     }
 
+    /// The hops followed, as the input that tells the call what attempt `attempt` did
+    /// (what every async driver hands [`Call::handle`](crate::Call::handle) when the
+    /// attempt lands).
+    pub fn into_input<R>(self, attempt: u32) -> crate::Input<R> {
+        crate::Input::Redirected {
+            attempt,
+            redirects: self.followed,
+        }
+    }
+
     /// The URL the last request of this attempt went to.
     pub fn current(&self) -> &Uri {
         &self.current
