@@ -82,6 +82,39 @@ fn failover_goes_through_the_tier_by_weight_then_the_next_tier() {
 }
 
 #[test]
+fn a_tier_larger_than_eight_is_ranked_whole_and_every_round_keeps_its_order() {
+    // Twelve weighted endpoints in one tier and a backup: the ranked tier (inline, however
+    // many endpoints it has) is a permutation of all twelve, and a second round walks the
+    // same order again (it is derived from the same random state, not drawn anew).
+    let mut b = Policy::builder().budget(None).max_attempts(26);
+    for i in 0..12 {
+        b = b.endpoint(ep(&format!("t{i:02}")).tier(0).weight(1 + i % 3));
+    }
+    let mut s = sim(b.endpoint(ep("backup").tier(1)).configure(|s| {
+        s.breaker.rule = BreakerRule::Disabled;
+    }));
+    for i in 0..12 {
+        s.script(&format!("t{i:02}"), Script::status(503));
+    }
+    s.script("backup", Script::status(503));
+    let mut firsts = std::collections::BTreeSet::new();
+    for _ in 0..50 {
+        let run = s.run(Method::GET, CallOptions::default());
+        let tried = run.endpoints_attempted();
+        assert_eq!(tried.len(), 26, "{tried:?}");
+        let (round1, round2) = tried.split_at(13);
+        assert_eq!(round1, round2, "the second round keeps the ranked order");
+        assert_eq!(round1[12], "backup");
+        let mut tier: Vec<_> = round1[..12].to_vec();
+        tier.sort();
+        let all: Vec<String> = (0..12).map(|i| format!("t{i:02}")).collect();
+        assert_eq!(tier, all, "every endpoint of the tier, once");
+        firsts.insert(round1[0].to_string());
+    }
+    assert!(firsts.len() > 3, "the first endpoint is drawn: {firsts:?}");
+}
+
+#[test]
 fn tiers_set_the_order_and_a_preferred_endpoint_still_goes_first() {
     let mut s = sim(Policy::builder()
         .endpoint(ep("late").tier(2))

@@ -51,6 +51,13 @@ impl List {
     pub(crate) fn position(&self, i: usize) -> Option<usize> {
         self.iter().position(|e| e == i)
     }
+    /// Takes out the item at `p` (< `len`), shifting the rest forward.
+    fn remove(&mut self, p: usize) -> usize {
+        let item = self.get(p);
+        self.items[p..self.len as usize].rotate_left(1);
+        self.len -= 1;
+        item
+    }
     /// Moves the item at `from` to position `to` (< `from`), shifting the rest back.
     fn move_before(&mut self, from: usize, to: usize) {
         if to < from && from < self.len as usize {
@@ -269,28 +276,31 @@ impl<R> Call<'_, R> {
         }
         let eligible = self.order.eligible;
         let endpoints = &self.engine.policy.endpoints;
+        let weight = |i: usize| u64::from(endpoints[i].weight_of());
         for tier in ranked.chunk_by(|a, b| a.1 == b.1) {
-            let mut left: smallvec::SmallVec<[(usize, u64); 8]> = tier
-                .iter()
-                .map(|&(i, _)| i as usize)
-                .filter(|&i| eligible.has(i) && Some(i) != preferred)
-                .map(|i| (i, u64::from(endpoints[i].weight_of())))
-                .collect();
+            // Inline, whatever the tier's size: ranking allocates nothing.
+            let mut left = List::default();
+            for i in tier.iter().map(|&(i, _)| usize::from(i)) {
+                if eligible.has(i) && Some(i) != preferred {
+                    left.push(i);
+                }
+            }
             while left.len() > 1 {
-                let total: u64 = left.iter().map(|(_, w)| w).sum();
+                let total: u64 = left.iter().map(weight).sum();
                 let mut r = ((u128::from(rng.next_u64()) * u128::from(total)) >> 64) as u64;
                 let k = left
                     .iter()
-                    .position(|&(_, w)| {
+                    .position(|e| {
+                        let w = weight(e);
                         let hit = r < w;
                         r = r.saturating_sub(w);
                         hit
                     })
                     .unwrap_or(left.len() - 1);
-                list.push(left.remove(k).0);
+                list.push(left.remove(k));
             }
-            if let Some(&(i, _)) = left.first() {
-                list.push(i);
+            if left.len() == 1 {
+                list.push(left.get(0));
             }
         }
         list
@@ -302,18 +312,19 @@ impl<R> Call<'_, R> {
         // Built in place: a round assembled byte by byte and then copied whole makes the
         // copy wait on the byte stores.
         self.order.round.clear();
-        let mut later = Bits(0);
+        let mut later = List::default();
         for i in self.base() {
             if self.available(i, now) {
                 self.order.round.push(i);
             } else {
-                later.set(i);
+                later.push(i);
             }
         }
         let skip = self.engine.policy.settings.unavailable == Unavailable::Skip;
         let mut skipped = Bits(0);
-        if later.0 != 0 {
-            for i in self.base().filter(|&i| later.has(i)) {
+        if later.len() != 0 {
+            // In base order, as they were met (the base order is derived once per round).
+            for i in later.iter() {
                 if self.has_sink() {
                     self.emit_cooldown_skip(i, skip, now);
                 }
