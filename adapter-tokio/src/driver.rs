@@ -194,7 +194,8 @@ struct InFlight<'a> {
     at: tokio::time::Instant,
     /// The attempt's redirects, once it met one.
     redirects: Option<Box<Redirects>>,
-    fut: Flight<'a>,
+    /// The send; `None`: it is the driver's unboxed slot.
+    fut: Option<Flight<'a>>,
 }
 
 /// Why a request could not be built for an attempt.
@@ -238,17 +239,21 @@ pub(crate) async fn drive<T: Transport>(
     if let Some(limit) = over_limit {
         call.handle(Input::BodyNotBuffered { limit }, Instant::now());
     }
+    // Declared after the call: in-flight sends are dropped before it.
+    let slot = std::pin::pin!(None);
     let mut driver = Driver {
         shared,
         transport,
         flights: SmallVec::new(),
         errors: SmallVec::new(),
         sleep: None,
+        slot,
+        timed: timed::<T>,
     };
     loop {
         match call.poll() {
             Action::Send(a) => driver.send(&mut req, &mut call, &a),
-            Action::Discard(n) => driver.flights.retain(|f| f.number != n),
+            Action::Discard(n) => driver.discard(n),
             Action::WaitUntil(t) => driver.wait(&req, &mut call, Some(t)).await,
             Action::WaitForAttempt => driver.wait(&req, &mut call, None).await,
             Action::Done => break,
@@ -256,21 +261,84 @@ pub(crate) async fn drive<T: Transport>(
             _ => call.handle(Input::Cancel, Instant::now()),
         }
     }
-    driver.flights.clear();
+    driver.clear();
     let deadline = call.body_read_by(Instant::now());
     driver.finish(engine, call.into_done(), deadline)
 }
 
 /// The state of one call's driver besides the engine's.
-struct Driver<'a, T> {
+struct Driver<'a, 's, T, F> {
     shared: &'a Shared,
     transport: &'a T,
     flights: SmallVec<[InFlight<'a>; 2]>,
     /// The last attempt's error, for the call error's `source()`.
     errors: SmallVec<[AttemptError; 1]>,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The send of one attempt, unboxed, in the call's own future: a healthy call (one
+    /// attempt in flight, no credential) allocates no future of its own. Another attempt
+    /// in flight at the same time (a hedge), or one with a credential, is boxed.
+    slot: Pin<&'s mut Option<F>>,
+    /// Makes the slot's send ([`timed`]; a pointer, as its type has no name).
+    timed: fn(&'a T, usize, reqwest::Request, tokio::time::Instant) -> F,
 }
-impl<'a, T: Transport> Driver<'a, T> {
+
+/// A send under the attempt's timer, as the driver's slot holds it.
+fn timed<T: Transport>(
+    transport: &T,
+    endpoint: usize,
+    request: reqwest::Request,
+    at: tokio::time::Instant,
+) -> tokio::time::Timeout<impl Future<Output = Result<reqwest::Response, SendError>> + Send + '_> {
+    tokio::time::timeout_at(at, transport.send(endpoint, request))
+}
+
+impl<'a, T: Transport, F: Future<Output = Timed>> Driver<'a, '_, T, F> {
+    /// Starts the send of a request of an attempt at `endpoint`: in the slot when it is
+    /// free and the endpoint has no credential (`None`), else boxed.
+    fn start(
+        &mut self,
+        endpoint: usize,
+        request: reqwest::Request,
+        spare: Option<reqwest::Request>,
+        at: tokio::time::Instant,
+    ) -> Option<Flight<'a>> {
+        if self.slot.is_none() && self.shared.engine.credential(endpoint).is_none() {
+            self.slot
+                .set(Some((self.timed)(self.transport, endpoint, request, at)));
+            return None;
+        }
+        Some(send_by(
+            self.shared,
+            self.transport,
+            endpoint,
+            request,
+            spare,
+            at,
+        ))
+    }
+
+    /// Takes attempt `f` out of flight: its send is dropped (which cancels it) unless it
+    /// is boxed in `f`.
+    fn release(&mut self, f: &InFlight<'a>) {
+        if f.fut.is_none() {
+            self.slot.set(None);
+        }
+    }
+
+    /// Cancels in-flight attempt `n` (its send is dropped).
+    fn discard(&mut self, n: u32) {
+        if let Some(p) = self.flights.iter().position(|f| f.number == n) {
+            let f = self.flights.remove(p);
+            self.release(&f);
+        }
+    }
+
+    /// Drops every in-flight send.
+    fn clear(&mut self) {
+        self.flights.clear();
+        self.slot.set(None);
+    }
+
     /// Builds and sends attempt `a`, or tells the call why it could not be sent.
     fn send(&mut self, req: &mut Prepared, call: &mut Call<'_, Reply>, a: &Attempt) {
         let now = Instant::now();
@@ -319,6 +387,7 @@ impl<'a, T: Transport> Driver<'a, T> {
             written
         });
         let at = tokio::time::Instant::from_std(now + a.timeout);
+        let fut = self.start(a.endpoint, request, spare, at);
         self.flights.push(InFlight {
             number: a.number,
             endpoint: a.endpoint,
@@ -327,7 +396,7 @@ impl<'a, T: Transport> Driver<'a, T> {
             written,
             at,
             redirects: None,
-            fut: send_by(self.shared, self.transport, a.endpoint, request, spare, at),
+            fut,
         });
     }
 
@@ -346,9 +415,15 @@ impl<'a, T: Transport> Driver<'a, T> {
         }
         let flights = &mut self.flights;
         let sleep = &mut self.sleep;
+        let slot = &mut self.slot;
         let done = poll_fn(|cx| {
             for (i, f) in flights.iter_mut().enumerate() {
-                if let Poll::Ready(out) = f.fut.as_mut().poll(cx) {
+                let polled = match (&mut f.fut, slot.as_mut().as_pin_mut()) {
+                    (Some(boxed), _) => boxed.as_mut().poll(cx),
+                    (None, Some(unboxed)) => unboxed.poll(cx),
+                    (None, None) => Poll::Pending,
+                };
+                if let Poll::Ready(out) = polled {
                     return Poll::Ready(Some((i, out)));
                 }
             }
@@ -365,6 +440,7 @@ impl<'a, T: Transport> Driver<'a, T> {
             None => call.handle(Input::Timer, now),
             Some((i, out)) => {
                 let f = self.flights.swap_remove(i);
+                self.release(&f);
                 self.landed(req, call, f, out).await;
             }
         }
@@ -393,7 +469,7 @@ impl<'a, T: Transport> Driver<'a, T> {
         if let Ok(Ok(r)) = &out {
             if r.status().is_redirection() {
                 if let Some(request) = next_hop(self.shared, req, call, &mut f, r) {
-                    f.fut = send_by(self.shared, self.transport, f.endpoint, request, None, f.at);
+                    f.fut = self.start(f.endpoint, request, None, f.at);
                     self.flights.push(f);
                     return;
                 }
