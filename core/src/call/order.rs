@@ -312,19 +312,19 @@ impl<R> Call<'_, R> {
         // Built in place: a round assembled byte by byte and then copied whole makes the
         // copy wait on the byte stores.
         self.order.round.clear();
-        let mut later = List::default();
+        let mut later = Bits(0);
         for i in self.base() {
             if self.available(i, now) {
                 self.order.round.push(i);
             } else {
-                later.push(i);
+                later.set(i);
             }
         }
         let skip = self.engine.policy.settings.unavailable == Unavailable::Skip;
         let mut skipped = Bits(0);
-        if later.len() != 0 {
-            // In base order, as they were met (the base order is derived once per round).
-            for i in later.iter() {
+        if later.0 != 0 {
+            // Only when an endpoint is unavailable is the base order derived a second time.
+            for i in self.base().filter(|&i| later.has(i)) {
                 if self.has_sink() {
                     self.emit_cooldown_skip(i, skip, now);
                 }
