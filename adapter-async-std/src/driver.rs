@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime};
 use async_io::Timer;
 use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Answer, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, Done, FailureClass, Input, Redirects, RequestInfo,
+    CallOptions, Done, FailureClass, IdentityHeaders, Input, Redirects, RequestInfo,
 };
 use http::header::{HeaderMap, HOST};
 use http::{Method, Uri};
@@ -104,6 +104,8 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
     if let Some(limit) = not_buffered {
         call.handle(Input::BodyNotBuffered { limit }, Instant::now());
     }
+    // The request id and key as header values, made once for every attempt and hop.
+    let identity = call.identity_headers();
     let mut flights: SmallVec<[Flight; 2]> = SmallVec::new();
     let mut last_error: Option<TransportError> = None;
     let mut timer: Option<Timer> = None;
@@ -115,9 +117,10 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
         };
         match action {
             Action::Send(a) => {
-                let built = match &invalid {
-                    Some(why) => Err(NotBuilt::Rejected(why.clone())),
-                    None => build(&inner, &call, &a, &method, &uri, &headers, &mut body),
+                let built = match (&invalid, &identity) {
+                    (Some(why), _) => Err(NotBuilt::Rejected(why.clone())),
+                    (None, Err(e)) => Err(NotBuilt::Rejected(e.to_string())),
+                    (None, Ok(id)) => build(&inner, id, &a, &method, &uri, &headers, &mut body),
                 };
                 match built {
                     Ok(request) => {
@@ -202,11 +205,11 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                     continue;
                 };
                 let number = flight.number;
-                let end = match end {
-                    AttemptEnd::Response(ex) if ex.head.status.is_redirection() => {
+                let end = match (end, &identity) {
+                    (AttemptEnd::Response(ex), Ok(id)) if ex.head.status.is_redirection() => {
                         match follow(
                             &inner,
-                            &call,
+                            id,
                             &method,
                             &uri,
                             &headers,
@@ -221,7 +224,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                             Err(end) => end,
                         }
                     }
-                    end => end,
+                    (end, _) => end,
                 };
                 if let Some(r) = flight.redirects.take() {
                     call.handle(r.into_input(number), Instant::now());
@@ -292,7 +295,7 @@ fn finish(
 #[allow(clippy::too_many_arguments)]
 fn follow(
     inner: &Arc<Inner>,
-    call: &Call<'_, Kept>,
+    identity: &IdentityHeaders,
     method: &Method,
     uri: &Uri,
     headers: &HeaderMap,
@@ -326,17 +329,7 @@ fn follow(
         return Err(AttemptEnd::Response(ex));
     };
     let mut h = headers.clone();
-    if apply_attempt_headers(
-        policy,
-        endpoint,
-        uri,
-        call.request_id().as_str(),
-        call.idempotency_key(),
-        flight.number,
-        &mut h,
-    )
-    .is_err()
-    {
+    if apply_attempt_headers(policy, endpoint, uri, identity, flight.number, &mut h).is_err() {
         state.unfollow();
         return Err(AttemptEnd::Response(ex));
     }
@@ -419,7 +412,7 @@ fn body_kind_of(body: &Source) -> BodyKind {
 #[allow(clippy::too_many_arguments)]
 fn build(
     inner: &Inner,
-    call: &Call<'_, Kept>,
+    identity: &IdentityHeaders,
     a: &Attempt,
     method: &Method,
     uri: &Uri,
@@ -430,16 +423,8 @@ fn build(
     let dest =
         attempt_uri(policy, a.endpoint, uri).map_err(|e| NotBuilt::Rejected(e.to_string()))?;
     let mut h = headers.clone();
-    apply_attempt_headers(
-        policy,
-        a.endpoint,
-        uri,
-        call.request_id().as_str(),
-        call.idempotency_key(),
-        a.number,
-        &mut h,
-    )
-    .map_err(|e| NotBuilt::Rejected(e.to_string()))?;
+    apply_attempt_headers(policy, a.endpoint, uri, identity, a.number, &mut h)
+        .map_err(|e| NotBuilt::Rejected(e.to_string()))?;
     let target = &inner.targets[a.endpoint];
     if !h.contains_key(HOST) {
         h.insert(HOST, target.host_header.clone());

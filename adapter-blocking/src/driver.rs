@@ -13,7 +13,8 @@ use std::time::{Instant, SystemTime};
 
 use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Answer, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, Done, FailureClass, Input, Redirect, Redirects, RequestInfo, Route,
+    CallOptions, DestinationError, Done, FailureClass, IdentityHeaders, Input, Redirect, Redirects,
+    RequestInfo, Route,
 };
 use ureq::http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use ureq::{AsSendBody, Body, SendBody};
@@ -88,11 +89,13 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
     };
     let kind = p.body.kind();
     let mut call: Call<'_, Reply> = Call::new(&inner.engine, &info, kind, options, Instant::now());
+    // The request id and key as header values, made once for every attempt and hop.
+    let identity = call.identity_headers();
     let mut last_error: Option<ureq::Error> = None;
     loop {
         match call.poll() {
             Action::Send(attempt) => {
-                let (sent, redirects) = send(inner, &call, &attempt, &mut p);
+                let (sent, redirects) = send(inner, &call, &identity, &attempt, &mut p);
                 let now = Instant::now();
                 if !redirects.is_empty() {
                     let number = attempt.number;
@@ -157,6 +160,7 @@ fn finish(done: Done<Reply>, last_error: Option<ureq::Error>) -> Result<Response
 fn send(
     inner: &Inner,
     call: &Call<'_, Reply>,
+    identity: &Result<IdentityHeaders, DestinationError>,
     attempt: &Attempt,
     p: &mut Prepared,
 ) -> (Sent, Vec<Redirect>) {
@@ -169,6 +173,10 @@ fn send(
     if let Some(why) = &p.invalid {
         return rejected(why.clone());
     }
+    let identity = match identity {
+        Ok(identity) => identity,
+        Err(e) => return rejected(e.to_string()),
+    };
     let policy = inner.engine.policy();
     let target = match attempt_uri(policy, attempt.endpoint, &p.uri) {
         Ok(t) => t,
@@ -180,8 +188,7 @@ fn send(
             policy,
             attempt.endpoint,
             &p.uri,
-            call.request_id().as_str(),
-            call.idempotency_key(),
+            identity,
             attempt.number,
             &mut headers,
         )

@@ -13,8 +13,9 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
-    Action, Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, Done, EndpointId, Engine,
-    Input, Outcome, Redirects, Report, RequestInfo, TimeoutPhase,
+    Action, Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, DestinationError, Done,
+    EndpointId, Engine, IdentityHeaders, Input, Outcome, Redirects, Report, RequestInfo,
+    TimeoutPhase,
 };
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
@@ -244,6 +245,7 @@ pub(crate) async fn drive<T: Transport>(
     let mut driver = Driver {
         shared,
         transport,
+        identity: call.identity_headers(),
         flights: SmallVec::new(),
         errors: SmallVec::new(),
         sleep: None,
@@ -270,6 +272,8 @@ pub(crate) async fn drive<T: Transport>(
 struct Driver<'a, 's, T, F> {
     shared: &'a Shared,
     transport: &'a T,
+    /// The call's request id and key as header values, made once for all its attempts.
+    identity: Result<IdentityHeaders, DestinationError>,
     flights: SmallVec<[InFlight<'a>; 2]>,
     /// The last attempt's error, for the call error's `source()`.
     errors: SmallVec<[AttemptError; 1]>,
@@ -342,7 +346,11 @@ impl<'a, T: Transport, F: Future<Output = Timed>> Driver<'a, '_, T, F> {
     /// Builds and sends attempt `a`, or tells the call why it could not be sent.
     fn send(&mut self, req: &mut Prepared, call: &mut Call<'_, Reply>, a: &Attempt) {
         let now = Instant::now();
-        let mut request = match build(self.shared, req, call, a) {
+        let built = match &self.identity {
+            Ok(identity) => build(self.shared, req, call, identity, a),
+            Err(e) => Err(BuildFail::Rejected(Box::new(e.clone()))),
+        };
+        let mut request = match built {
             Ok(request) => request,
             Err(BuildFail::Replay) => {
                 call.handle(Input::ReplayFailed { attempt: a.number }, now);
@@ -466,9 +474,9 @@ impl<'a, T: Transport, F: Future<Output = Timed>> Driver<'a, '_, T, F> {
         };
         // A redirect the engine's rules follow: the attempt's next request, on the same
         // timer (SPEC 3). reqwest follows none itself.
-        if let Ok(Ok(r)) = &out {
+        if let (Ok(Ok(r)), Ok(identity)) = (&out, &self.identity) {
             if r.status().is_redirection() {
-                if let Some(request) = next_hop(self.shared, req, call, &mut f, r) {
+                if let Some(request) = next_hop(self.shared, req, identity, &mut f, r) {
                     f.fut = self.start(f.endpoint, request, None, f.at);
                     self.flights.push(f);
                     return;
@@ -667,7 +675,7 @@ fn set_token(
 fn next_hop(
     shared: &Shared,
     req: &Prepared,
-    call: &Call<'_, Reply>,
+    identity: &IdentityHeaders,
     f: &mut InFlight<'_>,
     response: &reqwest::Response,
 ) -> Option<reqwest::Request> {
@@ -693,8 +701,7 @@ fn next_hop(
         policy,
         endpoint,
         &req.uri,
-        call.request_id().as_str(),
-        call.idempotency_key(),
+        identity,
         number,
         &mut headers,
     );
@@ -748,6 +755,7 @@ fn build(
     shared: &Shared,
     req: &mut Prepared,
     call: &Call<'_, Reply>,
+    identity: &IdentityHeaders,
     a: &Attempt,
 ) -> Result<reqwest::Request, BuildFail> {
     if let Some(why) = &req.invalid {
@@ -776,8 +784,7 @@ fn build(
                 shared.engine.policy(),
                 a.endpoint,
                 &req.uri,
-                call.request_id().as_str(),
-                call.idempotency_key(),
+                identity,
                 a.number,
                 &mut headers,
             )
@@ -786,7 +793,7 @@ fn build(
         }
         None => {
             let target = call
-                .attempt_parts(a, &req.uri, &mut headers)
+                .attempt_parts(a, identity, &req.uri, &mut headers)
                 .map_err(rejected)?;
             reqwest::Url::parse(&target.to_string())
                 .map_err(|e| BuildFail::Rejected(Box::new(e)))?

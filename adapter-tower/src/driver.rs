@@ -154,6 +154,7 @@ where
     }
     let mut driver = Driver {
         shared: &shared,
+        identity: call.identity_headers(),
         backends,
         parts: &parts,
         body: prepared.body,
@@ -179,6 +180,8 @@ where
 
 struct Driver<'a, S, B, R> {
     shared: &'a Shared,
+    /// The call's request id and key as header values, made once for all its attempts.
+    identity: Result<baton_core::IdentityHeaders, baton_core::DestinationError>,
     backends: Backends<S>,
     parts: &'a http::request::Parts,
     body: Kept<B>,
@@ -205,8 +208,11 @@ where
         let built = match (&self.body_error, self.backends.for_endpoint(a.endpoint)) {
             (Some(e), _) => Err(format!("reading the request body failed: {e}")),
             (None, None) => Err(format!("no service for endpoint {}", a.endpoint)),
-            (None, Some(svc)) => call
-                .attempt_parts(a, &self.parts.uri, &mut headers)
+            (None, Some(svc)) => self
+                .identity
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|identity| call.attempt_parts(a, identity, &self.parts.uri, &mut headers))
                 .map_err(|e| e.to_string())
                 .map(|uri| (svc, uri)),
         };
@@ -330,7 +336,7 @@ where
         let follows = matches!(self.backends, Backends::One(_));
         if let (true, Landed::Response(r)) = (follows, &out) {
             if r.status().is_redirection() {
-                if let Some(next) = self.next_hop(call, &mut f, r) {
+                if let Some(next) = self.next_hop(&mut f, r) {
                     f.fut = next;
                     self.flights.push(f);
                     return;
@@ -371,13 +377,9 @@ where
 
     /// The next request of attempt `f` when `response` is a redirect the engine's rules
     /// follow; `None`: the response is the attempt's answer.
-    fn next_hop(
-        &self,
-        call: &Call<'_, Reply<R>>,
-        f: &mut Flight<R>,
-        response: &Response<R>,
-    ) -> Option<FlightFuture<R>> {
+    fn next_hop(&self, f: &mut Flight<R>, response: &Response<R>) -> Option<FlightFuture<R>> {
         let policy = self.shared.engine.policy();
+        let identity = self.identity.as_ref().ok()?;
         if policy.settings().max_redirects == 0 {
             return None;
         }
@@ -401,8 +403,7 @@ where
             policy,
             endpoint,
             &parts.uri,
-            call.request_id().as_str(),
-            call.idempotency_key(),
+            identity,
             number,
             &mut headers,
         );

@@ -848,7 +848,10 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
                 Action::Send(a) => {
                     let policy = engine.policy();
                     let mut h = headers.clone();
-                    let Ok(target) = call.attempt_parts(&a, &uri, &mut h) else {
+                    let built = call
+                        .identity_headers()
+                        .and_then(|id| call.attempt_parts(&a, &id, &uri, &mut h));
+                    let Ok(target) = built else {
                         let outcome = AttemptOutcome::Failure(FailureClass::RejectedLocally);
                         call.handle(
                             Input::Failed {

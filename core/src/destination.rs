@@ -174,17 +174,73 @@ pub fn original_authority<'a>(policy: &'a Policy, request: &'a Uri) -> Option<&'
         .or_else(|| policy.endpoints().first().and_then(|e| e.uri().authority()))
 }
 
+/// One call's identity as header values: its request id and, when it has one, its
+/// idempotency key. Made once per call (`Call::identity_headers`) and sent unchanged on
+/// every attempt and redirect hop: a clone of a header value shares its bytes, so a retry
+/// formats nothing again.
+///
+/// ```
+/// use baton_core::{Endpoint, IdentityHeaders, Policy};
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "https://a.example/")).build().unwrap();
+/// let identity = IdentityHeaders::new(&policy, "req-12345678", None).unwrap();
+/// assert_eq!(identity.request_id(), "req-12345678");
+/// assert!(identity.idempotency_key().is_none());
+/// // A value that cannot be a header is refused, naming the header.
+/// let bad = IdentityHeaders::new(&policy, "req-12345678", Some("line\nbreak")).unwrap_err();
+/// assert!(bad.to_string().contains("idempotency-key"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityHeaders {
+    request_id: HeaderValue,
+    idempotency_key: Option<HeaderValue>,
+}
+
+impl IdentityHeaders {
+    /// The header values of `request_id` and `idempotency_key`; an error names the header
+    /// whose value is not valid (a call's own id and key always are: both are checked
+    /// when the call starts).
+    pub fn new(
+        policy: &Policy,
+        request_id: &str,
+        idempotency_key: Option<&str>,
+    ) -> Result<Self, DestinationError> {
+        let request_id = header_value(policy.request_id_header().as_str(), request_id)?;
+        let idempotency_key = idempotency_key
+            .map(|k| header_value(policy.idempotency_key_header().as_str(), k))
+            .transpose()?;
+        Ok(IdentityHeaders {
+            request_id,
+            idempotency_key,
+        })
+    }
+
+    /// The request id's value.
+    pub fn request_id(&self) -> &HeaderValue {
+        &self.request_id
+    }
+
+    /// The idempotency key's value, if the call has a key.
+    pub fn idempotency_key(&self) -> Option<&HeaderValue> {
+        self.idempotency_key.as_ref()
+    }
+}
+
+fn header_value(name: &str, v: &str) -> Result<HeaderValue, DestinationError> {
+    HeaderValue::from_str(v).map_err(|_| DestinationError::Header(name.to_string()))
+}
+
 /// Sets the headers of one attempt at endpoint `index` in `headers` (a copy of the caller's
 /// headers):
 ///
-/// - the request id and, when present, the idempotency key, unchanged on every attempt;
+/// - the request id and, when present, the idempotency key (`identity`), unchanged on every
+///   attempt;
 /// - the attempt number, when the policy enables that header;
 /// - Host: absent stays absent; equal to the original URL's host, it follows the endpoint;
 ///   any other value is the caller's and is kept;
 /// - per-endpoint headers, overriding caller headers of the same name.
 ///
 /// ```
-/// use baton_core::{apply_attempt_headers, Endpoint, Policy};
+/// use baton_core::{apply_attempt_headers, Endpoint, IdentityHeaders, Policy};
 /// let policy = Policy::builder()
 ///     .endpoint(Endpoint::new("a", "https://a.example/").header("authorization", "Bearer A"))
 ///     .endpoint(Endpoint::new("b", "https://b.example/").header("authorization", "Bearer B"))
@@ -193,7 +249,8 @@ pub fn original_authority<'a>(policy: &'a Policy, request: &'a Uri) -> Option<&'
 /// let request: http::Uri = "https://a.example/".parse().unwrap();
 /// let mut headers = http::HeaderMap::new();
 /// headers.insert("host", "a.example".parse().unwrap());
-/// apply_attempt_headers(&policy, 1, &request, "req-12345678", Some("key-1"), 2, &mut headers).unwrap();
+/// let identity = IdentityHeaders::new(&policy, "req-12345678", Some("key-1")).unwrap();
+/// apply_attempt_headers(&policy, 1, &request, &identity, 2, &mut headers).unwrap();
 /// assert_eq!(headers["authorization"], "Bearer B");
 /// assert_eq!(headers["host"], "b.example");
 /// assert_eq!(headers["x-request-id"], "req-12345678");
@@ -203,8 +260,7 @@ pub fn apply_attempt_headers(
     policy: &Policy,
     index: usize,
     request: &Uri,
-    request_id: &str,
-    idempotency_key: Option<&str>,
+    identity: &IdentityHeaders,
     attempt: u32,
     headers: &mut HeaderMap,
 ) -> Result<(), DestinationError> {
@@ -212,18 +268,12 @@ pub fn apply_attempt_headers(
         .endpoints()
         .get(index)
         .ok_or(DestinationError::Endpoint(index))?;
-    let value = |name: &str, v: &str| {
-        HeaderValue::from_str(v).map_err(|_| DestinationError::Header(name.to_string()))
-    };
     headers.insert(
         policy.request_id_header().clone(),
-        value(policy.request_id_header().as_str(), request_id)?,
+        identity.request_id.clone(),
     );
-    if let Some(key) = idempotency_key {
-        headers.insert(
-            policy.idempotency_key_header().clone(),
-            value(policy.idempotency_key_header().as_str(), key)?,
-        );
+    if let Some(key) = &identity.idempotency_key {
+        headers.insert(policy.idempotency_key_header().clone(), key.clone());
     }
     if let Some(h) = policy.attempt_header() {
         headers.insert(h.clone(), HeaderValue::from(attempt));
@@ -237,7 +287,7 @@ pub fn apply_attempt_headers(
         });
         if follows {
             if let Some(target) = endpoint.uri().authority() {
-                headers.insert(HOST, value("host", target.as_str())?);
+                headers.insert(HOST, header_value("host", target.as_str())?);
             }
         }
     }
@@ -254,6 +304,10 @@ pub fn apply_attempt_headers(
 mod tests {
     use super::*;
     use crate::Endpoint;
+
+    fn ids(p: &Policy) -> IdentityHeaders {
+        IdentityHeaders::new(p, "abcdefgh", None).unwrap()
+    }
 
     fn policy(mode: UrlMode, urls: &[&str]) -> Policy {
         let mut b = Policy::builder().url_mode(mode);
@@ -341,11 +395,11 @@ mod tests {
         );
         let req: Uri = "/".parse().unwrap();
         let mut h = HeaderMap::new();
-        apply_attempt_headers(&p, 1, &req, "abcdefgh", None, 1, &mut h).unwrap();
+        apply_attempt_headers(&p, 1, &req, &ids(&p), 1, &mut h).unwrap();
         assert!(h.get(HOST).is_none());
         let mut h = HeaderMap::new();
         h.insert(HOST, "virtual.example".parse().unwrap());
-        apply_attempt_headers(&p, 1, &req, "abcdefgh", None, 1, &mut h).unwrap();
+        apply_attempt_headers(&p, 1, &req, &ids(&p), 1, &mut h).unwrap();
         assert_eq!(h[HOST], "virtual.example");
     }
 
@@ -358,7 +412,7 @@ mod tests {
         let req: Uri = "/".parse().unwrap();
         let mut h = HeaderMap::new();
         h.insert(HOST, "127.0.0.1:81".parse().unwrap());
-        apply_attempt_headers(&p, 1, &req, "abcdefgh", None, 1, &mut h).unwrap();
+        apply_attempt_headers(&p, 1, &req, &ids(&p), 1, &mut h).unwrap();
         assert_eq!(h[HOST], "127.0.0.1:82");
     }
 
@@ -373,12 +427,12 @@ mod tests {
         let req: Uri = "/".parse().unwrap();
         let mut h = HeaderMap::new();
         h.insert("x-api-key", "caller".parse().unwrap());
-        apply_attempt_headers(&p, 0, &req, "abcdefgh", None, 3, &mut h).unwrap();
+        apply_attempt_headers(&p, 0, &req, &ids(&p), 3, &mut h).unwrap();
         assert_eq!(h.get_all("x-api-key").iter().count(), 1);
         assert_eq!(h["x-api-key"], "A");
         assert_eq!(h["x-attempt"], "3");
         let mut h2 = HeaderMap::new();
-        apply_attempt_headers(&p, 1, &req, "abcdefgh", None, 1, &mut h2).unwrap();
+        apply_attempt_headers(&p, 1, &req, &ids(&p), 1, &mut h2).unwrap();
         assert!(h2.get("x-api-key").is_none());
     }
 }

@@ -342,10 +342,21 @@ impl<'e, R> Call<'e, R> {
         !matches!(self.phase, Phase::Running)
     }
 
+    /// The call's request id and idempotency key as header values, for every attempt's
+    /// [`attempt_parts`](Call::attempt_parts). A driver makes them once per call.
+    pub fn identity_headers(&self) -> Result<crate::IdentityHeaders, crate::DestinationError> {
+        crate::IdentityHeaders::new(
+            &self.engine.policy,
+            self.request_id().as_str(),
+            self.idempotency_key(),
+        )
+    }
+
     /// The URL and headers of `attempt` (the driver kit: every adapter builds its requests
     /// here). `uri` is the request's URL as the caller gave it and `headers` a copy of the
-    /// caller's headers; they get the endpoint's headers and credentials, the request id,
-    /// the idempotency key and the attempt header, by the destination rules (SPEC 3).
+    /// caller's headers; they get the endpoint's headers and credentials, the request id
+    /// and idempotency key (`identity`, from [`identity_headers`](Call::identity_headers))
+    /// and the attempt header, by the destination rules (SPEC 3).
     ///
     /// ```
     /// # use baton_core::{Action, BodyKind, Call, CallOptions, Endpoint, Engine, Head, Policy, RequestInfo};
@@ -357,14 +368,16 @@ impl<'e, R> Call<'e, R> {
     /// let mut call: Call<'_, Head> =
     ///     Call::new(&engine, &info, BodyKind::Empty, CallOptions::default(), Instant::now());
     /// let Action::Send(attempt) = call.poll() else { panic!() };
+    /// let identity = call.identity_headers().unwrap();
     /// let mut h = headers.clone();
-    /// let url = call.attempt_parts(&attempt, &uri, &mut h).unwrap();
+    /// let url = call.attempt_parts(&attempt, &identity, &uri, &mut h).unwrap();
     /// assert_eq!(url, "https://a.example/v1/");
     /// assert!(h.contains_key("x-request-id"));
     /// ```
     pub fn attempt_parts(
         &self,
         attempt: &Attempt,
+        identity: &crate::IdentityHeaders,
         uri: &http::Uri,
         headers: &mut http::HeaderMap,
     ) -> Result<http::Uri, crate::DestinationError> {
@@ -374,8 +387,7 @@ impl<'e, R> Call<'e, R> {
             policy,
             attempt.endpoint,
             uri,
-            self.request_id().as_str(),
-            self.idempotency_key(),
+            identity,
             attempt.number,
             headers,
         )?;
