@@ -321,10 +321,12 @@ impl<'a, T: Transport, F: Future<Output = Timed>> Driver<'a, '_, T, F> {
         ))
     }
 
-    /// Takes attempt `f` out of flight: its send is dropped (which cancels it) unless it
-    /// is boxed in `f`.
-    fn release(&mut self, f: &InFlight<'a>) {
-        if f.fut.is_none() {
+    /// Takes attempt `f` out of flight: its send is dropped at once, whether it is the
+    /// slot's or boxed in `f` (which cancels it). A send that ended by its timer must be
+    /// gone before [`unsent_after_cancel`] looks whether the request was written: while
+    /// it lives, the connection task may still take the request.
+    fn release(&mut self, f: &mut InFlight<'a>) {
+        if f.fut.take().is_none() {
             self.slot.set(None);
         }
     }
@@ -332,8 +334,8 @@ impl<'a, T: Transport, F: Future<Output = Timed>> Driver<'a, '_, T, F> {
     /// Cancels in-flight attempt `n` (its send is dropped).
     fn discard(&mut self, n: u32) {
         if let Some(p) = self.flights.iter().position(|f| f.number == n) {
-            let f = self.flights.remove(p);
-            self.release(&f);
+            let mut f = self.flights.remove(p);
+            self.release(&mut f);
         }
     }
 
@@ -447,8 +449,8 @@ impl<'a, T: Transport, F: Future<Output = Timed>> Driver<'a, '_, T, F> {
         match done {
             None => call.handle(Input::Timer, now),
             Some((i, out)) => {
-                let f = self.flights.swap_remove(i);
-                self.release(&f);
+                let mut f = self.flights.swap_remove(i);
+                self.release(&mut f);
                 self.landed(req, call, f, out).await;
             }
         }

@@ -129,3 +129,40 @@ fn smol_connect_that_never_completes_is_undelivered() {
     let backup = Provider::start(Behaviour::ok());
     smol::block_on(async_std_run(&hung, &backup, "smol"));
 }
+
+/// The same rule for a hedge, whose send the tokio driver boxes (the first attempt's
+/// send holds the unboxed slot): the hedge's timer fires while its connect hangs, so the
+/// hedge is a connect timeout (nothing was sent to that endpoint) while the slow primary
+/// answers.
+#[test]
+fn tokio_hedge_whose_connect_never_completes_is_undelivered() {
+    let primary = Provider::start(Behaviour::ok().delay(Duration::from_millis(600)));
+    let hung = HungConnect::start();
+    let policy = Policy::builder()
+        .endpoint(Endpoint::new("slow", primary.url()))
+        .endpoint(Endpoint::new("hung", hung.url()).attempt_timeout(Duration::from_millis(200)))
+        .hedge(Some(baton_core::Hedge::after(Duration::from_millis(50))));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = baton_tokio::Client::new(policy).unwrap();
+    let report = rt.block_on(async {
+        match client.get("/").send().await {
+            Ok(r) => r.report().clone(),
+            Err(e) => e.report().clone(),
+        }
+    });
+    let hedge = report
+        .attempts
+        .iter()
+        .find(|a| &*a.endpoint_id == "hung")
+        .unwrap_or_else(|| panic!("no hedge: {report:?}"));
+    assert_eq!(
+        hedge.result,
+        AttemptResult::TimedOut(TimeoutPhase::Connect),
+        "{report:?}"
+    );
+    assert_eq!(report.status().map(|s| s.as_u16()), Some(200), "{report:?}");
+    assert_eq!(report.result_endpoint(), Some("slow"), "{report:?}");
+}
