@@ -208,6 +208,15 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// The median over repetitions of `a`'s rate over `b`'s in the same repetition. Each
+/// repetition runs every contender once, back to back, so a drift of the machine between
+/// repetitions (another VM on the host) cancels out of each ratio; a ratio of the two
+/// medians would keep it.
+fn paired(a: &[f64], b: &[f64]) -> f64 {
+    let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    median(&ratios)
+}
+
 fn median_d(v: &[Duration]) -> Duration {
     Duration::from_secs_f64(median(
         &v.iter().map(|d| d.as_secs_f64()).collect::<Vec<_>>(),
@@ -576,7 +585,7 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
                 fmt_d(l50[who]),
                 fmt_d(l99[who])
             );
-            let q = r[who] / r[base];
+            let q = paired(&rate[who], &rate[base]);
             match who {
                 1 => charts
                     .healthy
@@ -591,12 +600,12 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
                 1 => {
                     // Against the same request bytes (baton's own cost), and against
                     // reqwest-retry in this very run.
-                    let retry_q = r[5] / r[base];
+                    let retry_q = paired(&rate[5], &rate[base]);
                     (
                         format!(
                             "calls/s {q:.3}; p99 {:.2}x; vs the same request bytes {:.3}",
                             l99[who].as_secs_f64() / l99[base].as_secs_f64(),
-                            r[who] / r[6]
+                            paired(&rate[who], &rate[6])
                         ),
                         format!(
                             "calls/s ratio >= 0.98: {}; >= reqwest-retry's {retry_q:.3}: {}",

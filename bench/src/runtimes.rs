@@ -17,8 +17,8 @@ use testkit::Behaviour;
 use crate::bare::Bare;
 
 use crate::{
-    fmt_d, median, median_d, provider, quantile, rotated, verdict, Batch, Charts, Row, Sample,
-    Scale,
+    fmt_d, median, median_d, paired, provider, quantile, rotated, verdict, Batch, Charts, Row,
+    Sample, Scale,
 };
 
 use crate::bare::REQUEST_ID;
@@ -54,7 +54,7 @@ fn push_rows(
     let p50: Vec<Duration> = stats.iter().map(|s| median_d(&s.p50)).collect();
     let p99: Vec<Duration> = stats.iter().map(|s| median_d(&s.p99)).collect();
     for who in 0..3 {
-        let q = r[who] / r[0];
+        let q = paired(&stats[who].rate, &stats[0].rate);
         let (ratio, goal) = match who {
             0 => ("1 (baseline)".to_string(), String::new()),
             1 => (
@@ -68,7 +68,7 @@ fn push_rows(
                 format!(
                     "calls/s {q:.3}; p99 {:.2}x; vs a plain request {:.3}",
                     p99[2].as_secs_f64() / p99[0].as_secs_f64(),
-                    r[2] / r[1]
+                    paired(&stats[2].rate, &stats[1].rate)
                 ),
                 format!("calls/s ratio >= 0.98: {}", verdict(q >= 0.98)),
             ),
