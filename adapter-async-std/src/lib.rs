@@ -530,27 +530,8 @@ impl ClientBuilder {
             });
         }
         // Proxies from the environment, decided by core the same way on every adapter.
-        let proxies = Arc::new(if policy.settings().env_proxies {
-            baton_core::ProxyEnv::from_env(|name| std::env::var(name).ok())?
-        } else {
-            baton_core::ProxyEnv::none()
-        });
-        proxies.check(&policy)?;
-        if let Some(e) = policy
-            .endpoints()
-            .iter()
-            .find(|e| e.credential_settings().is_some())
-        {
-            if self.tokens.is_none() {
-                return Err(BuildError::Setting {
-                    setting: "token_provider",
-                    reason: format!(
-                        "endpoint {:?} has a credential but the client has no token provider",
-                        e.id()
-                    ),
-                });
-            }
-        }
+        let proxies = Arc::new(baton_core::ProxyEnv::for_policy(&policy)?);
+        policy.require_token_provider(self.tokens.is_some())?;
         let mut targets = Vec::with_capacity(policy.endpoints().len());
         for e in policy.endpoints() {
             let t = connect::Target::routed(e.uri(), &proxies).map_err(|reason| {

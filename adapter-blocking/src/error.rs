@@ -27,12 +27,6 @@ pub enum BuildError {
     /// blocking adapter runs one attempt at a time on the calling thread and refuses it
     /// rather than silently ignoring it. Use `baton-tokio` or `baton-async-std` to hedge.
     HedgingUnsupported,
-    /// An endpoint has a credential slot but the client has no token provider
-    /// ([`ClientBuilder::token_provider`](crate::ClientBuilder::token_provider)).
-    NoTokenProvider {
-        /// The endpoint's id.
-        endpoint: String,
-    },
 }
 
 impl fmt::Display for BuildError {
@@ -43,10 +37,6 @@ impl fmt::Display for BuildError {
                 "setting `hedge` is not supported by baton-blocking (one attempt in flight at a \
                  time); remove it or use an async adapter",
             ),
-            BuildError::NoTokenProvider { endpoint } => write!(
-                f,
-                "setting `token_provider`: endpoint {endpoint:?} has a credential but the client has no token provider"
-            ),
         }
     }
 }
@@ -55,7 +45,7 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::Config(e) => Some(e),
-            BuildError::HedgingUnsupported | BuildError::NoTokenProvider { .. } => None,
+            BuildError::HedgingUnsupported => None,
         }
     }
 }

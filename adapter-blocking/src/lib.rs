@@ -505,23 +505,8 @@ impl ClientBuilder {
         };
         // Proxies from the environment, decided by core the same way on every adapter
         // (SPEC 3); ureq's own proxy setting is replaced per request.
-        let proxies = if policy.settings().env_proxies {
-            baton_core::ProxyEnv::from_env(|name| std::env::var(name).ok())?
-        } else {
-            baton_core::ProxyEnv::none()
-        };
-        proxies.check(&policy)?;
-        if let Some(e) = policy
-            .endpoints()
-            .iter()
-            .find(|e| e.credential_settings().is_some())
-        {
-            if self.tokens.is_none() {
-                return Err(BuildError::NoTokenProvider {
-                    endpoint: e.id().to_owned(),
-                });
-            }
-        }
+        let proxies = baton_core::ProxyEnv::for_policy(&policy)?;
+        policy.require_token_provider(self.tokens.is_some())?;
         let config = self.config.unwrap_or_default();
         let agent = match self.parts {
             Some(make) => make(config),

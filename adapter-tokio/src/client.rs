@@ -221,21 +221,7 @@ impl ClientBuilder {
                 p.with_event_sink(events)
             }
         };
-        if let Some(e) = policy
-            .endpoints()
-            .iter()
-            .find(|e| e.credential_settings().is_some())
-        {
-            if tokens.is_none() {
-                return Err(BuildError::Setting {
-                    setting: "token_provider",
-                    reason: format!(
-                        "endpoint {:?} has a credential but the client has no token provider",
-                        e.id()
-                    ),
-                });
-            }
-        }
+        policy.require_token_provider(tokens.is_some())?;
         let urls = (policy.settings().url_mode == UrlMode::Complete).then(|| {
             policy
                 .endpoints()
@@ -278,12 +264,7 @@ impl ClientBuilder {
         let n = policy.endpoints().len();
         // Proxies from the environment, decided by core the same way on every adapter
         // (SPEC 3); reqwest's own reading of the environment is off.
-        let proxies = Arc::new(if policy.settings().env_proxies {
-            baton_core::ProxyEnv::from_env(|name| std::env::var(name).ok())?
-        } else {
-            baton_core::ProxyEnv::none()
-        });
-        proxies.check(policy)?;
+        let proxies = Arc::new(baton_core::ProxyEnv::for_policy(policy)?);
         let mut clients: Vec<reqwest::Client> = Vec::new();
         let mut of_endpoint = Vec::with_capacity(n);
         let mut connect = Vec::with_capacity(n);

@@ -348,3 +348,31 @@ fn tokio_never_shows_a_token() {
     });
     assert_no_token("tokio", &texts);
 }
+
+/// A client without a token provider for a policy with an endpoint credential is refused
+/// when it is built, by the same core check and with the same error on every adapter
+/// that runs token providers: its calls would otherwise go out without their token.
+#[test]
+fn every_adapter_refuses_a_credential_without_a_token_provider() {
+    let policy = || {
+        Policy::builder().endpoint(
+            Endpoint::new("a", "http://127.0.0.1:1/").credential(CredentialSettings::default()),
+        )
+    };
+    let want = baton_core::ConfigError::NoTokenProvider {
+        endpoint: "a".into(),
+    };
+    let tokio = baton_tokio::Client::new(policy()).unwrap_err();
+    assert!(
+        matches!(&tokio, baton_tokio::BuildError::Config(e) if *e == want),
+        "tokio: {tokio}"
+    );
+    let blocking = baton_blocking::Client::new(policy()).unwrap_err();
+    assert_eq!(blocking, baton_blocking::BuildError::Config(want.clone()));
+    let async_std = baton_async_std::Client::new(policy()).unwrap_err();
+    assert!(
+        matches!(&async_std, baton_async_std::BuildError::Config(e) if *e == want),
+        "async-std: {async_std}"
+    );
+    assert!(tokio.to_string().contains("token_provider"), "{tokio}");
+}

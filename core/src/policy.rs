@@ -98,6 +98,15 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: String,
     },
+    /// An endpoint has a credential slot but the client has no token provider: its calls
+    /// would go out without their token (SPEC 9).
+    #[error(
+        "endpoint {endpoint:?} has a credential but the client has no token_provider to fetch its token"
+    )]
+    NoTokenProvider {
+        /// The endpoint's id.
+        endpoint: String,
+    },
     /// A numeric or duration setting is out of range, or settings contradict each other.
     #[error("setting `{setting}` = {value}: {reason}")]
     InvalidSetting {
@@ -1026,6 +1035,33 @@ impl Policy {
     /// The endpoints, in priority order.
     pub fn endpoints(&self) -> &[Endpoint] {
         &self.endpoints
+    }
+
+    /// Refuses a client without a token provider (`has_token_provider` false) for a
+    /// policy with an endpoint credential: that endpoint's calls would go out without
+    /// their token. Every adapter's client builder asks this once.
+    ///
+    /// ```
+    /// use baton_core::{credential::CredentialSettings, ConfigError, Endpoint, Policy};
+    /// let policy = Policy::builder()
+    ///     .endpoint(Endpoint::new("a", "https://a.example/").credential(CredentialSettings::default()))
+    ///     .build()
+    ///     .unwrap();
+    /// let e = policy.require_token_provider(false).unwrap_err();
+    /// assert_eq!(e, ConfigError::NoTokenProvider { endpoint: "a".into() });
+    /// assert!(policy.require_token_provider(true).is_ok());
+    /// ```
+    pub fn require_token_provider(&self, has_token_provider: bool) -> Result<(), ConfigError> {
+        match self
+            .endpoints
+            .iter()
+            .find(|e| e.credential_settings().is_some())
+        {
+            Some(e) if !has_token_provider => Err(ConfigError::NoTokenProvider {
+                endpoint: e.id.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The index of the endpoint with `id`.

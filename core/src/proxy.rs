@@ -242,6 +242,30 @@ impl ProxyEnv {
         })
     }
 
+    /// The proxies a client of `policy` routes through, decided the same way on every
+    /// adapter: read from the process environment when the policy's `env_proxies` is on
+    /// (else none), then [checked](ProxyEnv::check) against the policy's endpoints. An
+    /// adapter calls it once, when its client is built.
+    ///
+    /// ```
+    /// use baton_core::{Endpoint, Policy, ProxyEnv};
+    /// let policy = Policy::builder()
+    ///     .endpoint(Endpoint::new("a", "https://a.example/"))
+    ///     .configure(|s| s.env_proxies = false)
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(ProxyEnv::for_policy(&policy).unwrap().is_empty());
+    /// ```
+    pub fn for_policy(policy: &crate::Policy) -> Result<ProxyEnv, ConfigError> {
+        let env = if policy.settings().env_proxies {
+            ProxyEnv::from_env(|name| std::env::var(name).ok())?
+        } else {
+            ProxyEnv::none()
+        };
+        env.check(policy)?;
+        Ok(env)
+    }
+
     /// Whether any proxy is configured.
     pub fn is_empty(&self) -> bool {
         self.http.is_none() && self.https.is_none()
