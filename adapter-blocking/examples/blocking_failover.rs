@@ -1,6 +1,6 @@
 //! A keyed POST through baton-blocking: the primary refuses the connection (nothing was
 //! sent there), so the call fails over to the backup, and the report says where it went.
-//! Runs offline against local providers: `cargo run -p baton-blocking --example failover`.
+//! Runs offline against local providers: `cargo run -p baton-blocking --example blocking_failover`.
 
 use baton_blocking::{Client, Endpoint, Policy, ResponseExt};
 use testkit::{Behaviour, Provider};

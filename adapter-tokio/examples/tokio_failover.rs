@@ -1,6 +1,6 @@
 //! A keyed POST through baton-tokio: the primary refuses the connection (nothing was sent
 //! there), so the call fails over to the backup, and the report says where it went. Runs
-//! offline against local providers: `cargo run -p baton-tokio --example failover`.
+//! offline against local providers: `cargo run -p baton-tokio --example tokio_failover`.
 
 use baton_tokio::{Client, Endpoint, Policy};
 use testkit::{Behaviour, Provider};

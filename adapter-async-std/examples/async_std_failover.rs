@@ -1,7 +1,7 @@
 //! A keyed POST through baton-async-std, once on async-std's executor and once on smol's:
 //! the primary refuses the connection (nothing was sent there), so the call fails over to
 //! the backup, and the report says where it went. Runs offline against local providers:
-//! `cargo run -p baton-async-std --example failover`.
+//! `cargo run -p baton-async-std --example async_std_failover`.
 
 use baton_async_std::Client;
 use baton_core::{Endpoint, Policy};

@@ -1,7 +1,7 @@
 //! A keyed POST through the baton tower layer in front of hyper-util's `Client`: the
 //! primary refuses the connection (nothing was sent there), so the call fails over to the
 //! backup, and the report in the response's extensions says where it went. Runs offline
-//! against local providers: `cargo run -p baton-tower --example failover`.
+//! against local providers: `cargo run -p baton-tower --example tower_failover`.
 
 use std::time::Duration;
 
