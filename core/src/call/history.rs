@@ -193,14 +193,17 @@ impl<R> History<R> {
 
     /// The public records of every attempt, each with its endpoint's id (from `ids`).
     pub(crate) fn report_records(&self, ids: &[EndpointId]) -> SmallVec<[AttemptRecord; 2]> {
-        let record = |(i, r): (usize, &Rec)| AttemptRecord {
-            endpoint: r.endpoint as usize,
-            endpoint_id: ids[r.endpoint as usize].clone(),
-            number: i as u32 + 1,
-            result: r.result,
-            elapsed: r.elapsed,
-        };
-        self.records.iter().enumerate().map(record).collect()
+        let mut out = SmallVec::new();
+        for (i, r) in self.records.iter().enumerate() {
+            out.push(AttemptRecord {
+                endpoint: r.endpoint as usize,
+                endpoint_id: ids[r.endpoint as usize].clone(),
+                number: i as u32 + 1,
+                result: r.result,
+                elapsed: r.elapsed,
+            });
+        }
+        out
     }
 
     /// Records how a landed attempt ended.
