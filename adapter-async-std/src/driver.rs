@@ -328,12 +328,10 @@ fn follow(
     let Some(hop) = state.next(ex.head.status, &ex.head.headers) else {
         return Err(AttemptEnd::Response(ex));
     };
-    let mut h = headers.clone();
-    if apply_attempt_headers(policy, endpoint, uri, identity, flight.number, &mut h).is_err() {
+    let Ok(mut h) = state.hop_headers(policy, &hop, uri, identity, headers) else {
         state.unfollow();
         return Err(AttemptEnd::Response(ex));
-    }
-    state.prepare(policy, &hop, &mut h);
+    };
     let out = if hop.body {
         match body.body_for(true) {
             Ok(b) => b,

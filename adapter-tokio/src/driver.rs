@@ -698,26 +698,17 @@ fn next_hop(
         ))
     });
     let hop = state.next(response.status(), response.headers())?;
-    let mut headers = req.headers.clone();
-    let built = baton_core::apply_attempt_headers(
-        policy,
-        endpoint,
-        &req.uri,
-        identity,
-        number,
-        &mut headers,
-    );
+    let built = state.hop_headers(policy, &hop, &req.uri, identity, &req.headers);
     let url = reqwest::Url::parse(&hop.uri.to_string());
     let body = match (&req.body, hop.body) {
         (_, false) => Some(None),
         (Body::Bytes(b), true) => Some(Some(reqwest::Body::from(b.clone()))),
         _ => None,
     };
-    let (Ok(()), Ok(url), Some(body)) = (built, url, body) else {
+    let (Ok(headers), Ok(url), Some(body)) = (built, url, body) else {
         state.unfollow();
         return None;
     };
-    state.prepare(policy, &hop, &mut headers);
     let mut next = reqwest::Request::new(hop.method, url);
     *next.headers_mut() = headers;
     *next.body_mut() = body;

@@ -398,26 +398,18 @@ where
             ))
         });
         let hop = state.next(response.status(), response.headers())?;
-        let mut headers = parts.headers.clone();
-        let built = baton_core::apply_attempt_headers(
-            policy,
-            endpoint,
-            &parts.uri,
-            identity,
-            number,
-            &mut headers,
-        );
+        let built = state.hop_headers(policy, &hop, &parts.uri, identity, &parts.headers);
         let body = if hop.body {
             self.body.copy()
         } else {
             Some(ReplayBody::from_bytes(Bytes::new()))
         };
-        let (Ok(()), Some(body), Some(svc)) = (built, body, self.backends.for_endpoint(endpoint))
+        let (Ok(headers), Some(body), Some(svc)) =
+            (built, body, self.backends.for_endpoint(endpoint))
         else {
             state.unfollow();
             return None;
         };
-        state.prepare(policy, &hop, &mut headers);
         let request = self.request(hop.method, hop.uri, headers, body);
         Some(self.flight(svc, request, f.at))
     }

@@ -331,6 +331,49 @@ impl Redirects {
         }
     }
 
+    /// The headers of `hop`, for a driver that builds each request of the attempt from the
+    /// caller's headers (`caller`): the attempt's headers by the destination rules
+    /// ([`apply_attempt_headers`](crate::apply_attempt_headers) with the call's
+    /// `identity`; `request` is the caller's URL), then [prepared](Redirects::prepare)
+    /// for the hop.
+    ///
+    /// ```
+    /// use baton_core::{BodyKind, Endpoint, IdentityHeaders, Policy, Redirects};
+    /// let policy = Policy::builder()
+    ///     .endpoint(Endpoint::new("a", "https://a.example/").header("x-api-key", "A"))
+    ///     .build()
+    ///     .unwrap();
+    /// let url: http::Uri = "https://a.example/pay".parse().unwrap();
+    /// let mut r = Redirects::new(&policy, 0, 1, BodyKind::Empty, &url, &http::Method::GET);
+    /// let mut answer = http::HeaderMap::new();
+    /// answer.insert("location", "https://b.example/x".parse().unwrap());
+    /// let hop = r.next(http::StatusCode::FOUND, &answer).unwrap();
+    /// let identity = IdentityHeaders::new(&policy, "req-12345678", None).unwrap();
+    /// let h = r.hop_headers(&policy, &hop, &url, &identity, &http::HeaderMap::new()).unwrap();
+    /// assert_eq!(h["x-request-id"], "req-12345678");
+    /// assert!(h.get("x-api-key").is_none()); // another origin: no endpoint credential
+    /// ```
+    pub fn hop_headers(
+        &self,
+        policy: &Policy,
+        hop: &Hop,
+        request: &Uri,
+        identity: &crate::IdentityHeaders,
+        caller: &HeaderMap,
+    ) -> Result<HeaderMap, crate::DestinationError> {
+        let mut headers = caller.clone();
+        crate::apply_attempt_headers(
+            policy,
+            self.endpoint,
+            request,
+            identity,
+            self.attempt,
+            &mut headers,
+        )?;
+        self.prepare(policy, hop, &mut headers);
+        Ok(headers)
+    }
+
     /// The hops followed so far, in order.
     pub fn followed(&self) -> &[Redirect] {
         &self.followed
