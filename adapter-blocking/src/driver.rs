@@ -182,22 +182,18 @@ fn send(
         Ok(t) => t,
         Err(e) => return rejected(e.to_string()),
     };
-    let attempt_headers = |p: &Prepared| {
-        let mut headers = p.headers.clone();
-        apply_attempt_headers(
-            policy,
-            attempt.endpoint,
-            &p.uri,
-            identity,
-            attempt.number,
-            &mut headers,
-        )
-        .map(|()| headers)
-    };
-    let headers = match attempt_headers(p) {
-        Ok(h) => h,
-        Err(e) => return rejected(e.to_string()),
-    };
+    let mut headers = p.headers.clone();
+    let number = attempt.number;
+    if let Err(e) = apply_attempt_headers(
+        policy,
+        attempt.endpoint,
+        &p.uri,
+        identity,
+        number,
+        &mut headers,
+    ) {
+        return rejected(e.to_string());
+    }
     let first = attempt.number == 1 || !attempt.fresh_body;
     // Every hop of the attempt shares its timer, as on the other adapters.
     let respond_by = Instant::now() + attempt.timeout;
@@ -212,15 +208,8 @@ fn send(
         first,
     );
     let follows = policy.settings().max_redirects > 0;
-    // The headers are built again only when there is a redirect to follow: the healthy
-    // path copies them once.
-    let (mut resp, mut headers) = match sent {
-        Sent::Response(resp) if follows && resp.status().is_redirection() => {
-            match attempt_headers(p) {
-                Ok(h) => (resp, h),
-                Err(_) => return (Sent::Response(resp), Vec::new()),
-            }
-        }
+    let mut resp = match sent {
+        Sent::Response(resp) if follows && resp.status().is_redirection() => resp,
         sent => return (sent, Vec::new()),
     };
     let mut redirects = Redirects::for_attempt(policy, attempt, p.body.kind(), &target, &p.method);
@@ -228,7 +217,11 @@ fn send(
         let Some(hop) = redirects.next(resp.status(), resp.headers()) else {
             return (Sent::Response(resp), redirects.into_followed());
         };
-        redirects.prepare(policy, &hop, &mut headers);
+        // Each hop's headers are built from the caller's: the healthy path copies them once.
+        let Ok(headers) = redirects.hop_headers(policy, &hop, &p.uri, identity, &p.headers) else {
+            redirects.unfollow();
+            return (Sent::Response(resp), redirects.into_followed());
+        };
         let left = respond_by.saturating_duration_since(Instant::now());
         if left.is_zero() {
             let timeout = AttemptOutcome::Timeout(baton_core::TimeoutPhase::Response);
@@ -251,7 +244,7 @@ fn send(
             &mut body,
             &hop.method,
             hop.uri.clone(),
-            headers.clone(),
+            headers,
             false,
         );
         if hop.body {
