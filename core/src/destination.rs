@@ -176,8 +176,10 @@ pub fn original_authority<'a>(policy: &'a Policy, request: &'a Uri) -> Option<&'
 
 /// One call's identity as header values: its request id and, when it has one, its
 /// idempotency key. Made once per call (`Call::identity_headers`) and sent unchanged on
-/// every attempt and redirect hop: a clone of a header value shares its bytes, so a retry
-/// formats nothing again.
+/// every attempt and redirect hop. Each value is one shared buffer that holds its bytes
+/// inline (values up to 64 bytes: every generated request id and the usual keys), so the
+/// value costs one allocation per call and every attempt's copy is a reference count: a
+/// value parsed from a string would allocate again at its first copy.
 ///
 /// ```
 /// use baton_core::{Endpoint, IdentityHeaders, Policy};
@@ -204,9 +206,9 @@ impl IdentityHeaders {
         request_id: &str,
         idempotency_key: Option<&str>,
     ) -> Result<Self, DestinationError> {
-        let request_id = header_value(policy.request_id_header().as_str(), request_id)?;
+        let request_id = shared_value(policy.request_id_header().as_str(), request_id)?;
         let idempotency_key = idempotency_key
-            .map(|k| header_value(policy.idempotency_key_header().as_str(), k))
+            .map(|k| shared_value(policy.idempotency_key_header().as_str(), k))
             .transpose()?;
         Ok(IdentityHeaders {
             request_id,
@@ -227,6 +229,34 @@ impl IdentityHeaders {
 
 fn header_value(name: &str, v: &str) -> Result<HeaderValue, DestinationError> {
     HeaderValue::from_str(v).map_err(|_| DestinationError::Header(name.to_string()))
+}
+
+/// Longest value an identity header keeps inline in its shared buffer.
+const INLINE_VALUE: usize = 64;
+
+/// The bytes of a short identity header value, held inside its shared buffer.
+struct InlineValue {
+    len: u8,
+    buf: [u8; INLINE_VALUE],
+}
+
+impl AsRef<[u8]> for InlineValue {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+}
+
+/// A header value whose copies share one buffer (see [`IdentityHeaders`]).
+fn shared_value(name: &str, v: &str) -> Result<HeaderValue, DestinationError> {
+    let bytes = match u8::try_from(v.len()) {
+        Ok(len) if v.len() <= INLINE_VALUE => {
+            let mut buf = [0u8; INLINE_VALUE];
+            buf[..v.len()].copy_from_slice(v.as_bytes());
+            bytes::Bytes::from_owner(InlineValue { len, buf })
+        }
+        _ => bytes::Bytes::from_owner(v.as_bytes().to_vec()),
+    };
+    HeaderValue::from_maybe_shared(bytes).map_err(|_| DestinationError::Header(name.to_string()))
 }
 
 /// Sets the headers of one attempt at endpoint `index` in `headers` (a copy of the caller's

@@ -36,6 +36,8 @@
 //!
 //! ## Dependencies
 //! - `http`: the request and response vocabulary every Rust HTTP client shares.
+//! - `bytes` (already under `http`): a call's request-id and key header values as one
+//!   shared buffer each, copied to every attempt by reference count.
 //! - `thiserror`: error types without boilerplate.
 //! - `smallvec`: attempt lists stored inline, so the healthy path allocates nothing.
 //! - `httpdate`: the HTTP-date form of `Retry-After` (RFC 9110), no I/O.
