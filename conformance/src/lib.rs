@@ -839,6 +839,8 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
         };
         let start = now;
         let mut call: Call<'_, Head> = Call::new(&engine, &info, c.body_kind(), c.options(), now);
+        // As the adapters do: the request id and key header values, once per call.
+        let identity = call.identity_headers();
         let mut seen: BTreeMap<String, Vec<SeenRequest>> = BTreeMap::new();
         let mut pending: Vec<(u32, usize, Instant, SimReply, Vec<Redirect>)> = Vec::new();
         let mut cut_body: Vec<u32> = Vec::new();
@@ -848,8 +850,8 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
                 Action::Send(a) => {
                     let policy = engine.policy();
                     let mut h = headers.clone();
-                    let built = call
-                        .identity_headers()
+                    let built = identity
+                        .clone()
                         .and_then(|id| call.attempt_parts(&a, &id, &uri, &mut h));
                     let Ok(target) = built else {
                         let outcome = AttemptOutcome::Failure(FailureClass::RejectedLocally);

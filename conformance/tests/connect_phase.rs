@@ -133,7 +133,9 @@ fn smol_connect_that_never_completes_is_undelivered() {
 /// The same rule for a hedge, whose send the tokio driver boxes (the first attempt's
 /// send holds the unboxed slot): the hedge's timer fires while its connect hangs, so the
 /// hedge is a connect timeout (nothing was sent to that endpoint) while the slow primary
-/// answers.
+/// answers. (This pins the boxed path's classification; the race the driver closes by
+/// dropping a landed send before its grace check, a connection taking the request in
+/// that grace, is not reproduced here: its window is a few instructions wide.)
 #[test]
 fn tokio_hedge_whose_connect_never_completes_is_undelivered() {
     let primary = Provider::start(Behaviour::ok().delay(Duration::from_millis(600)));

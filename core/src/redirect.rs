@@ -299,7 +299,8 @@ impl Redirects {
     /// Takes back the last hop [`next`](Self::next) returned, when the adapter could not
     /// follow it after all (a copy of the body failed): the 3xx is then the answer.
     pub fn unfollow(&mut self) {
-        // (Only hops that carry a body can fail this way, so the body kind is unchanged.)
+        // (The body kind is left as it is: a hop is unfollowed only when its request could
+        // not be built, and the adapter then returns the 3xx without asking again.)
         if let Some(last) = self.followed.pop() {
             self.visited.pop();
             self.current = last.from;

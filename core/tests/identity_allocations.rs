@@ -1,11 +1,12 @@
 //! A call's identity header values cost one allocation each per call, whatever the number of
-//! attempts: every attempt's and hop's copy shares the value's buffer (issue 18: one
-//! request-id header value per call). Counted with a counting global allocator, so this
-//! file is a test binary of its own with a single test (no other test allocates meanwhile).
+//! attempts: every attempt's copy (`apply_attempt_headers`, which redirect hops use too)
+//! shares the value's buffer (issue 18: one request-id header value per call). Counted with
+//! a counting global allocator, so this file is a test binary of its own with a single test
+//! (no other test allocates meanwhile).
 
 use std::alloc::System;
 
-use baton_core::{Endpoint, IdentityHeaders, Policy};
+use baton_core::{apply_attempt_headers, Endpoint, IdentityHeaders, Policy};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -43,5 +44,20 @@ fn identity_values_are_made_once_and_shared_by_every_attempt() {
         assert!(copies
             .iter()
             .all(|(v, k)| v == id && k.as_ref().map(|k| k.as_bytes()) == key.map(str::as_bytes)));
+        // Every attempt's headers, as the adapters build them: after the first (which may
+        // copy the header names into their shared form), the values are shared, not made.
+        let uri: http::Uri = "/".parse().unwrap();
+        let mut headers = http::HeaderMap::with_capacity(16);
+        apply_attempt_headers(&policy, 0, &uri, &identity, 1, &mut headers).unwrap();
+        let region = Region::new(GLOBAL);
+        for attempt in 2..=6 {
+            apply_attempt_headers(&policy, 0, &uri, &identity, attempt, &mut headers).unwrap();
+        }
+        assert_eq!(
+            region.change().allocations,
+            0,
+            "five attempts (key {key:?})"
+        );
+        assert_eq!(headers["x-request-id"], id);
     }
 }
