@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 
 mod bare;
 mod chart;
+mod interleave;
 mod runtimes;
 
 use baton_core::{
@@ -67,9 +68,10 @@ use tower::Layer as _;
 struct Scale {
     /// Repetitions of every scenario (each contender once per repetition).
     reps: usize,
-    /// Scenario 1: sequential calls per batch.
+    /// Scenario 1: calls per contender and repetition with one caller (the repetitions'
+    /// calls are made as one interleaved run).
     healthy_calls: usize,
-    /// Scenario 1: calls per batch with 8 tasks.
+    /// Scenario 1: the same with 8 callers.
     healthy_calls_8: usize,
     /// Scenario 2: calls per contender and repetition.
     blackhole_calls: usize,
@@ -152,10 +154,6 @@ struct Batch {
 }
 
 impl Batch {
-    fn rate(&self) -> f64 {
-        self.samples.len() as f64 / self.elapsed.as_secs_f64()
-    }
-
     fn latencies(&self) -> Vec<Duration> {
         self.samples.iter().map(|s| s.latency).collect()
     }
@@ -206,15 +204,6 @@ fn median(v: &[f64]) -> f64 {
     } else {
         v[m]
     }
-}
-
-/// The median over repetitions of `a`'s rate over `b`'s in the same repetition. Each
-/// repetition runs every contender once, back to back, so a drift of the machine between
-/// repetitions (another VM on the host) cancels out of each ratio; a ratio of the two
-/// medians would keep it.
-fn paired(a: &[f64], b: &[f64]) -> f64 {
-    let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
-    median(&ratios)
 }
 
 fn median_d(v: &[Duration]) -> Duration {
@@ -320,11 +309,16 @@ fn hyper_client() -> HyperClient {
         .build(connector)
 }
 
-/// hyper-util's client used directly, with the same body type the layer hands it.
-async fn hyper_get(client: &HyperClient, uri: &http::Uri) -> bool {
+/// hyper-util's client used directly, with the same body type the layer hands it, and
+/// with baton's request id header when `request_id` (the same request bytes).
+async fn hyper_get(client: &HyperClient, uri: &http::Uri, request_id: bool) -> bool {
     use http_body_util::BodyExt;
     let body = baton_tower::ReplayBody::from_bytes(bytes::Bytes::new());
-    let req = http::Request::get(uri.clone()).body(body).expect("request");
+    let mut req = http::Request::get(uri.clone());
+    if request_id {
+        req = req.header("x-request-id", bare::REQUEST_ID);
+    }
+    let req = req.body(body).expect("request");
     match client.request(req).await {
         Ok(r) => r.status().is_success() && r.into_body().collect().await.is_ok(),
         Err(_) => false,
@@ -520,121 +514,109 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
     );
 
     for (tasks, calls) in [(1, scale.healthy_calls), (8, scale.healthy_calls_8)] {
-        // Warm up each (connections, allocator).
-        drive(calls / 4, tasks, || plain_get(&http, url, None)).await;
-        drive(calls / 4, tasks, || baton_get(&client)).await;
-        drive(calls / 4, tasks, || hyper_get(&hyper, &hyper_uri)).await;
-        drive(calls / 4, tasks, || tower_layer_get(&layered)).await;
-        drive(calls / 4, tasks, || middleware_get(&retry, url, None)).await;
-        let mut rate: [Vec<f64>; 7] = Default::default();
-        let mut p50: [Vec<Duration>; 7] = Default::default();
-        let mut p99: [Vec<Duration>; 7] = Default::default();
-        // reqwest's group, then hyper-util's: interleaving the two stacks' batches made
-        // each slow the other down (their idle pooled connections and tasks).
-        let groups = (0..scale.reps)
-            .map(|rep| rotated(&[0, 1, 2, 5, 6], rep))
-            .chain((0..scale.reps).map(|rep| rotated(&[3, 4], rep)));
-        for order in groups {
-            for who in order {
-                let b = match who {
-                    0 => drive(calls, tasks, || plain_get(&http, url, None)).await,
-                    1 => drive(calls, tasks, || baton_get(&client)).await,
-                    3 => drive(calls, tasks, || hyper_get(&hyper, &hyper_uri)).await,
-                    4 => drive(calls, tasks, || tower_layer_get(&layered)).await,
-                    5 => drive(calls, tasks, || middleware_get(&retry, url, None)).await,
-                    6 => drive(calls, tasks, || same_bytes_get(&http, url)).await,
-                    _ => {
-                        // What an attempt timer alone costs: baton arms one per attempt.
-                        drive(calls, tasks, || async {
-                            tokio::time::timeout(
-                                Duration::from_secs(30),
-                                plain_get(&http, url, None),
-                            )
-                            .await
-                            .unwrap_or(false)
-                        })
+        let rounds = calls * scale.reps / tasks;
+        let setup = format!("{tasks} task(s), {} GETs each, interleaved", rounds * tasks);
+        // reqwest's group: every contender over the same reqwest::Client.
+        let reqwest_call = |who: usize| {
+            let (http, client, retry) = (&http, &client, &retry);
+            async move {
+                match who {
+                    0 => same_bytes_get(http, url).await,
+                    1 => plain_get(http, url, None).await,
+                    2 => baton_get(client).await,
+                    3 => middleware_get(retry, url, None).await,
+                    // What an attempt timer alone costs: baton arms one per attempt.
+                    _ => tokio::time::timeout(Duration::from_secs(30), plain_get(http, url, None))
                         .await
-                    }
-                };
-                assert_eq!(b.ok(), b.samples.len(), "scenario 1: every call answered");
-                let lat = b.latencies();
-                rate[who].push(b.rate());
-                p50[who].push(quantile(&lat, 0.5));
-                p99[who].push(quantile(&lat, 0.99));
-            }
-        }
-        let r: Vec<f64> = rate.iter().map(|v| median(v)).collect();
-        let l50: Vec<Duration> = p50.iter().map(|v| median_d(v)).collect();
-        let l99: Vec<Duration> = p99.iter().map(|v| median_d(v)).collect();
-        let setup = format!("{tasks} task(s), {calls} GETs per batch");
-        for who in [0, 6, 5, 1, 2, 3, 4] {
-            let name = [
-                "plain reqwest",
-                "baton-tokio",
-                "plain reqwest + 30 s tokio timeout (reference)",
-                "plain hyper-util Client",
-                "baton-tower over that hyper-util Client",
-                "reqwest-retry over that reqwest Client (2 retries)",
-                "plain reqwest, same request bytes",
-            ][who];
-            // Each baton row against its own raw client.
-            let base = if who == 3 || who == 4 { 3 } else { 0 };
-            let result = format!(
-                "{:.0} calls/s, p50 {}, p99 {}",
-                r[who],
-                fmt_d(l50[who]),
-                fmt_d(l99[who])
-            );
-            let q = paired(&rate[who], &rate[base]);
-            match who {
-                1 => charts
-                    .healthy
-                    .push((format!("baton-tokio vs reqwest, {tasks} task(s)"), q)),
-                4 => charts
-                    .healthy
-                    .push((format!("baton-tower vs hyper-util, {tasks} task(s)"), q)),
-                _ => {}
-            }
-            let (ratio, goal) = match who {
-                0 | 3 => ("1 (baseline)".to_string(), String::new()),
-                1 => {
-                    // Against the same request bytes (baton's own cost), and against
-                    // reqwest-retry in this very run.
-                    let retry_q = paired(&rate[5], &rate[base]);
-                    (
-                        format!(
-                            "calls/s {q:.3}; p99 {:.2}x; vs the same request bytes {:.3}",
-                            l99[who].as_secs_f64() / l99[base].as_secs_f64(),
-                            paired(&rate[who], &rate[6])
-                        ),
-                        format!(
-                            "calls/s ratio >= 0.98: {}; >= reqwest-retry's {retry_q:.3}: {}",
-                            verdict(q >= 0.98),
-                            verdict(q >= retry_q)
-                        ),
-                    )
+                        .unwrap_or(false),
                 }
-                _ => (
-                    format!(
-                        "calls/s {q:.3}; p99 {:.2}x",
-                        l99[who].as_secs_f64() / l99[base].as_secs_f64()
-                    ),
-                    if who == 4 {
-                        format!("calls/s ratio >= 0.98: {}", verdict(q >= 0.98))
-                    } else {
-                        String::new()
-                    },
+            }
+        };
+        // Warm up (connections, allocator), then measure.
+        interleave::tasks(rounds / 10 + 1, tasks, 5, reqwest_call).await;
+        let m = interleave::tasks(rounds, tasks, 5, reqwest_call).await;
+        // hyper-util's group apart: interleaving the two stacks made each slow the other
+        // down (their idle pooled connections and tasks).
+        let hyper_call = |who: usize| {
+            let (hyper, layered, uri) = (&hyper, &layered, &hyper_uri);
+            async move {
+                match who {
+                    0 => hyper_get(hyper, uri, true).await,
+                    1 => hyper_get(hyper, uri, false).await,
+                    _ => tower_layer_get(layered).await,
+                }
+            }
+        };
+        interleave::tasks(rounds / 10 + 1, tasks, 3, hyper_call).await;
+        let h = interleave::tasks(rounds, tasks, 3, hyper_call).await;
+        tokio_rows(rows, charts, &setup, &m);
+        interleave::push_rows(
+            rows,
+            charts,
+            [
+                "plain hyper-util Client, same request bytes",
+                "plain hyper-util Client, plain request",
+                "baton-tower over that hyper-util Client",
+            ],
+            &setup,
+            &h,
+        );
+    }
+}
+
+/// The reqwest group's rows: baton-tokio against the same `reqwest::Client` sending its
+/// request bytes, and against reqwest-retry over that client, measured in the same run.
+fn tokio_rows(rows: &mut Vec<Row>, charts: &mut Charts, setup: &str, m: &interleave::Interleaved) {
+    let names = [
+        "plain reqwest, same request bytes",
+        "plain reqwest",
+        "baton-tokio",
+        "reqwest-retry over that reqwest Client (2 retries)",
+        "plain reqwest + 30 s tokio timeout (reference)",
+    ];
+    // Each row against the raw client sending its own request bytes: baton's with the
+    // request id, reqwest-retry's and the timeout's plain.
+    let base = |who: usize| if who == 2 { 0 } else { 1 };
+    let retry_q = m.ratio(3, 1);
+    for who in [0, 1, 2, 3, 4] {
+        let q = m.ratio(who, base(who));
+        let p99 = m.p99_ratio(who, base(who));
+        let (ratio, goal) = match who {
+            0 => ("1 (baseline)".to_string(), String::new()),
+            1 => (
+                format!(
+                    "calls/s {:.3}; p99 {:.2}x",
+                    m.ratio(1, 0),
+                    m.p99_ratio(1, 0)
                 ),
-            };
-            rows.push(Row {
-                scenario: "1 healthy",
-                contender: name.into(),
-                setup: setup.clone(),
-                result,
-                ratio,
-                goal,
-            });
-        }
+                String::new(),
+            ),
+            2 => {
+                charts
+                    .healthy
+                    .push((format!("baton-tokio vs reqwest, {setup}"), q));
+                (
+                    format!(
+                        "calls/s {q:.3}; p99 {p99:.2}x; vs a plain request {:.3}",
+                        m.ratio(2, 1)
+                    ),
+                    format!(
+                        "calls/s ratio >= 0.98: {}; >= reqwest-retry's {retry_q:.3}: {}",
+                        verdict(q >= 0.98),
+                        verdict(q >= retry_q)
+                    ),
+                )
+            }
+            _ => (format!("calls/s {q:.3}; p99 {p99:.2}x"), String::new()),
+        };
+        rows.push(Row {
+            scenario: "1 healthy",
+            contender: names[who].into(),
+            setup: setup.into(),
+            result: m.result(who),
+            ratio,
+            goal,
+        });
     }
 }
 
@@ -1280,9 +1262,11 @@ fn main() {
     }
     println!(
         "{} run: {} repetitions per scenario, contenders interleaved (order rotates each \
-         repetition); medians over repetitions; took {:.0} s.\n",
+         repetition; scenario 1 call by call, its ratios paired over blocks of {} rounds); \
+         medians over repetitions; took {:.0} s.\n",
         if quick { "Quick" } else { "Full" },
         scale.reps,
+        interleave::BLOCK,
         t0.elapsed().as_secs_f64()
     );
     print_table(&rows);

@@ -21,7 +21,8 @@ fn quick_run_prints_every_scenario_row() {
         ("1 healthy", "plain reqwest"),
         ("1 healthy", "baton-tokio"),
         ("1 healthy", "plain reqwest + 30 s tokio timeout"),
-        ("1 healthy", "plain hyper-util Client"),
+        ("1 healthy", "plain hyper-util Client, same request bytes"),
+        ("1 healthy", "plain hyper-util Client, plain request"),
         ("1 healthy", "baton-tower over that hyper-util Client"),
         ("1 healthy", "stock ureq Agent, same request bytes"),
         ("1 healthy", "stock ureq Agent, plain request"),
@@ -66,9 +67,9 @@ fn quick_run_prints_every_scenario_row() {
         );
     }
     let table_rows = stdout.lines().filter(|l| l.starts_with("| ")).count();
-    // Header plus 49 rows (scenario 1: 7 tokio and tower contenders and 3 per other
-    // runtime, at two shapes).
-    assert_eq!(table_rows, 50, "{stdout}");
+    // Header plus 51 rows (scenario 1: 5 reqwest and 3 hyper-util contenders and 3 per
+    // other runtime, at two shapes).
+    assert_eq!(table_rows, 52, "{stdout}");
     // A quick run draws its charts under target/ (a full run's are in docs/charts/).
     let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-charts");
     for name in [
