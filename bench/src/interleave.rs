@@ -1,10 +1,13 @@
 //! Scenario 1's method: contenders measured call by call, interleaved.
 //!
-//! Every caller (a task, or a thread for blocking) makes rounds; in each round it calls
-//! every contender once, in an order that rotates with the round and differs between
-//! callers, and times each call on its own. So every contender meets the same machine at
-//! the same moments: a stall of this 2-core VM, another VM on the host, a frequency change,
-//! the provider's own work, all land on the contenders alike instead of on one batch.
+//! Every caller (a task, or a thread for blocking) makes rounds; in each round it gives
+//! every contender a turn of [`TURN`] calls, in an order that rotates with the round and
+//! differs between callers, and times each call on its own. So every contender meets the
+//! same machine within a millisecond or two: a stall of this 2-core VM, another VM on the
+//! host, a frequency change, the provider's own work, all land on the contenders alike
+//! instead of on one batch. A turn of several calls rather than one keeps each
+//! contender's code and data as warm as in a loop of its own: alternating single calls
+//! charged the contender with the most code for the cache misses the others caused.
 //!
 //! From the latencies:
 //! - a contender's calls/s is `callers / mean latency` (Little's law: each caller has one
@@ -23,12 +26,21 @@ use std::time::{Duration, Instant};
 
 use crate::{fmt_d, median, quantile, verdict, Charts, Row};
 
+/// Calls of one contender in a row, in each round.
+pub(crate) const TURN: usize = 10;
+
 /// Rounds per block of the paired ratio.
-pub(crate) const BLOCK: usize = 50;
+pub(crate) const BLOCK: usize = 5;
 
 /// The order in which caller `caller` calls the `n` contenders in round `round`.
 pub(crate) fn order(round: usize, caller: usize, n: usize) -> impl Iterator<Item = usize> {
     (0..n).map(move |k| (round + caller + k) % n)
+}
+
+/// Room for the latencies of `n` contenders over `rounds` rounds, allocated before the
+/// first call is timed.
+pub(crate) fn lanes(n: usize, rounds: usize) -> Vec<Vec<Duration>> {
+    (0..n).map(|_| Vec::with_capacity(rounds * TURN)).collect()
 }
 
 /// Per-call latencies of `n` contenders measured interleaved: `lat[who][i]`, where the
@@ -39,7 +51,7 @@ pub(crate) struct Interleaved {
 }
 
 impl Interleaved {
-    /// Joins the callers' latencies (`loops[caller][who]`, in round order).
+    /// Joins the callers' latencies (`loops[caller][who]`, in call order).
     pub(crate) fn from_loops(loops: Vec<Vec<Vec<Duration>>>) -> Interleaved {
         let callers = loops.len();
         let n = loops.first().map_or(0, Vec::len);
@@ -68,19 +80,20 @@ impl Interleaved {
     pub(crate) fn ratio(&self, who: usize, base: usize) -> f64 {
         let (c, b) = (&self.lat[who], &self.lat[base]);
         let per_caller = c.len() / self.callers.max(1);
+        let block = BLOCK * TURN;
         let mut ratios = Vec::new();
         for caller in 0..self.callers {
             let start = caller * per_caller;
             let mut i = start;
-            while i + BLOCK <= start + per_caller {
+            while i + block <= start + per_caller {
                 let sum = |v: &[Duration]| {
-                    v[i..i + BLOCK]
+                    v[i..i + block]
                         .iter()
                         .map(Duration::as_secs_f64)
                         .sum::<f64>()
                 };
                 ratios.push(sum(b) / sum(c));
-                i += BLOCK;
+                i += block;
             }
         }
         median(&ratios)
@@ -102,8 +115,8 @@ impl Interleaved {
     }
 }
 
-/// Runs `rounds` rounds of the `n` contenders in `tasks` concurrent loops joined in the
-/// current task; `f(who)` makes one call of contender `who` and says whether it was
+/// Runs `rounds` rounds of the `n` contenders (a turn of [`TURN`] calls each) in `tasks`
+/// concurrent loops joined in the current task; `f(who)` makes one call of contender `who` and says whether it was
 /// answered with a 2xx whose body was read.
 pub(crate) async fn tasks<F, Fut>(rounds: usize, tasks: usize, n: usize, f: F) -> Interleaved
 where
@@ -112,13 +125,15 @@ where
 {
     let f = &f;
     let loops = (0..tasks).map(|caller| async move {
-        let mut lat = vec![Vec::with_capacity(rounds); n];
+        let mut lat = lanes(n, rounds);
         for round in 0..rounds {
             for who in order(round, caller, n) {
-                let t = Instant::now();
-                let ok = f(who).await;
-                lat[who].push(t.elapsed());
-                assert!(ok, "scenario 1: every call answered (contender {who})");
+                for _ in 0..TURN {
+                    let t = Instant::now();
+                    let ok = f(who).await;
+                    lat[who].push(t.elapsed());
+                    assert!(ok, "scenario 1: every call answered (contender {who})");
+                }
             }
         }
         lat
@@ -137,13 +152,15 @@ pub(crate) fn threads(
         let handles: Vec<_> = (0..threads)
             .map(|caller| {
                 s.spawn(move || {
-                    let mut lat = vec![Vec::with_capacity(rounds); n];
+                    let mut lat = lanes(n, rounds);
                     for round in 0..rounds {
                         for who in order(round, caller, n) {
-                            let t = Instant::now();
-                            let ok = f(who);
-                            lat[who].push(t.elapsed());
-                            assert!(ok, "scenario 1: every call answered (contender {who})");
+                            for _ in 0..TURN {
+                                let t = Instant::now();
+                                let ok = f(who);
+                                lat[who].push(t.elapsed());
+                                assert!(ok, "scenario 1: every call answered (contender {who})");
+                            }
                         }
                     }
                     lat
@@ -226,8 +243,8 @@ mod tests {
         let mut base = Vec::new();
         let mut slow = Vec::new();
         for block in 0..6 {
-            base.extend(ms(&[100; BLOCK]));
-            slow.extend(ms(&[if block == 4 { 1000 } else { 110 }; BLOCK]));
+            base.extend(ms(&[100; BLOCK * TURN]));
+            slow.extend(ms(&[if block == 4 { 1000 } else { 110 }; BLOCK * TURN]));
         }
         let m = Interleaved {
             lat: vec![base, slow],

@@ -514,8 +514,11 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
     );
 
     for (tasks, calls) in [(1, scale.healthy_calls), (8, scale.healthy_calls_8)] {
-        let rounds = calls * scale.reps / tasks;
-        let setup = format!("{tasks} task(s), {} GETs each, interleaved", rounds * tasks);
+        let rounds = calls * scale.reps / tasks / interleave::TURN;
+        let setup = format!(
+            "{tasks} task(s), {} GETs each, interleaved",
+            rounds * tasks * interleave::TURN
+        );
         // reqwest's group: every contender over the same reqwest::Client.
         let reqwest_call = |who: usize| {
             let (http, client, retry) = (&http, &client, &retry);
@@ -1262,10 +1265,11 @@ fn main() {
     }
     println!(
         "{} run: {} repetitions per scenario, contenders interleaved (order rotates each \
-         repetition; scenario 1 call by call, its ratios paired over blocks of {} rounds); \
+         repetition; scenario 1 in turns of {} calls, its ratios paired over blocks of {} turns); \
          medians over repetitions; took {:.0} s.\n",
         if quick { "Quick" } else { "Full" },
         scale.reps,
+        interleave::TURN,
         interleave::BLOCK,
         t0.elapsed().as_secs_f64()
     );

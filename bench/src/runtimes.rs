@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use testkit::Behaviour;
 
 use crate::bare::{Bare, REQUEST_ID};
-use crate::interleave::{self, order, push_rows, Interleaved};
+use crate::interleave::{self, order, push_rows, Interleaved, TURN};
 use crate::{provider, Charts, Row, Scale};
 
 fn read_all(body: ureq::Body) -> bool {
@@ -54,7 +54,7 @@ pub(crate) fn blocking(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
         _ => baton(),
     };
     for (n, calls) in [(1, scale.healthy_calls), (8, scale.healthy_calls_8)] {
-        let rounds = calls * scale.reps / n;
+        let rounds = calls * scale.reps / n / TURN;
         interleave::threads(rounds / 10 + 1, n, 3, &call);
         let m = interleave::threads(rounds, n, 3, &call);
         let names = [
@@ -62,7 +62,10 @@ pub(crate) fn blocking(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
             "stock ureq Agent, plain request",
             "baton-blocking",
         ];
-        let setup = format!("{n} thread(s), {} GETs each, interleaved", rounds * n);
+        let setup = format!(
+            "{n} thread(s), {} GETs each, interleaved",
+            rounds * n * TURN
+        );
         push_rows(rows, charts, names, &setup, &m);
     }
 }
@@ -77,20 +80,22 @@ async fn mixed_loop(
     rounds: usize,
     caller: usize,
 ) -> Vec<Vec<Duration>> {
-    let mut lat = vec![Vec::with_capacity(rounds); 3];
+    let mut lat = interleave::lanes(3, rounds);
     for round in 0..rounds {
         for who in order(round, caller, 3) {
-            let t = Instant::now();
-            let ok = match who {
-                0 => conns.0.call(true).await,
-                1 => conns.1.call(false).await,
-                _ => match client.get("/").send().await {
-                    Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
-                    Err(_) => false,
-                },
-            };
-            lat[who].push(t.elapsed());
-            assert!(ok, "scenario 1: every call answered (contender {who})");
+            for _ in 0..TURN {
+                let t = Instant::now();
+                let ok = match who {
+                    0 => conns.0.call(true).await,
+                    1 => conns.1.call(false).await,
+                    _ => match client.get("/").send().await {
+                        Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+                        Err(_) => false,
+                    },
+                };
+                lat[who].push(t.elapsed());
+                assert!(ok, "scenario 1: every call answered (contender {who})");
+            }
         }
     }
     lat
@@ -129,11 +134,11 @@ fn async_runtime(
             for _ in 0..n {
                 conns.push((Bare::connect(addr).await, Bare::connect(addr).await));
             }
-            let rounds = calls * scale.reps / n;
+            let rounds = calls * scale.reps / n / TURN;
             mixed(&mut conns, &client, rounds / 10 + 1).await;
             let m = mixed(&mut conns, &client, rounds).await;
             out.push((
-                format!("{n} task(s), {} GETs each, interleaved", rounds * n),
+                format!("{n} task(s), {} GETs each, interleaved", rounds * n * TURN),
                 m,
             ));
         }
