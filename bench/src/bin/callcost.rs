@@ -14,6 +14,13 @@
 //! (baton's total - raw's total) / 6000 is what baton adds to one call; the in-process
 //! provider's instructions are in both totals alike. Without valgrind it prints the
 //! wall time per call of the second round, which is as noisy as scenario 1.
+//!
+//! `callcost cpu N` runs both contenders in one process, interleaved in turns of 10
+//! calls (as scenario 1 does), and prints each one's wall time and the calling thread's
+//! on-CPU time per call (from `/proc/thread-self/schedstat`: user and kernel time of the
+//! thread that runs the client, the provider's threads not included). Where the two
+//! differ by more than the counted instructions explain, the cost is in cycles (cache
+//! and TLB misses) or in the kernel, not in the instructions baton runs.
 
 use std::time::{Duration, Instant};
 
@@ -36,8 +43,8 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if who != "baton" && who != "raw" {
-        eprintln!("callcost: the contender is `baton` or `raw`, not {who:?}");
+    if who != "baton" && who != "raw" && who != "cpu" {
+        eprintln!("callcost: the contender is `baton`, `raw` or `cpu`, not {who:?}");
         std::process::exit(2);
     }
     let providers = [
@@ -67,21 +74,59 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    let baton_call = || async {
+        match client.get("/").send().await {
+            Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+            Err(_) => false,
+        }
+    };
+    let raw_call = || async {
+        let rb = http.get(&urls[0]).header("x-request-id", bare::REQUEST_ID);
+        match rb.send().await {
+            Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+            Err(_) => false,
+        }
+    };
+    if who == "cpu" {
+        rt.block_on(async {
+            // [wall, on-CPU] seconds per contender (0 raw, 1 baton), after a warm-up.
+            let mut sums = [[0.0f64; 2]; 2];
+            for round in 0..(2 * n / 10).max(2) {
+                for k in [round % 2, 1 - round % 2] {
+                    let (t, c) = (Instant::now(), on_cpu());
+                    for _ in 0..10 {
+                        let ok = if k == 1 {
+                            baton_call().await
+                        } else {
+                            raw_call().await
+                        };
+                        assert!(ok, "callcost: every call is answered 200");
+                    }
+                    if round >= n / 10 {
+                        sums[k][0] += t.elapsed().as_secs_f64();
+                        sums[k][1] += on_cpu() - c;
+                    }
+                }
+            }
+            let calls = ((2 * n / 10).max(2) - n / 10) as f64 * 10.0;
+            for (k, name) in ["raw", "baton"].iter().enumerate() {
+                println!(
+                    "{name}: {calls} calls, wall {:.1} µs, calling thread on CPU {:.1} µs per call",
+                    sums[k][0] * 1e6 / calls,
+                    sums[k][1] * 1e6 / calls
+                );
+            }
+        });
+        return;
+    }
     rt.block_on(async {
         for round in 0..2 {
             let t = Instant::now();
             for _ in 0..n {
                 let ok = if who == "baton" {
-                    match client.get("/").send().await {
-                        Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
-                        Err(_) => false,
-                    }
+                    baton_call().await
                 } else {
-                    let rb = http.get(&urls[0]).header("x-request-id", bare::REQUEST_ID);
-                    match rb.send().await {
-                        Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
-                        Err(_) => false,
-                    }
+                    raw_call().await
                 };
                 assert!(ok, "callcost: every call is answered 200");
             }
@@ -91,4 +136,13 @@ fn main() {
             }
         }
     });
+}
+
+/// Seconds the calling thread has been on a CPU (user and kernel), from the first field of
+/// `/proc/thread-self/schedstat` (nanoseconds); 0 where the file cannot be read.
+fn on_cpu() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 * 1e-9)
 }
