@@ -7,6 +7,11 @@
 //! blocks on it from each calling thread; the async-std runner blocks with
 //! `async_std::task::block_on`; the blocking runner just calls.
 //!
+//! One code path for every runtime: each runtime only sends the call and hands back a
+//! [`Sent`] (the response's head, its report and a way to read its body chunk by chunk,
+//! each chunk blocked on in the runtime's own way, or the finished error); the head, the
+//! body's sink and the result are handled once, in [`Runner::run_into`].
+//!
 //! Reading the body: the policy's `body_timeout` bounds it on every runtime (the
 //! command's default is the longest attempt timeout, so a provider that stalls after the
 //! headers cannot hang it), and so does the call's deadline.
@@ -14,7 +19,7 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use baton_core::{EndpointHealth, EventSink, ProbeRefused, ProbeResult, Report};
+use baton_core::{EndpointHealth, ErrorKind, EventSink, ProbeRefused, ProbeResult, Report};
 use http::Method;
 
 use crate::args::RuntimeKind;
@@ -37,6 +42,27 @@ macro_rules! async_request {
         }
         rb
     }};
+}
+
+/// A call on an async adapter (tokio and async-std: the same calls), each step run to its
+/// end with `$block_on`.
+macro_rules! async_sent {
+    ($client:expr, $method:expr, $spec:expr, $($block_on:tt)+) => {
+        match $($block_on)+(async_request!($client, $method, $spec).send()) {
+            Ok(mut resp) => Sent::Response {
+                head: ResponseHead {
+                    status: resp.status().as_u16(),
+                    endpoint: resp.endpoint().to_string(),
+                    headers: header_list(resp.headers()),
+                },
+                report: resp.report().clone(),
+                pull: Box::new(move |sink: &mut dyn BodySink| {
+                    feed(sink, $($block_on)+(resp.chunk()).map_err(|e| error_chain(&e)))
+                }),
+            },
+            Err(e) => failed(e.kind(), e.report(), &e),
+        }
+    };
 }
 
 enum Inner {
@@ -197,50 +223,67 @@ impl Runner {
                 return r;
             }
         };
-        match &self.inner {
-            Inner::Tokio { client, rt } => rt.block_on(run_tokio(client, method, spec, sink)),
-            Inner::Blocking(c) => run_blocking(c, method, spec, sink),
-            Inner::AsyncStd(c) => async_std::task::block_on(run_async_std(c, method, spec, sink)),
+        let sent = match &self.inner {
+            Inner::Tokio { client, rt } => async_sent!(client, method, spec, rt.block_on),
+            Inner::Blocking(c) => blocking_sent(c, method, spec),
+            Inner::AsyncStd(c) => async_sent!(c, method, spec, async_std::task::block_on),
+        };
+        match sent {
+            Sent::Response {
+                head,
+                report,
+                mut pull,
+            } => {
+                sink.head(&head, &report);
+                let body = loop {
+                    if let Some(done) = pull(sink) {
+                        break done;
+                    }
+                };
+                CallResult::response(report, head, body)
+            }
+            Sent::Ended(result) => result,
         }
     }
 }
 
-async fn run_tokio(
-    client: &baton_tokio::Client,
-    method: Method,
-    spec: &CallSpec,
-    sink: &mut dyn BodySink,
-) -> CallResult {
-    match async_request!(client, method, spec).send().await {
-        Ok(mut resp) => {
-            let head = ResponseHead {
-                status: resp.status().as_u16(),
-                endpoint: resp.endpoint().to_string(),
-                headers: header_list(resp.headers()),
-            };
-            let report = resp.report().clone();
-            sink.head(&head, &report);
-            let body = loop {
-                let next = resp.chunk().await.map_err(|e| error_chain(&e));
-                if let Some(done) = feed(sink, next) {
-                    break done;
-                }
-            };
-            CallResult::response(report, head, body)
-        }
-        Err(e) => match e.kind() {
-            Some(kind) => CallResult::error(kind, e.report().clone(), error_chain(&e)),
-            None => CallResult::invalid(error_chain(&e)),
-        },
-    }
+/// Reads a response body's next chunk into the sink (see [`feed`]).
+type Pull<'a> = Box<dyn FnMut(&mut dyn BodySink) -> Option<Result<(), Failure>> + 'a>;
+
+/// What a call on any runtime gave, in the one shape [`Runner::run_into`] reads: a
+/// response (its head, the report, and its body read chunk by chunk), or the result
+/// already complete (an error).
+enum Sent<'a> {
+    Response {
+        head: ResponseHead,
+        report: Report,
+        /// Reads the next chunk of the body into the sink (see [`feed`]): `Some` when the
+        /// body is over.
+        pull: Pull<'a>,
+    },
+    Ended(CallResult),
 }
 
-fn run_blocking(
+/// The result of a call that ended in an error, the same on every runtime: an error with
+/// a kind is the engine's (with the report); without one, the call was rejected before it
+/// started.
+fn failed(
+    kind: Option<&ErrorKind>,
+    report: &Report,
+    e: &(dyn std::error::Error + 'static),
+) -> Sent<'static> {
+    Sent::Ended(match kind {
+        Some(kind) => CallResult::error(kind, report.clone(), error_chain(e)),
+        None => CallResult::invalid(error_chain(e)),
+    })
+}
+
+/// A call on the blocking adapter: the body is read from the response's reader.
+fn blocking_sent(
     client: &baton_blocking::Client,
     method: Method,
     spec: &CallSpec,
-    sink: &mut dyn BodySink,
-) -> CallResult {
+) -> Sent<'static> {
     use baton_blocking::ResponseExt;
     let mut rb = client.request(method, &spec.path).options(spec.options());
     for (k, v) in &spec.headers {
@@ -250,66 +293,34 @@ fn run_blocking(
         Some(b) => rb.send(b.clone()),
         None => rb.call(),
     };
-    match sent {
-        Ok(resp) => {
-            let Some(report) = resp.report().cloned() else {
-                return CallResult::invalid("the blocking adapter returned no report".into());
-            };
-            let head = ResponseHead {
-                status: resp.status().as_u16(),
-                endpoint: report.endpoint_id().unwrap_or_default().to_string(),
-                headers: header_list(resp.headers()),
-            };
-            sink.head(&head, &report);
-            let mut reader = resp.into_body().into_reader();
-            let mut buf = vec![0u8; 64 * 1024];
-            let body = loop {
-                let next = match reader.read(&mut buf) {
-                    Ok(0) => Ok(None),
-                    Ok(n) => Ok(Some(&buf[..n])),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => Err(error_chain(&e)),
-                };
-                if let Some(done) = feed(sink, next) {
-                    break done;
-                }
-            };
-            CallResult::response(report, head, body)
-        }
-        Err(e) => match e.kind() {
-            Some(kind) => CallResult::error(kind, e.report().clone(), error_chain(&e)),
-            None => CallResult::invalid(error_chain(&e)),
-        },
-    }
-}
-
-async fn run_async_std(
-    client: &baton_async_std::Client,
-    method: Method,
-    spec: &CallSpec,
-    sink: &mut dyn BodySink,
-) -> CallResult {
-    match async_request!(client, method, spec).send().await {
-        Ok(mut resp) => {
-            let head = ResponseHead {
-                status: resp.status().as_u16(),
-                endpoint: resp.endpoint().to_string(),
-                headers: header_list(resp.headers()),
-            };
-            let report = resp.report().clone();
-            sink.head(&head, &report);
-            let body = loop {
-                let next = resp.chunk().await.map_err(|e| error_chain(&e));
-                if let Some(done) = feed(sink, next) {
-                    break done;
-                }
-            };
-            CallResult::response(report, head, body)
-        }
-        Err(e) => match e.kind() {
-            Some(kind) => CallResult::error(kind, e.report().clone(), error_chain(&e)),
-            None => CallResult::invalid(error_chain(&e)),
-        },
+    let resp = match sent {
+        Ok(resp) => resp,
+        Err(e) => return failed(e.kind(), e.report(), &e),
+    };
+    let Some(report) = resp.report().cloned() else {
+        let why = "the blocking adapter returned no report".to_string();
+        return Sent::Ended(CallResult::invalid(why));
+    };
+    let head = ResponseHead {
+        status: resp.status().as_u16(),
+        endpoint: report.endpoint_id().unwrap_or_default().to_string(),
+        headers: header_list(resp.headers()),
+    };
+    let mut reader = resp.into_body().into_reader();
+    let mut buf = vec![0u8; 64 * 1024];
+    let pull = move |sink: &mut dyn BodySink| loop {
+        let next = match reader.read(&mut buf) {
+            Ok(0) => Ok(None),
+            Ok(n) => Ok(Some(&buf[..n])),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => Err(error_chain(&e)),
+        };
+        return feed(sink, next);
+    };
+    Sent::Response {
+        head,
+        report,
+        pull: Box::new(pull),
     }
 }
 
