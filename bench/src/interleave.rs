@@ -1,74 +1,103 @@
-//! Scenario 1's method: contenders measured call by call, interleaved.
+//! Scenario 1's method: contenders measured side by side, interleaved in turns.
 //!
-//! Every caller (a task, or a thread for blocking) makes rounds; in each round it gives
-//! every contender a turn of [`TURN`] calls, in an order that rotates with the round and
-//! differs between callers, and times each call on its own. So every contender meets the
-//! same machine within a millisecond or two: a stall of this 2-core VM, another VM on the
-//! host, a frequency change, the provider's own work, all land on the contenders alike
-//! instead of on one batch. A turn of several calls rather than one keeps each
-//! contender's code and data as warm as in a loop of its own: alternating single calls
-//! charged the contender with the most code for the cache misses the others caused.
+//! A run is made of rounds. In each round every contender has a turn: all callers (tasks,
+//! or threads for blocking) make [`TURN`] calls each of that contender at once, and the
+//! turn is timed as a whole (and each call on its own, for the latency quantiles). So
+//! every contender meets the same machine within a few milliseconds: a stall of this
+//! 2-core VM, another VM on the host, a frequency change, the provider's own work, all
+//! land on the contenders alike instead of on one long batch.
 //!
-//! From the latencies:
-//! - a contender's calls/s is `callers / mean latency` (Little's law: each caller has one
-//!   call in flight at a time);
-//! - the ratio of contender `c` to its raw client `b` is paired: the calls are cut into
-//!   blocks of [`BLOCK`] rounds of one caller, each block gives `sum(b) / sum(c)` (the
-//!   calls/s ratio over those rounds), and the ratio is the median block's. A block hit by
-//!   a stall is one outlier among hundreds, and a drift of the machine across the run
-//!   cancels inside each block.
+//! - All callers run the same contender at once: with callers on different contenders at
+//!   the same moment, each call's time would mostly be the other callers' work, the same
+//!   mix for everyone, and differences would shrink toward 1 with the number of callers.
+//! - A turn of several calls rather than one keeps each contender's code and data as
+//!   warm as in a loop of its own: alternating single calls charged the contender with
+//!   the most code for the cache misses the others caused.
+//! - The order of the turns in round `r` is permutation `r mod n!` (lexicographic, see
+//!   [`order`]): over `n!` rounds every contender opens a round, and follows each other
+//!   contender, equally often. A rotation would make each contender follow the same
+//!   neighbour in most rounds, and inherit its cache misses.
 //!
-//! This is the paired-benchmark idea (alternate the two programs under test, compare
+//! From the turns:
+//! - a contender's calls/s is its calls over the sum of its turns' times;
+//! - the ratio of contender `c` to its raw client `b` is paired: the rounds are cut into
+//!   blocks of [`BLOCK`], each block gives `sum(b's turns) / sum(c's turns)` (the calls/s
+//!   ratio over those rounds: both made the same calls), and the ratio is the median
+//!   block's. A block hit by a stall is one outlier among many, and a drift of the machine
+//!   across the run cancels inside each block.
+//!
+//! This is the paired-benchmark idea (alternate the programs under test, compare
 //! neighbours) applied to whole HTTP calls.
 
 use std::future::Future;
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use crate::{fmt_d, median, quantile, verdict, Charts, Row};
 
-/// Calls of one contender in a row, in each round.
+/// Calls of one contender by each caller, in each turn.
 pub(crate) const TURN: usize = 10;
 
 /// Rounds per block of the paired ratio.
-pub(crate) const BLOCK: usize = 5;
+pub(crate) const BLOCK: usize = 6;
 
-/// The order in which caller `caller` calls the `n` contenders in round `round`.
-pub(crate) fn order(round: usize, caller: usize, n: usize) -> impl Iterator<Item = usize> {
-    (0..n).map(move |k| (round + caller + k) % n)
+fn factorial(n: usize) -> usize {
+    (1..=n).product()
 }
 
-/// Room for the latencies of `n` contenders over `rounds` rounds, allocated before the
-/// first call is timed.
-pub(crate) fn lanes(n: usize, rounds: usize) -> Vec<Vec<Duration>> {
-    (0..n).map(|_| Vec::with_capacity(rounds * TURN)).collect()
+/// The order of the `n` contenders' turns in round `round`: permutation number
+/// `round mod n!` in lexicographic order.
+pub(crate) fn order(round: usize, n: usize) -> Vec<usize> {
+    let mut pool: Vec<usize> = (0..n).collect();
+    let mut k = round % factorial(n);
+    let mut out = Vec::with_capacity(n);
+    for i in (0..n).rev() {
+        let f = factorial(i);
+        out.push(pool.remove(k / f));
+        k %= f;
+    }
+    out
 }
 
-/// Per-call latencies of `n` contenders measured interleaved: `lat[who][i]`, where the
-/// calls with the same `i` were made by one caller in one round.
+/// What an interleaved run measured, per contender: each round's turn time and every
+/// call's latency.
 pub(crate) struct Interleaved {
+    turns: Vec<Vec<Duration>>,
     lat: Vec<Vec<Duration>>,
-    callers: usize,
+    /// Calls per turn (callers x [`TURN`]).
+    per_turn: usize,
 }
 
 impl Interleaved {
-    /// Joins the callers' latencies (`loops[caller][who]`, in call order).
-    pub(crate) fn from_loops(loops: Vec<Vec<Vec<Duration>>>) -> Interleaved {
-        let callers = loops.len();
-        let n = loops.first().map_or(0, Vec::len);
-        let mut lat = vec![Vec::new(); n];
-        for per_caller in loops {
-            for (who, l) in per_caller.into_iter().enumerate() {
-                lat[who].extend(l);
-            }
+    /// Room for `rounds` rounds of `n` contenders by `callers` callers, allocated before
+    /// the first call is timed.
+    pub(crate) fn new(n: usize, rounds: usize, callers: usize) -> Interleaved {
+        let per_turn = callers * TURN;
+        Interleaved {
+            turns: (0..n).map(|_| Vec::with_capacity(rounds)).collect(),
+            lat: (0..n)
+                .map(|_| Vec::with_capacity(rounds * per_turn))
+                .collect(),
+            per_turn,
         }
-        Interleaved { lat, callers }
+    }
+
+    /// Records contender `who`'s turn: its time and its calls' latencies.
+    pub(crate) fn record(
+        &mut self,
+        who: usize,
+        turn: Duration,
+        lat: impl IntoIterator<Item = Duration>,
+    ) {
+        self.turns[who].push(turn);
+        self.lat[who].extend(lat);
     }
 
     /// Calls per second of contender `who`.
     pub(crate) fn rate(&self, who: usize) -> f64 {
-        let l = &self.lat[who];
-        let mean = l.iter().map(Duration::as_secs_f64).sum::<f64>() / l.len().max(1) as f64;
-        self.callers as f64 / mean
+        let t = &self.turns[who];
+        let secs: f64 = t.iter().map(Duration::as_secs_f64).sum();
+        (t.len() * self.per_turn) as f64 / secs
     }
 
     /// The `p`-quantile of contender `who`'s latencies.
@@ -78,24 +107,15 @@ impl Interleaved {
 
     /// The paired calls/s ratio of `who` to `base` (see the module docs).
     pub(crate) fn ratio(&self, who: usize, base: usize) -> f64 {
-        let (c, b) = (&self.lat[who], &self.lat[base]);
-        let per_caller = c.len() / self.callers.max(1);
-        let block = BLOCK * TURN;
-        let mut ratios = Vec::new();
-        for caller in 0..self.callers {
-            let start = caller * per_caller;
-            let mut i = start;
-            while i + block <= start + per_caller {
-                let sum = |v: &[Duration]| {
-                    v[i..i + block]
-                        .iter()
-                        .map(Duration::as_secs_f64)
-                        .sum::<f64>()
-                };
-                ratios.push(sum(b) / sum(c));
-                i += block;
-            }
-        }
+        let (c, b) = (&self.turns[who], &self.turns[base]);
+        let sum = |v: &[Duration]| v.iter().map(Duration::as_secs_f64).sum::<f64>();
+        // A run shorter than a block (a quick run) is one block.
+        let block = BLOCK.min(c.len()).max(1);
+        let ratios: Vec<f64> = c
+            .chunks_exact(block)
+            .zip(b.chunks_exact(block))
+            .map(|(c, b)| sum(b) / sum(c))
+            .collect();
         median(&ratios)
     }
 
@@ -115,8 +135,20 @@ impl Interleaved {
     }
 }
 
-/// Runs `rounds` rounds of the `n` contenders (a turn of [`TURN`] calls each) in `tasks`
-/// concurrent loops joined in the current task; `f(who)` makes one call of contender `who` and says whether it was
+/// One caller's turn: [`TURN`] calls of `f`, each timed.
+async fn turn<Fut: Future<Output = bool>>(mut f: impl FnMut() -> Fut) -> [Duration; TURN] {
+    let mut lat = [Duration::ZERO; TURN];
+    for l in &mut lat {
+        let t = Instant::now();
+        let ok = f().await;
+        *l = t.elapsed();
+        assert!(ok, "scenario 1: every call answered");
+    }
+    lat
+}
+
+/// Runs `rounds` rounds of the `n` contenders with `tasks` concurrent callers joined in
+/// the current task; `f(who)` makes one call of contender `who` and says whether it was
 /// answered with a 2xx whose body was read.
 pub(crate) async fn tasks<F, Fut>(rounds: usize, tasks: usize, n: usize, f: F) -> Interleaved
 where
@@ -124,46 +156,51 @@ where
     Fut: Future<Output = bool>,
 {
     let f = &f;
-    let loops = (0..tasks).map(|caller| async move {
-        let mut lat = lanes(n, rounds);
-        for round in 0..rounds {
-            for who in order(round, caller, n) {
-                for _ in 0..TURN {
-                    let t = Instant::now();
-                    let ok = f(who).await;
-                    lat[who].push(t.elapsed());
-                    assert!(ok, "scenario 1: every call answered (contender {who})");
-                }
-            }
+    let mut m = Interleaved::new(n, rounds, tasks);
+    for round in 0..rounds {
+        for who in order(round, n) {
+            let t = Instant::now();
+            let lat = futures_util::future::join_all((0..tasks).map(|_| turn(|| f(who)))).await;
+            m.record(who, t.elapsed(), lat.into_iter().flatten());
         }
-        lat
-    });
-    Interleaved::from_loops(futures_util::future::join_all(loops).await)
+    }
+    m
 }
 
-/// [`tasks`] on `threads` threads at once, for blocking clients.
+/// [`tasks`] for blocking clients: `threads` threads, which start and end every turn
+/// together (a barrier on each side of it).
 pub(crate) fn threads(
     rounds: usize,
     threads: usize,
     n: usize,
     f: &(dyn Fn(usize) -> bool + Sync),
 ) -> Interleaved {
-    let loops = std::thread::scope(|s| {
+    let gate = Barrier::new(threads);
+    let per_thread: Vec<(Vec<Duration>, Vec<Vec<Duration>>)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
-            .map(|caller| {
+            .map(|_| {
+                let gate = &gate;
                 s.spawn(move || {
-                    let mut lat = lanes(n, rounds);
+                    // This thread's view of each turn's time, and its calls, in turn order.
+                    let mut turns = Vec::with_capacity(rounds * n);
+                    let mut lat = Vec::with_capacity(rounds * n);
                     for round in 0..rounds {
-                        for who in order(round, caller, n) {
+                        for who in order(round, n) {
+                            gate.wait();
+                            let t = Instant::now();
+                            let mut l = Vec::with_capacity(TURN);
                             for _ in 0..TURN {
-                                let t = Instant::now();
+                                let c = Instant::now();
                                 let ok = f(who);
-                                lat[who].push(t.elapsed());
-                                assert!(ok, "scenario 1: every call answered (contender {who})");
+                                l.push(c.elapsed());
+                                assert!(ok, "scenario 1: every call answered");
                             }
+                            gate.wait();
+                            turns.push(t.elapsed());
+                            lat.push(l);
                         }
                     }
-                    lat
+                    (turns, lat)
                 })
             })
             .collect();
@@ -172,7 +209,21 @@ pub(crate) fn threads(
             .map(|h| h.join().expect("call thread"))
             .collect()
     });
-    Interleaved::from_loops(loops)
+    let mut m = Interleaved::new(n, rounds, threads);
+    let mut k = 0;
+    for round in 0..rounds {
+        for who in order(round, n) {
+            // The turn ends when the last thread is done: the longest view of it.
+            let turn = per_thread.iter().map(|p| p.0[k]).max().unwrap_or_default();
+            m.record(
+                who,
+                turn,
+                per_thread.iter().flat_map(|p| p.1[k].iter().copied()),
+            );
+            k += 1;
+        }
+    }
+    m
 }
 
 /// The rows of one runtime and caller count, where `names[0]` is the raw client sending
@@ -222,37 +273,52 @@ pub(crate) fn push_rows(
 mod tests {
     use super::*;
 
-    fn ms(v: &[u64]) -> Vec<Duration> {
-        v.iter().map(|&x| Duration::from_micros(x)).collect()
-    }
-
     #[test]
-    fn every_caller_calls_every_contender_once_a_round_in_a_rotating_order() {
-        let a: Vec<usize> = order(0, 0, 3).collect();
-        let b: Vec<usize> = order(1, 0, 3).collect();
-        let c: Vec<usize> = order(0, 1, 3).collect();
-        assert_eq!(a, [0, 1, 2]);
-        assert_eq!(b, [1, 2, 0]);
-        assert_eq!(c, [1, 2, 0]);
+    fn over_n_factorial_rounds_every_contender_follows_every_other_equally_often() {
+        let n = 3;
+        let mut opens = [0; 3];
+        let mut follows = [[0; 3]; 3];
+        for round in 0..factorial(n) {
+            let o = order(round, n);
+            let mut sorted = o.clone();
+            sorted.sort();
+            assert_eq!(sorted, [0, 1, 2], "round {round}: {o:?} is a permutation");
+            opens[o[0]] += 1;
+            for w in o.windows(2) {
+                follows[w[1]][w[0]] += 1;
+            }
+        }
+        assert_eq!(opens, [2, 2, 2]);
+        for (c, row) in follows.iter().enumerate() {
+            for (p, &k) in row.iter().enumerate() {
+                assert_eq!(k, if c == p { 0 } else { 2 }, "{c} after {p}");
+            }
+        }
+        assert_eq!(order(0, 5), [0, 1, 2, 3, 4]);
+        assert_eq!(order(119, 5), [4, 3, 2, 1, 0]);
     }
 
     #[test]
     fn the_ratio_is_the_median_block_and_ignores_a_stalled_block() {
-        // Two callers, 3 blocks each: the contender takes 110 µs a call where the base
-        // takes 100 µs, except in one block where a stall made its calls 1 ms.
-        let mut base = Vec::new();
-        let mut slow = Vec::new();
-        for block in 0..6 {
-            base.extend(ms(&[100; BLOCK * TURN]));
-            slow.extend(ms(&[if block == 4 { 1000 } else { 110 }; BLOCK * TURN]));
+        // Contender 1's turns take 1.1 ms where the base's take 1 ms, except in one block
+        // where a stall made them 10 ms.
+        let mut m = Interleaved::new(2, 3 * BLOCK, 1);
+        for round in 0..3 * BLOCK {
+            let slow = if round / BLOCK == 1 { 10_000 } else { 1_100 };
+            m.record(
+                0,
+                Duration::from_micros(1_000),
+                [Duration::from_micros(100); TURN],
+            );
+            m.record(
+                1,
+                Duration::from_micros(slow),
+                [Duration::from_micros(slow / 10); TURN],
+            );
         }
-        let m = Interleaved {
-            lat: vec![base, slow],
-            callers: 2,
-        };
-        assert!((m.ratio(1, 0) - 100.0 / 110.0).abs() < 1e-9);
+        assert!((m.ratio(1, 0) - 1.0 / 1.1).abs() < 1e-9);
         assert!((m.ratio(0, 0) - 1.0).abs() < 1e-12);
-        // Two callers, each with one call in flight: calls/s = 2 / mean latency.
-        assert!((m.rate(0) - 2.0 / 100e-6).abs() < 1e-3);
+        // TURN calls per 1 ms turn.
+        assert!((m.rate(0) - TURN as f64 / 1e-3).abs() < 1e-6);
     }
 }

@@ -1265,7 +1265,8 @@ fn main() {
     }
     println!(
         "{} run: {} repetitions per scenario, contenders interleaved (order rotates each \
-         repetition; scenario 1 in turns of {} calls, its ratios paired over blocks of {} turns); \
+         repetition; scenario 1 in turns of {} calls by every caller at once, its ratios paired over \
+         blocks of {} rounds); \
          medians over repetitions; took {:.0} s.\n",
         if quick { "Quick" } else { "Full" },
         scale.reps,

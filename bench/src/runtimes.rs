@@ -72,46 +72,47 @@ pub(crate) fn blocking(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
 
 // ---------------------------------------------------------------------- async-std, smol
 
-/// One caller's rounds: a bare connection with baton's request bytes, one with a plain
-/// request, and baton-async-std, interleaved as [`interleave`] describes.
-async fn mixed_loop(
+/// One caller's turn of contender `who`: a bare connection with baton's request bytes
+/// (0), one with a plain request (1), or baton-async-std (2).
+async fn caller_turn(
     conns: &mut (Bare, Bare),
     client: &baton_async_std::Client,
-    rounds: usize,
-    caller: usize,
-) -> Vec<Vec<Duration>> {
-    let mut lat = interleave::lanes(3, rounds);
-    for round in 0..rounds {
-        for who in order(round, caller, 3) {
-            for _ in 0..TURN {
-                let t = Instant::now();
-                let ok = match who {
-                    0 => conns.0.call(true).await,
-                    1 => conns.1.call(false).await,
-                    _ => match client.get("/").send().await {
-                        Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
-                        Err(_) => false,
-                    },
-                };
-                lat[who].push(t.elapsed());
-                assert!(ok, "scenario 1: every call answered (contender {who})");
-            }
-        }
+    who: usize,
+) -> [Duration; TURN] {
+    let mut lat = [Duration::ZERO; TURN];
+    for l in &mut lat {
+        let t = Instant::now();
+        let ok = match who {
+            0 => conns.0.call(true).await,
+            1 => conns.1.call(false).await,
+            _ => match client.get("/").send().await {
+                Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+                Err(_) => false,
+            },
+        };
+        *l = t.elapsed();
+        assert!(ok, "scenario 1: every call answered (contender {who})");
     }
     lat
 }
 
-/// `rounds` rounds on every caller's connections, the callers joined in this task.
+/// `rounds` rounds of the three contenders, every caller (one per pair of connections)
+/// making each turn at once, joined in this task (see [`interleave`]).
 async fn mixed(
     conns: &mut [(Bare, Bare)],
     client: &baton_async_std::Client,
     rounds: usize,
 ) -> Interleaved {
-    let loops = conns
-        .iter_mut()
-        .enumerate()
-        .map(|(caller, c)| mixed_loop(c, client, rounds, caller));
-    Interleaved::from_loops(futures_util::future::join_all(loops).await)
+    let mut m = Interleaved::new(3, rounds, conns.len());
+    for round in 0..rounds {
+        for who in order(round, 3) {
+            let t = Instant::now();
+            let turns = conns.iter_mut().map(|c| caller_turn(c, client, who));
+            let lat = futures_util::future::join_all(turns).await;
+            m.record(who, t.elapsed(), lat.into_iter().flatten());
+        }
+    }
+    m
 }
 
 /// One runtime's rows: `block_on` is async-std's or smol's.
