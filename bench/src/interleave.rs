@@ -226,6 +226,15 @@ pub(crate) fn threads(
     m
 }
 
+/// The chart's label of a baton row, short enough for the chart's margin ("baton-async-std
+/// on smol vs bare hyper, 8 task(s)"): the rows' names and setup, each cut at its first
+/// qualifier.
+pub(crate) fn chart_label(baton: &str, raw: &str, setup: &str) -> String {
+    let cut = |s: &'static str, t: &str| t.split(s).next().unwrap_or(t).to_string();
+    let raw = cut(" on ", &cut(",", raw));
+    format!("{} vs {raw}, {}", cut(" over ", baton), cut(",", setup))
+}
+
 /// The rows of one runtime and caller count, where `names[0]` is the raw client sending
 /// baton's request bytes (the baseline), `names[1]` the same client with a plain request
 /// and `names[2]` baton.
@@ -256,7 +265,7 @@ pub(crate) fn push_rows(
         if who == 2 {
             charts
                 .healthy
-                .push((format!("{} vs {}, {setup}", names[2], names[0]), q));
+                .push((chart_label(names[2], names[0], setup), q));
         }
         rows.push(Row {
             scenario: "1 healthy",

@@ -597,7 +597,7 @@ fn tokio_rows(rows: &mut Vec<Row>, charts: &mut Charts, setup: &str, m: &interle
             2 => {
                 charts
                     .healthy
-                    .push((format!("baton-tokio vs reqwest, {setup}"), q));
+                    .push((interleave::chart_label(names[2], "reqwest", setup), q));
                 (
                     format!(
                         "calls/s {q:.3}; p99 {p99:.2}x; vs a plain request {:.3}",
