@@ -129,6 +129,25 @@ impl Interleaved {
         )
     }
 
+    /// The table row of contender `who`, named `name`, with its ratio and goal columns.
+    pub(crate) fn row(
+        &self,
+        who: usize,
+        name: &str,
+        setup: &str,
+        ratio: String,
+        goal: String,
+    ) -> Row {
+        Row {
+            scenario: "1 healthy",
+            contender: name.into(),
+            setup: setup.into(),
+            result: self.result(who),
+            ratio,
+            goal,
+        }
+    }
+
     /// `who`'s p99 over `base`'s.
     pub(crate) fn p99_ratio(&self, who: usize, base: usize) -> f64 {
         self.quantile(who, 0.99).as_secs_f64() / self.quantile(base, 0.99).as_secs_f64()
@@ -267,14 +286,7 @@ pub(crate) fn push_rows(
                 .healthy
                 .push((chart_label(names[2], names[0], setup), q));
         }
-        rows.push(Row {
-            scenario: "1 healthy",
-            contender: names[who].into(),
-            setup: setup.into(),
-            result: m.result(who),
-            ratio,
-            goal,
-        });
+        rows.push(m.row(who, names[who], setup, ratio, goal));
     }
 }
 

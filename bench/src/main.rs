@@ -612,14 +612,7 @@ fn tokio_rows(rows: &mut Vec<Row>, charts: &mut Charts, setup: &str, m: &interle
             }
             _ => (format!("calls/s {q:.3}; p99 {p99:.2}x"), String::new()),
         };
-        rows.push(Row {
-            scenario: "1 healthy",
-            contender: names[who].into(),
-            setup: setup.into(),
-            result: m.result(who),
-            ratio,
-            goal,
-        });
+        rows.push(m.row(who, names[who], setup, ratio, goal));
     }
 }
 
