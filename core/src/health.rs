@@ -100,8 +100,9 @@ pub(crate) enum Record {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ticket {
     pub epoch: u64,
-    /// Probe id when the attempt holds a half-open probe slot.
-    pub probe: Option<u64>,
+    /// Probe id when the attempt holds a half-open probe slot (ids wrap: only the few
+    /// probes in flight at once are told apart, and each expires after an open time).
+    pub probe: Option<u32>,
     /// False when the endpoint was unavailable and is tried anyway as a last resort: such
     /// an attempt's outcome changes no breaker state.
     pub tracked: bool,
@@ -133,8 +134,8 @@ struct Inner {
     ring_next: usize,
     ring_len: usize,
     ring_failures: u32,
-    probes: Vec<(u64, Instant)>,
-    next_probe: u64,
+    probes: Vec<(u32, Instant)>,
+    next_probe: u32,
     open_time: Duration,
     not_before: Option<Instant>,
 }
@@ -362,7 +363,7 @@ impl Health {
             },
             State::HalfOpen if cooled && inner.probes.len() < self.breaker.probe_quota as usize => {
                 let id = inner.next_probe;
-                inner.next_probe += 1;
+                inner.next_probe = inner.next_probe.wrapping_add(1);
                 inner.probes.push((id, now));
                 Ticket {
                     epoch,

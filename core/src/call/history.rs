@@ -56,12 +56,12 @@ pub(crate) struct Flight {
 #[derive(Debug)]
 pub(crate) struct Kept<R> {
     pub(crate) attempt: u32,
-    pub(crate) endpoint: usize,
+    pub(crate) endpoint: u8,
     pub(crate) status: StatusCode,
     pub(crate) response: R,
     /// How many attempts had ended possibly executed when it was kept (itself included):
     /// more later means an attempt may have done the work after this response.
-    pub(crate) executed_before: usize,
+    pub(crate) executed_before: u32,
 }
 
 /// How one attempt went, as the call keeps it: the attempt's number is its place in the
@@ -70,7 +70,8 @@ pub(crate) struct Kept<R> {
 pub(crate) struct Rec {
     pub(crate) endpoint: u8,
     pub(crate) result: AttemptResult,
-    pub(crate) elapsed: Duration,
+    /// How long it took, in nanoseconds (a Duration takes twice the room).
+    pub(crate) elapsed_ns: u64,
 }
 
 #[derive(Debug)]
@@ -142,8 +143,9 @@ impl<R> History<R> {
     }
 
     /// How many attempts ended possibly executed.
-    pub(crate) fn executed_count(&self, not_processed: &StatusSet) -> usize {
-        self.ended_executed(not_processed).count()
+    pub(crate) fn executed_count(&self, not_processed: &StatusSet) -> u32 {
+        // At most MAX_ATTEMPTS records.
+        self.ended_executed(not_processed).count() as u32
     }
 
     /// Whether an attempt ended ambiguous (it may have done the work, and no response says
@@ -200,7 +202,7 @@ impl<R> History<R> {
                 endpoint_id: ids[r.endpoint as usize].clone(),
                 number: i as u32 + 1,
                 result: r.result,
-                elapsed: r.elapsed,
+                elapsed: Duration::from_nanos(r.elapsed_ns),
             });
         }
         out
@@ -210,7 +212,8 @@ impl<R> History<R> {
     pub(crate) fn close(&mut self, flight: &Flight, result: AttemptResult, elapsed: Duration) {
         if let Some(rec) = self.record_mut(flight.number) {
             rec.result = result;
-            rec.elapsed = elapsed;
+            // Every duration the engine computes is capped far below 584 years.
+            rec.elapsed_ns = elapsed.as_nanos() as u64;
         }
     }
 }

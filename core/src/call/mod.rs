@@ -512,7 +512,7 @@ impl<'e, R> Call<'e, R> {
         self.history.records.push(history::Rec {
             endpoint: endpoint as u8,
             result: AttemptResult::InFlight,
-            elapsed: Duration::ZERO,
+            elapsed_ns: 0,
         });
         self.history.flights.push(Flight {
             number,

@@ -313,11 +313,24 @@ impl<R> Call<'_, R> {
         // copy wait on the byte stores.
         self.order.round.clear();
         let mut later = Bits(0);
-        for i in self.base() {
-            if self.available(i, now) {
-                self.order.round.push(i);
-            } else {
-                later.set(i);
+        if self.order.ranked.is_none() && self.order.preferred.is_none() {
+            // The common order, eligible endpoints by index: a walk over the bits, with
+            // one atomic read per calm endpoint.
+            let mut rest = self.order.eligible;
+            while let Some(i) = rest.pop() {
+                if self.available(i, now) {
+                    self.order.round.push(i);
+                } else {
+                    later.set(i);
+                }
+            }
+        } else {
+            for i in self.base() {
+                if self.available(i, now) {
+                    self.order.round.push(i);
+                } else {
+                    later.set(i);
+                }
             }
         }
         let skip = self.engine.policy.settings.unavailable == Unavailable::Skip;

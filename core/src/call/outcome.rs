@@ -55,7 +55,7 @@ impl<R: Answer> Call<'_, R> {
         });
         let kept = Kept {
             attempt: number,
-            endpoint,
+            endpoint: flight.endpoint,
             status,
             response,
             executed_before: self

@@ -169,7 +169,7 @@ impl<R> Call<'_, R> {
             (None, Some(k)) => Done::Answer {
                 report: report!(Outcome::Response {
                     attempt: k.attempt,
-                    endpoint: k.endpoint,
+                    endpoint: usize::from(k.endpoint),
                     status: k.status,
                     retained: ending.retained,
                     classified_success: ending.success,
