@@ -90,7 +90,7 @@ pub fn run(args: BatchArgs) -> u8 {
                     output::batch_line(&id, &result)
                 })) {
                     Ok(line) => line,
-                    Err(_) => output::panic_line(&id, spec.request_id.as_deref()),
+                    Err(_) => output::panic_line(&id, spec.options.request_id.as_deref()),
                 };
                 if out_tx.send((index, line)).is_err() {
                     return;

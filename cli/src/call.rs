@@ -24,18 +24,8 @@ pub struct CallSpec {
     pub headers: Vec<(String, String)>,
     /// The body (replayable bytes), if any.
     pub body: Option<Vec<u8>>,
-    /// Failover permission.
-    pub failover: Choice,
-    /// Retry permission.
-    pub retry: Choice,
-    /// Preferred endpoint id.
-    pub prefer: Option<String>,
-    /// Idempotency key.
-    pub idempotency_key: Option<String>,
-    /// Request id.
-    pub request_id: Option<String>,
-    /// Deadline of this call (else the policy's).
-    pub deadline: Option<Duration>,
+    /// The engine's per-call options (permissions, preference, deadline, identity...).
+    pub options: CallOptions,
 }
 
 fn permission(c: Choice) -> Option<Permission> {
@@ -49,15 +39,7 @@ fn permission(c: Choice) -> Option<Permission> {
 impl CallSpec {
     /// The engine's per-call options.
     pub fn options(&self) -> CallOptions {
-        CallOptions {
-            retry: permission(self.retry),
-            failover: permission(self.failover),
-            prefer: self.prefer.clone(),
-            deadline: self.deadline,
-            request_id: self.request_id.clone(),
-            idempotency_key: self.idempotency_key.clone(),
-            ..CallOptions::default()
-        }
+        self.options.clone()
     }
 
     /// The call described by `request`'s flags. `stdin` is read for `-d @-`.
@@ -93,12 +75,14 @@ impl CallSpec {
             path: path.to_string(),
             headers,
             body,
-            failover: args.failover,
-            retry: args.retry,
-            prefer: args.prefer.clone(),
-            idempotency_key: args.idempotency_key.clone(),
-            request_id: args.request_id.clone(),
-            deadline: None,
+            options: CallOptions {
+                retry: permission(args.retry),
+                failover: permission(args.failover),
+                prefer: args.prefer.clone(),
+                idempotency_key: args.idempotency_key.clone(),
+                request_id: args.request_id.clone(),
+                ..CallOptions::default()
+            },
         })
     }
 }
@@ -111,9 +95,13 @@ pub fn parse_header(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// One line of `batch` input.
+/// One line of `batch` input: the call's own keys, and any per-call option of the
+/// engine's text form ([`CallOptions`]: `prefer`, `only`, `deny`, `deadline`,
+/// `attempt_timeout`, `attempts_per_endpoint`, `max_attempts`, `request_id`,
+/// `idempotency_key`, `hedge`). `retry` and `failover` take the CLI's words
+/// (`allow`, `deny`, `auto`), and `deadline_ms` is a deadline in milliseconds (give it or
+/// `deadline`, not both). Any other key is an error.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct BatchLine {
     /// Echoed back in the output line (any JSON value).
     #[serde(default)]
@@ -136,26 +124,31 @@ pub struct BatchLine {
     /// Retry permission word.
     #[serde(default)]
     pub retry: Choice,
-    /// Preferred endpoint id.
-    #[serde(default)]
-    pub prefer: Option<String>,
-    /// Idempotency key.
-    #[serde(default)]
-    pub idempotency_key: Option<String>,
-    /// Request id.
-    #[serde(default)]
-    pub request_id: Option<String>,
     /// Deadline of this call, in milliseconds.
     #[serde(default)]
     pub deadline_ms: Option<u64>,
+    /// The engine's per-call options (its `retry` and `failover` are the words above).
+    #[serde(flatten)]
+    pub options: CallOptions,
+    /// Keys that are neither the line's nor an option (a line with one is rejected).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, serde_json::Value>,
 }
 
 impl BatchLine {
     /// Parses one input line.
     pub fn parse(line: &str) -> Result<BatchLine, String> {
         let l: BatchLine = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        if let Some(key) = l.unknown.keys().next() {
+            return Err(format!(
+                "unknown field `{key}` (not a batch key nor a call option)"
+            ));
+        }
         if l.deadline_ms == Some(0) {
             return Err("deadline_ms must be at least 1".into());
+        }
+        if l.deadline_ms.is_some() && l.options.deadline.is_some() {
+            return Err("give deadline_ms or deadline, not both".into());
         }
         Ok(l)
     }
@@ -163,6 +156,12 @@ impl BatchLine {
     /// The call it describes.
     pub fn spec(&self) -> CallSpec {
         let body = self.body.clone().map(String::into_bytes);
+        let mut options = self.options.clone();
+        options.retry = permission(self.retry);
+        options.failover = permission(self.failover);
+        if let Some(ms) = self.deadline_ms {
+            options.deadline = Some(Duration::from_millis(ms));
+        }
         CallSpec {
             method: self.method.clone().unwrap_or_else(|| {
                 if body.is_some() {
@@ -178,12 +177,7 @@ impl BatchLine {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             body,
-            failover: self.failover,
-            retry: self.retry,
-            prefer: self.prefer.clone(),
-            idempotency_key: self.idempotency_key.clone(),
-            request_id: self.request_id.clone(),
-            deadline: self.deadline_ms.map(Duration::from_millis),
+            options,
         }
     }
 }
@@ -369,10 +363,31 @@ mod tests {
         assert_eq!((s.method.as_str(), s.path.as_str()), ("POST", "/"));
         assert_eq!(s.options().retry, Some(Permission::Never));
         assert_eq!(s.options().failover, None);
-        assert_eq!(s.deadline, Some(Duration::from_millis(50)));
+        assert_eq!(s.options.deadline, Some(Duration::from_millis(50)));
         assert!(BatchLine::parse(r#"{"methd":"GET"}"#).is_err());
         assert!(BatchLine::parse(r#"{"retry":"sometimes"}"#).is_err());
         assert!(BatchLine::parse("not json").is_err());
+    }
+
+    #[test]
+    fn batch_lines_take_every_call_option_of_the_engine() {
+        let l = BatchLine::parse(
+            r#"{"deny":true,"only":"b","attempt_timeout":"250ms","max_attempts":1,"hedge":true,"idempotency_key":"k-1"}"#,
+        )
+        .unwrap();
+        let o = l.spec().options;
+        assert!(o.deny && o.hedge);
+        assert_eq!(o.only.as_deref(), Some("b"));
+        assert_eq!(o.attempt_timeout, Some(Duration::from_millis(250)));
+        assert_eq!(o.max_attempts, Some(1));
+        assert_eq!(o.idempotency_key.as_deref(), Some("k-1"));
+        let d = BatchLine::parse(r#"{"deadline":"2s"}"#).unwrap().spec();
+        assert_eq!(d.options.deadline, Some(Duration::from_secs(2)));
+        let both = BatchLine::parse(r#"{"deadline":"2s","deadline_ms":5}"#).unwrap_err();
+        assert!(both.contains("not both"), "{both}");
+        let typo = BatchLine::parse(r#"{"max_attempt":1}"#).unwrap_err();
+        assert!(typo.contains("unknown field `max_attempt`"), "{typo}");
+        assert!(BatchLine::parse(r#"{"max_attempts":"two"}"#).is_err());
     }
 
     #[test]

@@ -26,7 +26,7 @@ use baton_core::Endpoint;
 use serde_json::Value;
 use testkit::{Behaviour, Provider};
 
-use crate::args::{Choice, DemoArgs};
+use crate::args::DemoArgs;
 use crate::call::{CallResult, CallSpec};
 use crate::config::{self, ClientConfig};
 use crate::events;
@@ -35,28 +35,28 @@ use crate::runner::Runner;
 enum Step {
     Phase(&'static str, &'static str),
     Pause(Duration, &'static str),
-    Call(CallSpec),
+    Call(Box<CallSpec>),
 }
 
 fn get(path: &str) -> Step {
-    Step::Call(CallSpec {
+    Step::Call(Box::new(CallSpec {
         method: "GET".into(),
         path: path.into(),
         ..CallSpec::default()
-    })
+    }))
 }
 
 fn post(path: &str, key: Option<&str>) -> Step {
-    Step::Call(CallSpec {
+    Step::Call(Box::new(CallSpec {
         method: "POST".into(),
         path: path.into(),
         headers: vec![("content-type".into(), "application/json".into())],
         body: Some(br#"{"amount":100}"#.to_vec()),
-        idempotency_key: key.map(str::to_string),
-        failover: Choice::Auto,
-        retry: Choice::Auto,
-        ..CallSpec::default()
-    })
+        options: baton_core::CallOptions {
+            idempotency_key: key.map(str::to_string),
+            ..Default::default()
+        },
+    }))
 }
 
 fn healthy(name: &str) -> Behaviour {
@@ -231,7 +231,8 @@ pub fn run(args: DemoArgs) -> u8 {
                     "{} {}{}",
                     spec.method,
                     spec.path,
-                    spec.idempotency_key
+                    spec.options
+                        .idempotency_key
                         .as_ref()
                         .map_or(String::new(), |k| format!(" key={k}"))
                 );

@@ -122,8 +122,12 @@
 //! One client for all lines, so endpoint health, cooldown and the retry budget carry from
 //! call to call. `--concurrency N` (default 1) runs up to N calls at once; output stays in
 //! input order. Input line fields (all optional): `id` (any JSON, echoed back), `method`,
-//! `path`, `headers` (object), `body` (string), `failover`, `retry`, `prefer`,
-//! `idempotency_key`, `request_id`, `deadline_ms`. `--max-body BYTES` (default 8 MiB)
+//! `path`, `headers` (object), `body` (string), `failover` and `retry` (`allow`, `deny`,
+//! `auto`), `deadline_ms`, and every per-call option of the engine's text form
+//! (`baton_core::CallOptions`): `prefer`, `only`, `deny`, `deadline` (`"2s"`; or
+//! `deadline_ms`, not both), `attempt_timeout`, `attempts_per_endpoint`, `max_attempts`,
+//! `idempotency_key`, `request_id`, `hedge`. Any other field is an error for that line.
+//! `--max-body BYTES` (default 8 MiB)
 //! bounds each line's (decoded) body: a larger one gives the line the error kind
 //! `body_too_large`; `--compressed` as for `request`. Output line:
 //!

@@ -219,7 +219,7 @@ impl Runner {
             Ok(m) => m,
             Err(_) => {
                 let mut r = CallResult::invalid(format!("method {:?}", spec.method));
-                r.request_id = spec.request_id.clone();
+                r.request_id = spec.options.request_id.clone();
                 return r;
             }
         };

@@ -140,8 +140,8 @@ use std::time::{Duration, Instant, SystemTime};
 use baton_core::serde_duration;
 use baton_core::{
     Action, AttemptOutcome, AttemptResult, BodyKind, Call, CallOptions, Endpoint, Engine,
-    FailureClass, Head, Input, Outcome, Permission, Policy, Redirect, Redirects, RequestInfo,
-    Settings, TimeoutPhase,
+    FailureClass, Head, Input, Outcome, Policy, Redirect, Redirects, RequestInfo, Settings,
+    TimeoutPhase,
 };
 use serde::Deserialize;
 
@@ -171,6 +171,7 @@ pub struct Vector {
     #[serde(default)]
     pub hosts: Vec<EndpointSpec>,
     /// Calls, run in order through one client.
+    #[serde(deserialize_with = "known_calls")]
     pub calls: Vec<CallSpec>,
     /// Where this vector was loaded from.
     #[serde(skip)]
@@ -268,8 +269,12 @@ impl Fault {
 }
 
 /// One call and what must happen.
+///
+/// The per-call options (`retry`, `failover`, `deny`, `prefer`, `only`, `deadline`,
+/// `attempt_timeout`, `attempts_per_endpoint`, `max_attempts`, `request_id`,
+/// `idempotency_key`, `hedge`) are the engine's own text form of [`CallOptions`], written
+/// beside the call's other keys. Any other key is an error when the vector is loaded.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CallSpec {
     /// Method (default GET).
     #[serde(default = "get")]
@@ -286,35 +291,33 @@ pub struct CallSpec {
     /// Send the body as a one-shot stream (no replay).
     #[serde(default)]
     pub one_shot: bool,
-    /// Retry permission: `never`, `if_undelivered`, `always`.
-    #[serde(default)]
-    pub retry: Option<Permission>,
-    /// Failover permission.
-    #[serde(default)]
-    pub failover: Option<Permission>,
-    /// At most one attempt.
-    #[serde(default)]
-    pub deny: bool,
-    /// Preferred endpoint id.
-    #[serde(default)]
-    pub prefer: Option<String>,
-    /// Idempotency key.
-    #[serde(default)]
-    pub idempotency_key: Option<String>,
-    /// Request id.
-    #[serde(default)]
-    pub request_id: Option<String>,
-    /// Call deadline.
-    #[serde(default, deserialize_with = "opt_duration")]
-    pub deadline: Option<Duration>,
     /// Endpoints eligible for this call (default all).
     #[serde(default)]
     pub eligible: Option<Vec<String>>,
     /// Wait this long before the call (cooldowns, half-open probes).
     #[serde(default, deserialize_with = "opt_duration")]
     pub wait_before: Option<Duration>,
+    /// The call's options, in the engine's text form.
+    #[serde(flatten)]
+    pub options: CallOptions,
+    /// Keys that are neither the call's nor an option (a vector with one is rejected).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
     /// What must happen.
     pub expect: Expect,
+}
+
+/// The calls of a vector, each with only known keys: a call's own keys and the per-call
+/// options share one table, so a misspelt key is caught here rather than ignored.
+fn known_calls<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Vec<CallSpec>, D::Error> {
+    let calls = Vec::<CallSpec>::deserialize(de)?;
+    match (calls.iter().enumerate()).find_map(|(i, c)| Some((i, c.unknown_key()?))) {
+        Some((i, key)) => Err(serde::de::Error::custom(format!(
+            "call {}: unknown field `{key}` (neither a call key nor a call option)",
+            i + 1
+        ))),
+        None => Ok(calls),
+    }
 }
 
 fn get() -> String {
@@ -765,16 +768,12 @@ impl EndpointSpec {
 impl CallSpec {
     /// The call's options (without event sink).
     pub fn options(&self) -> CallOptions {
-        CallOptions {
-            retry: self.retry,
-            failover: self.failover,
-            deny: self.deny,
-            prefer: self.prefer.clone(),
-            deadline: self.deadline,
-            request_id: self.request_id.clone(),
-            idempotency_key: self.idempotency_key.clone(),
-            ..CallOptions::default()
-        }
+        self.options.clone()
+    }
+
+    /// The first key of the call that is neither the call's own nor an option.
+    fn unknown_key(&self) -> Option<&str> {
+        self.unknown.keys().next().map(String::as_str)
     }
 
     /// The body kind the engine sees.
@@ -1108,4 +1107,39 @@ enum SimReply {
     Undelivered,
     Ambiguous,
     Timeout,
+}
+
+#[cfg(test)]
+mod call_keys {
+    use super::*;
+
+    const HEAD: &str = "name = \"t\"\n[policy]\n[[endpoints]]\nid = \"a\"\n";
+
+    fn load(call: &str) -> Result<Vector, String> {
+        toml::from_str(&format!(
+            "{HEAD}[[calls]]\n{call}expect.error = \"failover\"\n"
+        ))
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn call_options_are_the_engines_text_form() {
+        let v = load(
+            "method = \"POST\"\nmax_attempts = 1\nattempt_timeout = \"250ms\"\nonly = \"a\"\n",
+        )
+        .unwrap();
+        let o = v.calls[0].options();
+        assert_eq!(o.max_attempts, Some(1));
+        assert_eq!(o.attempt_timeout, Some(Duration::from_millis(250)));
+        assert_eq!(o.only.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn a_misspelt_call_key_is_an_error() {
+        let e = load("methd = \"POST\"\n").unwrap_err();
+        assert!(e.contains("unknown field `methd`"), "{e}");
+        let e = load("retyr = \"never\"\n").unwrap_err();
+        assert!(e.contains("unknown field `retyr`"), "{e}");
+        assert!(load("retry = \"sometimes\"\n").is_err());
+    }
 }

@@ -29,38 +29,80 @@ use crate::time::add;
 /// };
 /// assert!(!opts.deny);
 /// ```
+///
+/// With the `serde` feature the options have a text form (every field optional, durations
+/// as in policy files, the event sink left out), for per-call settings kept in
+/// configuration; the conformance vectors and the CLI's `batch` lines read theirs with it:
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// use std::time::Duration;
+/// use baton_core::{CallOptions, Permission};
+/// let opts: CallOptions =
+///     serde_json::from_str(r#"{"retry": "never", "deadline": "1.5s", "max_attempts": 2}"#)
+///         .unwrap();
+/// assert_eq!(opts.retry, Some(Permission::Never));
+/// assert_eq!(opts.deadline, Some(Duration::from_millis(1500)));
+/// assert_eq!(opts.max_attempts, Some(2));
+/// # }
+/// ```
 #[derive(Clone, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 pub struct CallOptions {
     /// Retry permission for this call.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub retry: Option<Permission>,
     /// Failover permission for this call.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub failover: Option<Permission>,
     /// At most one attempt (both permissions `Never`).
     pub deny: bool,
     /// Preferred endpoint id (moved to the front when eligible and available).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub prefer: Option<String>,
     /// Restricts the call to the endpoint with this id: every other is ineligible for it
     /// (SPEC 2.1), so its requests reach that endpoint or none, even when it is
     /// unavailable (then it is tried last, or skipped). For state bound to one
     /// destination that must not travel, such as an event stream's `Last-Event-ID`. An
     /// unknown id is an error before any attempt.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub only: Option<String>,
     /// Deadline for the whole call, from its start.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            with = "crate::policy::serde_opt_duration",
+            skip_serializing_if = "Option::is_none"
+        )
+    )]
     pub deadline: Option<Duration>,
     /// Attempt timeout for this call.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            with = "crate::policy::serde_opt_duration",
+            skip_serializing_if = "Option::is_none"
+        )
+    )]
     pub attempt_timeout: Option<Duration>,
     /// Attempts per endpoint per round for this call.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub attempts_per_endpoint: Option<u32>,
     /// Cap on this call's attempts.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub max_attempts: Option<u32>,
     /// Caller-chosen request id (validated: 8-128 of `A-Z a-z 0-9 . _ : -`).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub request_id: Option<String>,
     /// Idempotency key.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub idempotency_key: Option<String>,
     /// Opt in to hedging for a call that is not a safe method.
     pub hedge: bool,
     /// Event sink for this call. It receives the call's events after the policy's sink
     /// (which sees every call's): a per-call sink never hides a call from the client's.
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub events: Option<EventSink>,
 }
 
