@@ -230,7 +230,25 @@ pub(crate) fn classify(
 }
 
 /// Request identity: the call option, then the header on the request, then generated.
+#[inline]
 fn request_id(
+    engine: &Engine,
+    request: &RequestInfo<'_>,
+    given: Option<String>,
+    rng: &mut Rng,
+    invalid: &mut Option<CallRejection>,
+) -> RequestId {
+    if given.is_none() && request.headers.is_empty() {
+        return RequestId::generate(rng);
+    }
+    given_request_id(engine, request, given, rng, invalid)
+}
+
+/// [`request_id`] when the call or its headers may give one. Out of line: a call without
+/// either runs through less code (fewer instruction cache lines when the call runs cold,
+/// between network reads).
+#[inline(never)]
+fn given_request_id(
     engine: &Engine,
     request: &RequestInfo<'_>,
     given: Option<String>,
@@ -239,7 +257,6 @@ fn request_id(
 ) -> RequestId {
     let parsed = match given {
         Some(id) => Some(RequestId::parse(&id)),
-        None if request.headers.is_empty() => None,
         None => request
             .headers
             .get(&engine.policy.request_id_header)
@@ -257,7 +274,23 @@ fn request_id(
 
 /// The idempotency key: the call option, then the header. Sent unchanged means kept byte
 /// for byte: a key that is not visible ASCII is rejected rather than altered.
+#[inline]
 fn idempotency_key(
+    engine: &Engine,
+    request: &RequestInfo<'_>,
+    given: Option<String>,
+    invalid: &mut Option<CallRejection>,
+) -> Option<String> {
+    if given.is_none() && request.headers.is_empty() {
+        return None;
+    }
+    given_idempotency_key(engine, request, given, invalid)
+}
+
+/// [`idempotency_key`] when the call or its headers may give one (out of line, as for
+/// the request id).
+#[inline(never)]
+fn given_idempotency_key(
     engine: &Engine,
     request: &RequestInfo<'_>,
     given: Option<String>,
@@ -265,7 +298,6 @@ fn idempotency_key(
 ) -> Option<String> {
     let key = match given {
         Some(k) => Some(k),
-        None if request.headers.is_empty() => None,
         None => match request.headers.get(&engine.policy.idempotency_key_header) {
             None => None,
             Some(v) => match v.to_str() {

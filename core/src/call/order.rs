@@ -151,6 +151,40 @@ impl Order {
     }
 }
 
+/// The eligible endpoints and the preferred one of a call that the policy's predicate, the
+/// call's `only` or its `prefer` restricts (out of line: most calls have none of them).
+#[inline(never)]
+fn restrict(
+    policy: &crate::Policy,
+    request: &crate::policy::RequestInfo<'_>,
+    call: &crate::CallOptions,
+    every: Bits,
+) -> Result<(Bits, Option<u8>), Stop> {
+    let mut eligible = every;
+    if let Some(f) = &policy.eligible {
+        eligible = Bits(0);
+        for (i, e) in policy.endpoints.iter().enumerate() {
+            if f(e, request) {
+                eligible.set(i);
+            }
+        }
+    }
+    if let Some(id) = call.only.as_deref() {
+        let i = policy
+            .endpoint_index(id)
+            .ok_or_else(|| Stop::UnknownEndpoint(id.to_owned()))?;
+        eligible = Bits(eligible.0 & (1u64 << i));
+    }
+    let mut preferred = None;
+    if let Some(id) = call.prefer.as_deref() {
+        let i = policy
+            .endpoint_index(id)
+            .ok_or_else(|| Stop::UnknownEndpoint(id.to_owned()))?;
+        preferred = Some(i).filter(|i| eligible.has(*i));
+    }
+    Ok((eligible, preferred.map(|p| p as u8)))
+}
+
 /// The endpoint proposed for the next attempt, and the wait before it (`None`: a failover,
 /// which goes at once).
 pub(crate) struct Next {
@@ -201,37 +235,17 @@ impl<R> Call<'_, R> {
         let options = (call.attempts_per_endpoint, call.max_attempts);
         let policy = &self.engine.policy;
         let n = policy.endpoints.len();
-        let mut eligible = Bits(if n >= 64 { u64::MAX } else { (1u64 << n) - 1 });
-        if let Some(f) = &policy.eligible {
-            eligible = Bits(0);
-            for (i, e) in policy.endpoints.iter().enumerate() {
-                if f(e, request) {
-                    eligible.set(i);
-                }
-            }
-        }
-        if let Some(id) = call.only.as_deref() {
-            let i = policy
-                .endpoint_index(id)
-                .ok_or_else(|| Stop::UnknownEndpoint(id.to_owned()))?;
-            eligible = Bits(eligible.0 & (1u64 << i));
-        }
-        let mut preferred = None;
-        if let Some(id) = call.prefer.as_deref() {
-            let i = policy
-                .endpoint_index(id)
-                .ok_or_else(|| Stop::UnknownEndpoint(id.to_owned()))?;
-            preferred = Some(i).filter(|i| eligible.has(*i));
-        }
+        let every = Bits(if n >= 64 { u64::MAX } else { (1u64 << n) - 1 });
+        let (eligible, preferred) =
+            if policy.eligible.is_none() && call.only.is_none() && call.prefer.is_none() {
+                (every, None)
+            } else {
+                restrict(policy, request, call, every)?
+            };
         self.order.eligible = eligible;
-        self.order.preferred = preferred.map(|p| p as u8);
+        self.order.preferred = preferred;
         if let Tiers::Ranked(ranked) = &self.engine.policy.tiers {
-            // The draws advance the call's random source once, as if the order were kept.
-            let drawn_from = self.schedule.rng.clone();
-            let mut rng = drawn_from.clone();
-            self.rank(ranked, &mut rng);
-            self.schedule.rng = rng;
-            self.order.ranked = Some(drawn_from);
+            self.draw_ranked(ranked);
         }
         self.build_round(now);
         let usable = self.order.round.len() as u32;
@@ -253,6 +267,17 @@ impl<R> Call<'_, R> {
         });
         self.order.max_attempts = max;
         Ok(())
+    }
+
+    /// With tiers: draws the call's ranked order once (the draws advance the call's random
+    /// source once, as if the order were kept) and keeps the state it was drawn from.
+    #[inline(never)]
+    fn draw_ranked(&mut self, ranked: &[(u8, u32)]) {
+        let drawn_from = self.schedule.rng.clone();
+        let mut rng = drawn_from.clone();
+        self.rank(ranked, &mut rng);
+        self.schedule.rng = rng;
+        self.order.ranked = Some(drawn_from);
     }
 
     /// Attempts per round at endpoint `e`: the call's setting, else the endpoint's own,
