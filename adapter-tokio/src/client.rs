@@ -2,6 +2,7 @@
 //! the reqwest clients that send the attempts.
 
 use std::collections::hash_map::RandomState;
+use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -584,10 +585,10 @@ impl Client {
     /// let resp = client.execute(request).await?;
     /// # let _ = resp; Ok(()) }
     /// ```
-    pub async fn execute<B: Into<reqwest::Body>>(
+    pub fn execute<B: Into<reqwest::Body>>(
         &self,
         request: http::Request<B>,
-    ) -> Result<Response, Error> {
+    ) -> impl Future<Output = Result<Response, Error>> + '_ {
         let (mut parts, body) = request.into_parts();
         let options = parts.extensions.remove::<CallOptions>().unwrap_or_default();
         let prepared = Prepared {
@@ -599,31 +600,62 @@ impl Client {
             buffer_limit: None,
             invalid: None,
         };
-        self.run(prepared, options).await
+        self.run(prepared, options)
     }
 
     /// Runs a call for a `reqwest::Request` with these options. A per-request reqwest
     /// timeout, if set, is used as the attempt timeout unless the options set one.
-    pub async fn execute_reqwest(
+    pub fn execute_reqwest(
         &self,
         request: reqwest::Request,
         mut options: CallOptions,
-    ) -> Result<Response, Error> {
+    ) -> impl Future<Output = Result<Response, Error>> + '_ {
         let (prepared, timeout) = Prepared::from_reqwest(request);
         if options.attempt_timeout.is_none() {
             options.attempt_timeout = timeout;
         }
-        self.run(prepared, options).await
+        self.run(prepared, options)
     }
 
-    pub(crate) async fn run(
+    /// The driver's future of one call, returned as it is rather than awaited inside a
+    /// future of its own (see [`driver::Owner`]).
+    pub(crate) fn run(
         &self,
         prepared: Prepared,
         options: CallOptions,
-    ) -> Result<Response, Error> {
-        let inner = &*self.inner;
-        let f = driver::drive(&inner.shared, &inner.http, prepared, options).await?;
-        Ok(Response::new(f.response, f.report, f.endpoint, f.deadline))
+    ) -> impl Future<Output = Result<Response, Error>> + '_ {
+        driver::drive(self, prepared, options)
+    }
+}
+
+/// A client's calls run on its own shared state and HTTP clients, and end in a [`Response`].
+impl driver::Owner for Client {
+    type Transport = HttpClients;
+    type Output = Response;
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+    fn transport(&self) -> &HttpClients {
+        &self.inner.http
+    }
+    fn output(finished: driver::Finished) -> Response {
+        finished.response()
+    }
+}
+
+/// A borrowed client, for the calls made by [`Client::execute`] (no reference count
+/// touched per call).
+impl driver::Owner for &Client {
+    type Transport = HttpClients;
+    type Output = Response;
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+    fn transport(&self) -> &HttpClients {
+        &self.inner.http
+    }
+    fn output(finished: driver::Finished) -> Response {
+        finished.response()
     }
 }
 
@@ -810,8 +842,9 @@ impl RequestBuilder {
         crate::EventStream::new(parts, settings)
     }
 
-    /// Runs the call.
-    pub async fn send(self) -> Result<Response, Error> {
+    /// Runs the call. The future is the call's driver itself (no `async fn` layer around
+    /// it moves its state into place on the first poll); it owns the client.
+    pub fn send(self) -> impl Future<Output = Result<Response, Error>> + 'static {
         let RequestBuilder {
             client,
             method,
@@ -832,7 +865,7 @@ impl RequestBuilder {
             buffer_limit,
             invalid: error,
         };
-        client.run(prepared, options).await
+        driver::drive(client, prepared, options)
     }
 }
 

@@ -160,6 +160,13 @@ pub(crate) struct Finished {
     pub(crate) endpoint: EndpointId,
 }
 
+impl Finished {
+    /// The response the caller gets.
+    pub(crate) fn response(self) -> Response {
+        Response::new(self.response, self.report, self.endpoint, self.deadline)
+    }
+}
+
 /// A reqwest response as the engine reads it.
 pub(crate) struct Reply(reqwest::Response);
 
@@ -205,13 +212,47 @@ enum BuildFail {
     Rejected(BoxError),
 }
 
+/// What a call's driver runs on, held by the call's future for the whole call: the
+/// client's shared state and its transport (a client owns both; the middleware lends
+/// them), and what a finished call becomes for the caller.
+///
+/// The driver's future is the caller's future itself, with no `async fn` around it: each
+/// such layer would hold a copy of its whole state (kilobytes) and move it into place when
+/// first polled, writing that much cold memory on every call.
+pub(crate) trait Owner {
+    /// The transport of the attempts.
+    type Transport: Transport;
+    /// What the caller gets for a call that returned a response.
+    type Output;
+    /// The state every call of the client shares.
+    fn shared(&self) -> &Shared;
+    /// The transport of the attempts.
+    fn transport(&self) -> &Self::Transport;
+    /// The caller's value of a finished call.
+    fn output(finished: Finished) -> Self::Output;
+}
+
+impl<T: Transport> Owner for (&Shared, &T) {
+    type Transport = T;
+    type Output = Finished;
+    fn shared(&self) -> &Shared {
+        self.0
+    }
+    fn transport(&self) -> &T {
+        self.1
+    }
+    fn output(finished: Finished) -> Finished {
+        finished
+    }
+}
+
 /// Drives one call to its end.
-pub(crate) async fn drive<T: Transport>(
-    shared: &Shared,
-    transport: &T,
+pub(crate) async fn drive<O: Owner>(
+    owner: O,
     mut req: Prepared,
     options: CallOptions,
-) -> Result<Finished, Error> {
+) -> Result<O::Output, Error> {
+    let (shared, transport) = (owner.shared(), owner.transport());
     // Opt-in buffering of a streaming body (SPEC 2.4), before the call starts.
     let mut over_limit = None;
     if let (Some(limit), Body::Stream(stream)) =
@@ -250,7 +291,7 @@ pub(crate) async fn drive<T: Transport>(
         errors: SmallVec::new(),
         sleep: None,
         slot,
-        timed: timed::<T>,
+        timed: timed::<O::Transport>,
     };
     loop {
         match call.poll() {
@@ -265,7 +306,9 @@ pub(crate) async fn drive<T: Transport>(
     }
     driver.clear();
     let deadline = call.body_read_by(Instant::now());
-    driver.finish(engine, call.into_done(), deadline)
+    driver
+        .finish(engine, call.into_done(), deadline)
+        .map(O::output)
 }
 
 /// The state of one call's driver besides the engine's.
@@ -863,8 +906,7 @@ mod instant_transport {
                 invalid: None,
             };
             let Ok(done) = rt.block_on(drive(
-                &shared,
-                &Instant200,
+                (&shared, &Instant200),
                 prepared,
                 CallOptions::default(),
             )) else {

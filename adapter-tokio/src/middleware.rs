@@ -132,7 +132,7 @@ impl Middleware for BatonMiddleware {
             next,
             extensions: extensions.clone(),
         };
-        match driver::drive(&self.shared, &transport, prepared, options).await {
+        match driver::drive((&self.shared, &transport), prepared, options).await {
             Ok(f) => {
                 let mut response = f.response;
                 response.extensions_mut().insert(f.report);
