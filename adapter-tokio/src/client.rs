@@ -628,31 +628,17 @@ impl Client {
     }
 }
 
-/// A client's calls run on its own shared state and HTTP clients, and end in a [`Response`].
-impl driver::Owner for Client {
+/// A client's calls run on its own shared state and HTTP clients, and end in a
+/// [`Response`]: owned by the future of [`RequestBuilder::send`], borrowed by
+/// [`Client::execute`] (no reference count touched per call).
+impl<C: std::borrow::Borrow<Client>> driver::Owner for C {
     type Transport = HttpClients;
     type Output = Response;
     fn shared(&self) -> &Shared {
-        &self.inner.shared
+        &self.borrow().inner.shared
     }
     fn transport(&self) -> &HttpClients {
-        &self.inner.http
-    }
-    fn output(finished: driver::Finished) -> Response {
-        finished.response()
-    }
-}
-
-/// A borrowed client, for the calls made by [`Client::execute`] (no reference count
-/// touched per call).
-impl driver::Owner for &Client {
-    type Transport = HttpClients;
-    type Output = Response;
-    fn shared(&self) -> &Shared {
-        &self.inner.shared
-    }
-    fn transport(&self) -> &HttpClients {
-        &self.inner.http
+        &self.borrow().inner.http
     }
     fn output(finished: driver::Finished) -> Response {
         finished.response()
