@@ -59,8 +59,9 @@ pub(crate) struct Kept<R> {
     pub(crate) endpoint: u8,
     pub(crate) status: StatusCode,
     pub(crate) response: R,
-    /// How many attempts had ended possibly executed when it was kept (itself included):
-    /// more later means an attempt may have done the work after this response.
+    /// How many attempts had ended possibly executed when it was retained (itself
+    /// included): more later means an attempt may have done the work after this response.
+    /// Counted only for a retained response (an answer is returned as it is).
     pub(crate) executed_before: u32,
 }
 

@@ -28,7 +28,6 @@ impl<R: Answer> Call<'_, R> {
         let now = self.now;
         let endpoint = flight.endpoint as usize;
         let status = response.status();
-        let was_ambiguous = self.history.any_ambiguous();
         let elapsed = crate::time::since(now, flight.started);
         // 502, 503 and 504 say the endpoint is struggling; any other answer is a success.
         let record = if matches!(status.as_u16(), 502..=504) {
@@ -50,17 +49,16 @@ impl<R: Answer> Call<'_, R> {
                 endpoint: &self.engine.policy.endpoints[endpoint],
                 status,
                 headers: response.headers(),
-                earlier_ambiguous: was_ambiguous,
+                // This attempt's own record is a response: never ambiguous.
+                earlier_ambiguous: self.history.any_ambiguous(),
             })
         });
-        let kept = Kept {
+        let mut kept = Kept {
             attempt: number,
             endpoint: flight.endpoint,
             status,
             response,
-            executed_before: self
-                .history
-                .executed_count(&self.engine.policy.settings.not_processed),
+            executed_before: 0,
         };
         match trigger::response(status, verdict, &self.class, &self.engine.policy.settings) {
             Trigger::No { success } => {
@@ -70,6 +68,8 @@ impl<R: Answer> Call<'_, R> {
                 self.answer(kept, success, now);
             }
             Trigger::Yes => {
+                let not_processed = &self.engine.policy.settings.not_processed;
+                kept.executed_before = self.history.executed_count(not_processed);
                 self.history.kept = Some(kept);
                 self.after_trigger(&flight, false);
             }
