@@ -58,7 +58,7 @@ pub use surface::{Action, Answer, Attempt, AttemptOutcome, BodyKind, Done, Head,
 
 use class::Class;
 use gate::Admission;
-use history::{Bits, Flight, History};
+use history::{Flight, History};
 use order::Order;
 use result::Ending;
 use schedule::{Plan, Schedule, Step};
@@ -73,12 +73,6 @@ pub(crate) enum Stop {
 
 /// Where the call is in its life.
 enum Phase {
-    /// Made and not yet begun: the first poll or input (or the end of the call) builds the
-    /// first round and plans the first attempt, or ends a call that was rejected when it
-    /// was made, with the reason. Deferred so that making a call only fills in its fields:
-    /// measured with callgrind, building the round in [`Call::new`] made the finished call
-    /// be copied out whole (744 bytes, about 100 instructions a call).
-    New(Option<Box<Stop>>),
     Running,
     /// Ended; the result waits for [`Call::into_done`].
     Finished(Ending),
@@ -150,14 +144,9 @@ impl<R> std::fmt::Debug for Call<'_, R> {
 }
 
 impl<'e, R: Answer> Call<'e, R> {
-    /// Makes a call: classifies it and asks which endpoints are eligible for it (the
-    /// request is read here only). Invalid call settings (a bad request id, an unknown
-    /// preferred endpoint, zero timeouts) do not panic: the first [`poll`](Call::poll)
-    /// returns [`Action::Done`] with the error, before any send.
-    ///
-    /// The call begins at its first poll or input (or when it is taken or dropped), at the
-    /// time given here: its first round is built then, asking each endpoint's health, and a
-    /// rejected call ends then, with its result event.
+    /// Starts a call. Invalid call settings (a bad request id, an unknown preferred
+    /// endpoint, zero timeouts) do not panic: the first [`poll`](Call::poll) returns
+    /// [`Action::Done`] with the error, before any send.
     // Not inlined: measured with the healthy_path bench, the call is then copied out once
     // (inlined, twice).
     #[inline(never)]
@@ -170,34 +159,42 @@ impl<'e, R: Answer> Call<'e, R> {
     ) -> Self {
         let mut rng = engine.call_rng();
         let (class, invalid) = class::classify(engine, request, &mut options, &mut rng, now);
-        let eligibility = match invalid {
-            Some(why) => Err(Stop::Invalid(why)),
-            None => order::eligibility(&engine.policy, request, &options),
-        };
-        let (eligible, rejected) = match eligibility {
-            Ok(eligible) => (eligible, None),
-            Err(stop) => ((Bits(0), None), Some(Box::new(stop))),
-        };
-        // One struct expression, and no method on it: the fields are written where the
-        // caller keeps the call.
-        Call {
+        let mut call = Call {
             engine,
             sink: options.events.take(),
             class,
             body,
             start: now,
             now,
-            order: Order::made(eligible, &options, &engine.policy.settings),
+            order: Order::new(),
             history: History::new(),
             schedule: Schedule::new(rng, now),
             discards: SmallVec::new(),
-            phase: Phase::New(rejected),
+            phase: Phase::Running,
+        };
+        match invalid {
+            Some(why) => call.stop(now, Stop::Invalid(why)),
+            None => call.start(request, &options, now),
+        }
+        call
+    }
+
+    /// Sets up the order and plans the first attempt.
+    fn start(&mut self, request: &RequestInfo<'_>, options: &CallOptions, now: Instant) {
+        match self.order_start(request, options, now) {
+            Ok(()) => {
+                self.schedule.plan = Plan::Send {
+                    endpoint: self.order.round.get(0) as u8,
+                    at: now,
+                    kind: AttemptKind::First,
+                }
+            }
+            Err(stop) => self.stop(now, stop),
         }
     }
 
     /// Hands the call one input, with the time it happened. Then drain [`poll`](Call::poll).
     pub fn handle(&mut self, input: Input<R>, now: Instant) {
-        self.begin();
         self.now = self.now.max(now);
         match input {
             Input::Response {
@@ -219,7 +216,6 @@ impl<'e, R: Answer> Call<'e, R> {
     /// The next action at the time of the last input. Drain until it says wait or done.
     #[must_use = "the action says what to send, cancel or wait for"]
     pub fn poll(&mut self) -> Action {
-        self.begin();
         loop {
             if let Some(n) = self.discards.pop() {
                 return Action::Discard(n);
@@ -254,12 +250,11 @@ impl<'e, R: Answer> Call<'e, R> {
 
     #[inline(always)]
     fn take_done(&mut self) -> Done<R> {
-        self.begin();
         // Field by field: the ending was just written, and a whole-struct copy would wait
         // on those stores.
         let ending = match &mut self.phase {
             Phase::Finished(e) => e.take(),
-            Phase::New(_) | Phase::Running | Phase::Taken => {
+            Phase::Running | Phase::Taken => {
                 let now = self.now;
                 self.cancel_in_flight(now, AttemptResult::Cancelled);
                 self.ending(now, Stop::Reason(StopReason::Cancelled))
@@ -271,37 +266,6 @@ impl<'e, R: Answer> Call<'e, R> {
 }
 
 impl<'e, R> Call<'e, R> {
-    /// Begins the call if it has not begun (see [`Call::new`]).
-    #[inline(always)]
-    fn begin(&mut self) {
-        if matches!(self.phase, Phase::New(_)) {
-            self.begin_now();
-        }
-    }
-
-    /// Builds the first round and plans the first attempt, or ends the call, at the time it
-    /// was made.
-    fn begin_now(&mut self) {
-        let Phase::New(rejected) = std::mem::replace(&mut self.phase, Phase::Running) else {
-            return;
-        };
-        let now = self.start;
-        let begun = match rejected {
-            Some(stop) => Err(*stop),
-            None => self.first_round(now),
-        };
-        match begun {
-            Ok(()) => {
-                self.schedule.plan = Plan::Send {
-                    endpoint: self.order.round.get(0) as u8,
-                    at: now,
-                    kind: AttemptKind::First,
-                }
-            }
-            Err(stop) => self.stop(now, stop),
-        }
-    }
-
     /// The call's request id (send it in the request-id header on every attempt).
     pub fn request_id(&self) -> &RequestId {
         &self.class.identity.request_id
@@ -373,10 +337,9 @@ impl<'e, R> Call<'e, R> {
         self.history.flights.iter().map(|f| f.number)
     }
 
-    /// Whether the call has ended (a call that has not begun has not ended: see
-    /// [`Call::new`]).
+    /// Whether the call has ended.
     pub fn is_done(&self) -> bool {
-        matches!(self.phase, Phase::Finished(_) | Phase::Taken)
+        !matches!(self.phase, Phase::Running)
     }
 
     /// The call's request id and idempotency key as header values, for every attempt's
@@ -644,7 +607,6 @@ impl<R> Drop for Call<'_, R> {
         // A call dropped before it ended is cancelled (SPEC 2.5): its in-flight attempts
         // end cancelled, count for nothing and free their probe slots at once, and the
         // events say so. The time is the call's last input: no time is invented here.
-        self.begin();
         if !self.is_done() {
             self.cancel();
         }

@@ -133,46 +133,21 @@ impl Order {
         }
     }
 
-    /// The order of a call as it is made, from its eligible endpoints and preferred one
-    /// ([`eligibility`]) and its attempt settings. The first round is built when the call
-    /// begins ([`Call::first_round`]).
-    #[inline(always)]
-    pub(crate) fn made(
-        (eligible, preferred): (Bits, Option<u8>),
-        call: &crate::CallOptions,
-        settings: &crate::policy::Settings,
-    ) -> Order {
-        let explicit_max = call.max_attempts.or(settings.max_attempts);
+    pub(crate) fn new() -> Self {
         Order {
-            eligible,
-            preferred,
+            eligible: Bits(0),
+            preferred: None,
             ranked: None,
             round: List::default(),
             pos: 0,
             round_start: 1,
             skipped: Bits(0),
-            per_call: call.attempts_per_endpoint,
+            per_call: None,
             per_default: 1,
             pinned_limit: 3,
-            max_attempts: explicit_max.unwrap_or(0),
-            max_explicit: explicit_max.is_some(),
+            max_attempts: 1,
+            max_explicit: false,
         }
-    }
-}
-
-/// The endpoints eligible for a call and its preferred one (asked once, when it is made).
-#[inline(always)]
-pub(crate) fn eligibility(
-    policy: &crate::Policy,
-    request: &crate::policy::RequestInfo<'_>,
-    call: &crate::CallOptions,
-) -> Result<(Bits, Option<u8>), Stop> {
-    let n = policy.endpoints.len();
-    let every = Bits(if n >= 64 { u64::MAX } else { (1u64 << n) - 1 });
-    if policy.eligible.is_none() && call.only.is_none() && call.prefer.is_none() {
-        Ok((every, None))
-    } else {
-        restrict(policy, request, call, every)
     }
 }
 
@@ -249,10 +224,26 @@ impl<R> Call<'_, R> {
         available
     }
 
-    /// Builds the call's first round and sets its attempt caps (SPEC 2.6): each endpoint's
-    /// count per round, the pinned limit, and the cap on attempts unless one was set.
-    /// Returns why the call cannot start.
-    pub(crate) fn first_round(&mut self, now: Instant) -> Result<(), Stop> {
+    /// Sets up the order at the call's start: eligibility (asked once per endpoint),
+    /// preference, the first round and the attempt caps. Returns why the call cannot start.
+    pub(crate) fn order_start(
+        &mut self,
+        request: &crate::policy::RequestInfo<'_>,
+        call: &crate::CallOptions,
+        now: Instant,
+    ) -> Result<(), Stop> {
+        let options = (call.attempts_per_endpoint, call.max_attempts);
+        let policy = &self.engine.policy;
+        let n = policy.endpoints.len();
+        let every = Bits(if n >= 64 { u64::MAX } else { (1u64 << n) - 1 });
+        let (eligible, preferred) =
+            if policy.eligible.is_none() && call.only.is_none() && call.prefer.is_none() {
+                (every, None)
+            } else {
+                restrict(policy, request, call, every)?
+            };
+        self.order.eligible = eligible;
+        self.order.preferred = preferred;
         if let Tiers::Ranked(ranked) = &self.engine.policy.tiers {
             self.draw_ranked(ranked);
         }
@@ -262,15 +253,19 @@ impl<R> Call<'_, R> {
             return Err(Stop::Reason(StopReason::NoUsableEndpoint));
         }
         let settings = &self.engine.policy.settings;
-        let explicit_per = self.order.per_call.or(settings.attempts_per_endpoint);
+        let explicit_per = options.0.or(settings.attempts_per_endpoint);
+        let explicit_max = options.1.or(settings.max_attempts);
+        let pinned_limit = settings.pinned_attempts.or(explicit_per).unwrap_or(3);
         let order = &mut self.order;
+        order.per_call = options.0;
         order.per_default = explicit_per.unwrap_or(if usable > 1 { 1 } else { 3 });
-        order.pinned_limit = settings.pinned_attempts.or(explicit_per).unwrap_or(3);
-        if !order.max_explicit {
+        order.pinned_limit = pinned_limit;
+        order.max_explicit = explicit_max.is_some();
+        let max = explicit_max.unwrap_or_else(|| {
             let round = self.order.round.iter();
-            let max = round.fold(0u32, |sum, e| sum.saturating_add(self.per_endpoint(e)));
-            self.order.max_attempts = max;
-        }
+            round.fold(0u32, |sum, e| sum.saturating_add(self.per_endpoint(e)))
+        });
+        self.order.max_attempts = max;
         Ok(())
     }
 
