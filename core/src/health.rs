@@ -287,6 +287,7 @@ impl Health {
     }
 
     #[inline(never)]
+    #[cold]
     fn available_slow(&self, slot: &Slot, now: Instant, out: &mut Transitions) -> bool {
         let mut inner = lock(&slot.inner);
         self.advance(slot, &mut inner, now, out);
@@ -411,6 +412,7 @@ impl Health {
     }
 
     #[inline(never)]
+    #[cold]
     fn finish_slow(
         &self,
         slot: &Slot,

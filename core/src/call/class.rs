@@ -247,6 +247,7 @@ fn request_id(
 /// [`request_id`] when the call or its headers may give one. Out of line: a call without
 /// either runs through less code (fewer instruction cache lines when the call runs cold,
 /// between network reads).
+#[cold]
 #[inline(never)]
 fn given_request_id(
     engine: &Engine,
@@ -289,6 +290,7 @@ fn idempotency_key(
 
 /// [`idempotency_key`] when the call or its headers may give one (out of line, as for
 /// the request id).
+#[cold]
 #[inline(never)]
 fn given_idempotency_key(
     engine: &Engine,
@@ -338,6 +340,7 @@ fn check_options(options: &CallOptions) -> Option<CallRejection> {
 }
 
 /// [`check_options`] for a call that set any of the checked options.
+#[cold]
 #[inline(never)]
 fn check_set_options(options: &CallOptions) -> Option<CallRejection> {
     let bad = |setting, value: String, reason: String| CallRejection::Setting {

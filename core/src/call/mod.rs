@@ -402,10 +402,19 @@ impl<'e, R> Call<'e, R> {
     }
 
     /// Delivers an event: to the policy's sink, then to the call's own.
+    #[inline(always)]
     fn emit(&self, at: Instant, kind: EventKind<'_>) {
-        if !self.has_sink() {
-            return;
+        if self.has_sink() {
+            self.deliver(at, kind);
         }
+    }
+
+    /// [`emit`](Self::emit) to a sink. Cold: most calls have none, and their code stays
+    /// together without it (each line of a call's code is an instruction-cache miss on the
+    /// healthy path, measured with cachegrind).
+    #[cold]
+    #[inline(never)]
+    fn deliver(&self, at: Instant, kind: EventKind<'_>) {
         let event = Event {
             request_id: self.class.identity.request_id.as_str(),
             idempotency_key: self.class.identity.key.as_deref(),
@@ -424,6 +433,8 @@ impl<'e, R> Call<'e, R> {
 
     /// Reports breaker transitions (collected under the health lock, reported after it was
     /// released).
+    #[cold]
+    #[inline(never)]
     fn report_transitions(&self, endpoint: usize, at: Instant, transitions: &Transitions) {
         for t in transitions {
             self.emit(
@@ -580,6 +591,8 @@ impl<'e, R> Call<'e, R> {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn cancel_flights(&mut self, now: Instant, result: AttemptResult) {
         let flights = std::mem::take(&mut self.history.flights);
         for f in flights {

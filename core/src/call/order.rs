@@ -153,6 +153,7 @@ impl Order {
 
 /// The eligible endpoints and the preferred one of a call that the policy's predicate, the
 /// call's `only` or its `prefer` restricts (out of line: most calls have none of them).
+#[cold]
 #[inline(never)]
 fn restrict(
     policy: &crate::Policy,
@@ -214,6 +215,7 @@ impl<R> Call<'_, R> {
 
     /// [`available`](Self::available) for an endpoint that is not calm: asks under its
     /// lock.
+    #[cold]
     #[inline(never)]
     fn available_now(&self, i: usize, now: Instant) -> bool {
         let mut transitions = Transitions::new();
@@ -271,6 +273,7 @@ impl<R> Call<'_, R> {
 
     /// With tiers: draws the call's ranked order once (the draws advance the call's random
     /// source once, as if the order were kept) and keeps the state it was drawn from.
+    #[cold]
     #[inline(never)]
     fn draw_ranked(&mut self, ranked: &[(u8, u32)]) {
         let drawn_from = self.schedule.rng.clone();

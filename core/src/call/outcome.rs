@@ -114,6 +114,8 @@ impl<R: Answer> Call<'_, R> {
 
     /// A `Retry-After` on a 429 or 503 cools the endpoint down (separately from its
     /// breaker) and decides the wait before a retry there.
+    #[cold]
+    #[inline(never)]
     fn cool_down(&mut self, flight: &Flight, headers: &http::HeaderMap, wall: Option<SystemTime>) {
         let Some(d) = retry_after_from_headers(headers, wall) else {
             return;

@@ -57,7 +57,9 @@ impl<R> Call<'_, R> {
         }
     }
 
-    /// How the call ends for `stop` (reported with the result event).
+    /// How the call ends for `stop` (reported with the result event). Cold: a healthy
+    /// call ends with [`answer`](Self::answer).
+    #[cold]
     pub(super) fn ending(&mut self, now: Instant, stop: Stop) -> Ending {
         let (reason, kind) = match stop {
             Stop::RetryAfter(d) => (
