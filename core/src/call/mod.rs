@@ -159,6 +159,31 @@ impl<'e, R: Answer> Call<'e, R> {
     ) -> Self {
         let mut rng = engine.call_rng();
         let (class, invalid) = class::classify(engine, request, &mut options, &mut rng, now);
+        // The common start (every eligible endpoint calm, in index order) is decided before
+        // the call is written, so that it is written once, in place; any other start is
+        // built on the call.
+        let calm = match &invalid {
+            None => order::eligibility(&engine.policy, request, &options)
+                .ok()
+                .and_then(|eligible| Order::calm_start(engine, eligible, &options)),
+            Some(_) => None,
+        };
+        if let Some(order) = calm {
+            let first = order.round.get(0) as u8;
+            return Call {
+                engine,
+                sink: options.events.take(),
+                class,
+                body,
+                start: now,
+                now,
+                order,
+                history: History::new(),
+                schedule: Schedule::new(rng, first, now),
+                discards: SmallVec::new(),
+                phase: Phase::Running,
+            };
+        }
         let mut call = Call {
             engine,
             sink: options.events.take(),
@@ -168,7 +193,7 @@ impl<'e, R: Answer> Call<'e, R> {
             now,
             order: Order::new(),
             history: History::new(),
-            schedule: Schedule::new(rng, now),
+            schedule: Schedule::new(rng, 0, now),
             discards: SmallVec::new(),
             phase: Phase::Running,
         };

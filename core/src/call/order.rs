@@ -121,6 +121,73 @@ pub(crate) struct Order {
 }
 
 impl Order {
+    /// The order at the start of a call whose first round is simply its eligible
+    /// endpoints by index, every one calm (no preferred endpoint, no tiers, nothing
+    /// cooling down: the common case), or `None` for any other call. It is the order
+    /// [`Call::order_start`] builds for such a call, made without the call so that
+    /// [`Call::new`] can write the call in one piece (measured with callgrind: a call
+    /// built and then started is copied out whole, 744 bytes, about 100 instructions).
+    #[inline(always)]
+    pub(crate) fn calm_start(
+        engine: &crate::Engine,
+        (eligible, preferred): (Bits, Option<u8>),
+        call: &crate::CallOptions,
+    ) -> Option<Order> {
+        if preferred.is_some() || matches!(engine.policy.tiers, Tiers::Ranked(_)) {
+            return None;
+        }
+        let mut round = List::default();
+        let mut rest = eligible;
+        while let Some(i) = rest.pop() {
+            if !engine.health.calm(i) {
+                return None;
+            }
+            round.push(i);
+        }
+        if round.len() == 0 {
+            return None;
+        }
+        let mut order = Order {
+            eligible,
+            round,
+            ..Order::new()
+        };
+        order.set_caps(
+            &engine.policy,
+            call.attempts_per_endpoint,
+            call.max_attempts,
+        );
+        Some(order)
+    }
+
+    /// Sets the attempt caps of a call whose first round is built (SPEC 2.6): attempts per
+    /// endpoint per round (the call's `per_call`, else each endpoint's own, else the
+    /// policy's, else 1, or 3 for a call with one usable endpoint), the pinned limit, and
+    /// the cap on attempts (the call's, else the policy's, else one round).
+    fn set_caps(&mut self, policy: &crate::Policy, per_call: Option<u32>, max: Option<u32>) {
+        let settings = &policy.settings;
+        let explicit_per = per_call.or(settings.attempts_per_endpoint);
+        let explicit_max = max.or(settings.max_attempts);
+        let usable = self.round.len() as u32;
+        self.per_call = per_call;
+        self.per_default = explicit_per.unwrap_or(if usable > 1 { 1 } else { 3 });
+        self.pinned_limit = settings.pinned_attempts.or(explicit_per).unwrap_or(3);
+        self.max_explicit = explicit_max.is_some();
+        self.max_attempts = explicit_max.unwrap_or_else(|| {
+            let round = self.round.iter();
+            round.fold(0u32, |sum, e| {
+                sum.saturating_add(self.per_endpoint(policy, e))
+            })
+        });
+    }
+
+    /// Attempts per round at endpoint `e`: the call's setting, else the endpoint's own,
+    /// else the policy's (SPEC 2.6).
+    fn per_endpoint(&self, policy: &crate::Policy, e: usize) -> u32 {
+        let own = policy.attempts_per_endpoint_of(e);
+        self.per_call.or(own).unwrap_or(self.per_default)
+    }
+
     /// Eligible endpoints in priority order, the preferred one first (without tiers).
     fn by_index(&self) -> BaseOrder {
         let mut rest = self.eligible;
@@ -148,6 +215,22 @@ impl Order {
             max_attempts: 1,
             max_explicit: false,
         }
+    }
+}
+
+/// The endpoints eligible for a call and its preferred one (asked once, at the start).
+#[inline(always)]
+pub(crate) fn eligibility(
+    policy: &crate::Policy,
+    request: &crate::policy::RequestInfo<'_>,
+    call: &crate::CallOptions,
+) -> Result<(Bits, Option<u8>), Stop> {
+    let n = policy.endpoints.len();
+    let every = Bits(if n >= 64 { u64::MAX } else { (1u64 << n) - 1 });
+    if policy.eligible.is_none() && call.only.is_none() && call.prefer.is_none() {
+        Ok((every, None))
+    } else {
+        restrict(policy, request, call, every)
     }
 }
 
@@ -234,40 +317,21 @@ impl<R> Call<'_, R> {
         call: &crate::CallOptions,
         now: Instant,
     ) -> Result<(), Stop> {
-        let options = (call.attempts_per_endpoint, call.max_attempts);
-        let policy = &self.engine.policy;
-        let n = policy.endpoints.len();
-        let every = Bits(if n >= 64 { u64::MAX } else { (1u64 << n) - 1 });
-        let (eligible, preferred) =
-            if policy.eligible.is_none() && call.only.is_none() && call.prefer.is_none() {
-                (every, None)
-            } else {
-                restrict(policy, request, call, every)?
-            };
+        let (eligible, preferred) = eligibility(&self.engine.policy, request, call)?;
         self.order.eligible = eligible;
         self.order.preferred = preferred;
         if let Tiers::Ranked(ranked) = &self.engine.policy.tiers {
             self.draw_ranked(ranked);
         }
         self.build_round(now);
-        let usable = self.order.round.len() as u32;
-        if usable == 0 {
+        if self.order.round.len() == 0 {
             return Err(Stop::Reason(StopReason::NoUsableEndpoint));
         }
-        let settings = &self.engine.policy.settings;
-        let explicit_per = options.0.or(settings.attempts_per_endpoint);
-        let explicit_max = options.1.or(settings.max_attempts);
-        let pinned_limit = settings.pinned_attempts.or(explicit_per).unwrap_or(3);
-        let order = &mut self.order;
-        order.per_call = options.0;
-        order.per_default = explicit_per.unwrap_or(if usable > 1 { 1 } else { 3 });
-        order.pinned_limit = pinned_limit;
-        order.max_explicit = explicit_max.is_some();
-        let max = explicit_max.unwrap_or_else(|| {
-            let round = self.order.round.iter();
-            round.fold(0u32, |sum, e| sum.saturating_add(self.per_endpoint(e)))
-        });
-        self.order.max_attempts = max;
+        self.order.set_caps(
+            &self.engine.policy,
+            call.attempts_per_endpoint,
+            call.max_attempts,
+        );
         Ok(())
     }
 
@@ -286,11 +350,7 @@ impl<R> Call<'_, R> {
     /// Attempts per round at endpoint `e`: the call's setting, else the endpoint's own,
     /// else the policy's (SPEC 2.6).
     pub(crate) fn per_endpoint(&self, e: usize) -> u32 {
-        let own = self.engine.policy.attempts_per_endpoint_of(e);
-        self.order
-            .per_call
-            .or(own)
-            .unwrap_or(self.order.per_default)
+        self.order.per_endpoint(&self.engine.policy, e)
     }
 
     /// The call's base order with tiers: the preferred endpoint, then each tier's eligible
@@ -604,5 +664,94 @@ impl<R> Call<'_, R> {
                 skipped,
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use crate::{BodyKind, Call, CallOptions, Endpoint, Engine, Head, Policy, RequestInfo};
+
+    /// The order fields a start decides, as text (every one of them, by name).
+    fn snapshot(call: &Call<'_, Head>) -> String {
+        let o = &call.order;
+        format!(
+            "eligible {:b} preferred {:?} round {:?} skipped {:b} pos {} round_start {} per_call {:?} \
+             per_default {} pinned_limit {} max_attempts {} max_explicit {} ranked {}",
+            o.eligible.0,
+            o.preferred,
+            o.round.iter().collect::<Vec<_>>(),
+            o.skipped.0,
+            o.pos,
+            o.round_start,
+            o.per_call,
+            o.per_default,
+            o.pinned_limit,
+            o.max_attempts,
+            o.max_explicit,
+            o.ranked.is_some(),
+        )
+    }
+
+    /// The calm start made in `Call::new` is the order `order_start` builds for the same
+    /// call, for every combination of endpoint count and attempt settings tried.
+    #[test]
+    fn the_calm_start_is_the_order_the_general_start_builds() {
+        let (uri, headers) = ("/".parse().unwrap(), http::HeaderMap::new());
+        let info = RequestInfo {
+            method: &http::Method::GET,
+            uri: &uri,
+            headers: &headers,
+        };
+        let counts = [None, Some(1), Some(2)];
+        for n in 1..=4 {
+            for own in [None, Some(2)] {
+                for (policy_per, policy_max, pinned) in
+                    [(None, None, None), (Some(2), Some(5), Some(4))]
+                {
+                    for call_per in counts {
+                        for call_max in counts {
+                            let mut b = Policy::builder();
+                            for i in 0..n {
+                                let mut e = Endpoint::new(
+                                    format!("e{i}"),
+                                    format!("https://e{i}.example/"),
+                                );
+                                if i == 0 {
+                                    if let Some(k) = own {
+                                        e = e.attempts_per_endpoint(k);
+                                    }
+                                }
+                                b = b.endpoint(e);
+                            }
+                            b = b.configure(|s| {
+                                s.attempts_per_endpoint = policy_per;
+                                s.max_attempts = policy_max;
+                                s.pinned_attempts = pinned;
+                            });
+                            let engine = Engine::new(b.build().unwrap());
+                            let options = CallOptions {
+                                attempts_per_endpoint: call_per,
+                                max_attempts: call_max,
+                                ..CallOptions::default()
+                            };
+                            let now = Instant::now();
+                            let mut call: Call<'_, Head> =
+                                Call::new(&engine, &info, BodyKind::Empty, options.clone(), now);
+                            assert!(super::Order::calm_start(
+                                &engine,
+                                (call.order.eligible, None),
+                                &options
+                            )
+                            .is_some());
+                            let calm = snapshot(&call);
+                            assert!(call.order_start(&info, &options, now).is_ok());
+                            assert_eq!(calm, snapshot(&call), "n {n}, own {own:?}, policy {policy_per:?}/{policy_max:?}/{pinned:?}, call {call_per:?}/{call_max:?}");
+                        }
+                    }
+                }
+            }
+        }
     }
 }

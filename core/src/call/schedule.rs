@@ -46,10 +46,11 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
-    pub(crate) fn new(rng: Rng, now: Instant) -> Self {
+    /// The schedule of a call starting at `now`: its first attempt goes to `first`.
+    pub(crate) fn new(rng: Rng, first: u8, now: Instant) -> Self {
         Schedule {
             plan: Plan::Send {
-                endpoint: 0,
+                endpoint: first,
                 at: now,
                 kind: AttemptKind::First,
             },
