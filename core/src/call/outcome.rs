@@ -65,7 +65,13 @@ impl<R: Answer> Call<'_, R> {
                 self.cancel_in_flight(now, AttemptResult::Cancelled);
                 // A newer response replaces an older one; the older is closed (dropped).
                 self.history.kept = None;
-                self.answer(kept, success, now);
+                // The first attempt started with the call: its time is the call's.
+                let call_elapsed = if flight.started == self.start {
+                    elapsed
+                } else {
+                    crate::time::since(now, self.start)
+                };
+                self.answer(kept, success, now, call_elapsed);
             }
             Trigger::Yes => {
                 let not_processed = &self.engine.policy.settings.not_processed;

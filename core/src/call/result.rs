@@ -3,7 +3,7 @@
 //! else an error, carrying the retained response. The report is built once, when the
 //! result is handed out, by moving the history into it.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::history::Kept;
 use super::surface::Done;
@@ -25,7 +25,8 @@ pub(crate) struct Ending {
     retained: bool,
     /// The classifier called the answer a success.
     success: bool,
-    at: Instant,
+    /// From the call's start to its end.
+    elapsed: Duration,
     may_have_executed: bool,
 }
 
@@ -37,17 +38,19 @@ impl Ending {
             error: self.error.take(),
             retained: self.retained,
             success: self.success,
-            at: self.at,
+            elapsed: self.elapsed,
             may_have_executed: self.may_have_executed,
         }
     }
 }
 
 impl<R> Call<'_, R> {
-    /// Ends the call with the first usable answer.
-    pub(super) fn answer(&mut self, kept: Kept<R>, success: bool, now: Instant) {
+    /// Ends the call with the first usable answer, which arrived `elapsed` after the call
+    /// started.
+    pub(super) fn answer(&mut self, kept: Kept<R>, success: bool, now: Instant, elapsed: Duration) {
         self.history.kept = Some(kept);
-        self.phase = Phase::Finished(self.finish(now, StopReason::Answered, None, success));
+        let ending = self.finish(now, elapsed, StopReason::Answered, None, success);
+        self.phase = Phase::Finished(ending);
     }
 
     /// Ends the call for `stop`, with the retained response when SPEC 2.10 allows.
@@ -86,7 +89,7 @@ impl<R> Call<'_, R> {
         };
         let returned = matches!(&self.history.kept, Some(r) if self.may_return_retained(r, &kind));
         let error = (!returned).then(|| Box::new(kind));
-        let mut ending = self.finish(now, reason, error, false);
+        let mut ending = self.finish(now, since(now, self.start), reason, error, false);
         ending.retained = returned;
         ending
     }
@@ -110,6 +113,7 @@ impl<R> Call<'_, R> {
     fn finish(
         &mut self,
         now: Instant,
+        elapsed: Duration,
         reason: StopReason,
         error: Option<Box<ErrorKind>>,
         success: bool,
@@ -138,7 +142,7 @@ impl<R> Call<'_, R> {
             error,
             retained: false,
             success,
-            at: now,
+            elapsed,
             may_have_executed,
         }
     }
@@ -160,7 +164,7 @@ impl<R> Call<'_, R> {
                     idempotency_key: self.class.identity.key.take(),
                     attempts: self.history.report_records(&self.engine.ids),
                     redirects: std::mem::take(&mut self.history.redirects),
-                    elapsed: since(ending.at, self.start),
+                    elapsed: ending.elapsed,
                     stop_reason: ending.reason,
                     may_have_executed: ending.may_have_executed,
                     outcome: $outcome,
