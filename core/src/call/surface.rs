@@ -287,6 +287,9 @@ impl<R> Done<R> {
 
     /// The response with its report, or the call's error with the retained response it
     /// carries (if any).
+    // Inline: in the adapter's driver the result is then moved once, not twice (measured
+    // with callgrind on `callcost baton`: 43 instructions a call fewer).
+    #[inline]
     pub fn into_result(self) -> Result<(R, Report), (crate::report::Error, Option<R>)> {
         match self {
             Done::Answer { response, report } => Ok((response, report)),
@@ -299,6 +302,7 @@ impl<R> Done<R> {
     }
 
     /// The report, dropping any response.
+    #[inline]
     pub fn into_report(self) -> Report {
         match self {
             Done::Answer { report, .. } | Done::Error { report, .. } => report,
