@@ -89,13 +89,8 @@ impl Response {
         read: impl std::future::Future<Output = reqwest::Result<T>>,
     ) -> Result<T, Error> {
         let result = match deadline {
-            None => read
-                .await
-                .map_err(|e| Box::new(e.without_url()) as BoxError),
-            Some(d) => match tokio::time::timeout_at(d.into(), read).await {
-                Ok(r) => r.map_err(|e| Box::new(e.without_url()) as BoxError),
-                Err(_) => Err(Box::new(BodyDeadline) as BoxError),
-            },
+            None => read.await.map_err(read_failed),
+            Some(d) => in_time(tokio::time::timeout_at(d.into(), read).await),
         };
         result.map_err(|source| Error::Body {
             endpoint,
@@ -186,9 +181,20 @@ impl Response {
     }
 
     /// Reads the next chunk of the body (`None` at the end).
+    ///
+    /// Held to the same time as [`bytes`](Self::bytes); the report is copied into the
+    /// error only when a read fails (not for every chunk).
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, Error> {
-        let (endpoint, report) = (self.endpoint.clone(), self.report.clone());
-        Self::by_deadline(self.deadline, endpoint, report, self.inner.chunk()).await
+        let read = self.inner.chunk();
+        let result = match self.deadline {
+            None => read.await.map_err(read_failed),
+            Some(d) => in_time(tokio::time::timeout_at(d.into(), read).await),
+        };
+        result.map_err(|source| Error::Body {
+            endpoint: self.endpoint.clone(),
+            report: Box::new(self.report.clone()),
+            source,
+        })
     }
 
     /// The reqwest response (its body errors are then plain reqwest errors).
@@ -199,5 +205,19 @@ impl Response {
     /// The reqwest response and the report.
     pub fn into_parts(self) -> (reqwest::Response, Report) {
         (self.inner, self.report)
+    }
+}
+
+/// A failed body read as a body error's source (reqwest's error without the URL, which may
+/// carry keys).
+fn read_failed(e: reqwest::Error) -> BoxError {
+    Box::new(e.without_url())
+}
+
+/// A body read held to a time: its result, or [`BodyDeadline`] when the time passed.
+fn in_time<T>(r: Result<reqwest::Result<T>, tokio::time::error::Elapsed>) -> Result<T, BoxError> {
+    match r {
+        Ok(r) => r.map_err(read_failed),
+        Err(_) => Err(Box::new(BodyDeadline)),
     }
 }

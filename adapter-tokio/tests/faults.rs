@@ -215,6 +215,46 @@ async fn half_body_then_close_is_a_body_error_for_get_and_post() {
     }
 }
 
+#[tokio::test]
+async fn a_body_read_chunk_by_chunk_ends_in_a_body_error_naming_the_endpoint() {
+    let b = Behaviour::status(200)
+        .body("0123456789")
+        .close_after_half_body();
+    let r = run(Primary::Behaves(b), Method::GET).await;
+    let mut resp = r.result.expect("the head arrived: the call returns it");
+    let request_id = resp.request_id().to_owned();
+    let mut read = Vec::new();
+    let err = loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => read.extend_from_slice(&c),
+            Ok(None) => panic!("a short body passed off as complete: {read:?}"),
+            Err(e) => break e,
+        }
+    };
+    assert!(read.len() < 10, "{read:?}");
+    match &err {
+        Error::Body {
+            endpoint, report, ..
+        } => {
+            assert_eq!(&**endpoint, "primary");
+            assert_eq!(report.request_id.as_str(), request_id);
+        }
+        other => panic!("expected a body error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_healthy_body_read_chunk_by_chunk_is_whole() {
+    let b = Behaviour::status(200).body("from the primary");
+    let r = run(Primary::Behaves(b), Method::GET).await;
+    let mut resp = r.result.expect("the primary answers");
+    let mut read = Vec::new();
+    while let Some(c) = resp.chunk().await.expect("no body error") {
+        read.extend_from_slice(&c);
+    }
+    assert_eq!(read, b"from the primary");
+}
+
 // ----- close / reset / black hole: ambiguous -----
 
 #[tokio::test]
