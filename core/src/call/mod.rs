@@ -58,7 +58,7 @@ pub use surface::{Action, Answer, Attempt, AttemptOutcome, BodyKind, Done, Head,
 
 use class::Class;
 use gate::Admission;
-use history::{Flight, History};
+use history::{Bits, Flight, History};
 use order::Order;
 use result::Ending;
 use schedule::{Plan, Schedule, Step};
@@ -159,54 +159,74 @@ impl<'e, R: Answer> Call<'e, R> {
     ) -> Self {
         let mut rng = engine.call_rng();
         let (class, invalid) = class::classify(engine, request, &mut options, &mut rng, now);
-        // The common start (every eligible endpoint calm, in index order) is decided before
-        // the call is written, so that it is written once, in place; any other start is
-        // built on the call.
-        let calm = match &invalid {
-            None => order::eligibility(&engine.policy, request, &options)
-                .ok()
-                .and_then(|eligible| Order::calm_start(engine, eligible, &options)),
-            Some(_) => None,
+        // Eligibility is asked once (the policy's predicate is the caller's code). The
+        // common start (every eligible endpoint calm, in index order) is decided before the
+        // call is written, so that it is written once, in place; any other start is built
+        // on the call.
+        let eligibility = match invalid {
+            Some(why) => Err(Stop::Invalid(why)),
+            None => order::eligibility(&engine.policy, request, &options),
         };
+        let calm = (eligibility.as_ref().ok())
+            .and_then(|eligible| Order::calm_start(engine, *eligible, &options));
+        let sink = options.events.take();
         if let Some(order) = calm {
             let first = order.round.get(0) as u8;
-            return Call {
+            return Self::made(
                 engine,
-                sink: options.events.take(),
+                sink,
                 class,
                 body,
-                start: now,
                 now,
                 order,
-                history: History::new(),
-                schedule: Schedule::new(rng, first, now),
-                discards: SmallVec::new(),
-                phase: Phase::Running,
-            };
+                Schedule::new(rng, first, now),
+            );
         }
-        let mut call = Call {
+        let mut call = Self::made(
             engine,
-            sink: options.events.take(),
+            sink,
             class,
             body,
-            start: now,
             now,
-            order: Order::new(),
-            history: History::new(),
-            schedule: Schedule::new(rng, 0, now),
-            discards: SmallVec::new(),
-            phase: Phase::Running,
-        };
-        match invalid {
-            Some(why) => call.stop(now, Stop::Invalid(why)),
-            None => call.start(request, &options, now),
+            Order::new(),
+            Schedule::new(rng, 0, now),
+        );
+        match eligibility {
+            Ok(eligible) => call.start(eligible, &options, now),
+            Err(stop) => call.stop(now, stop),
         }
         call
     }
 
-    /// Sets up the order and plans the first attempt.
-    fn start(&mut self, request: &RequestInfo<'_>, options: &CallOptions, now: Instant) {
-        match self.order_start(request, options, now) {
+    /// A running call made of its parts, nothing attempted yet.
+    #[inline(always)]
+    fn made(
+        engine: &'e Engine,
+        sink: Option<crate::policy::EventSink>,
+        class: Class,
+        body: BodyKind,
+        now: Instant,
+        order: Order,
+        schedule: Schedule,
+    ) -> Self {
+        Call {
+            engine,
+            sink,
+            class,
+            body,
+            start: now,
+            now,
+            order,
+            history: History::new(),
+            schedule,
+            discards: SmallVec::new(),
+            phase: Phase::Running,
+        }
+    }
+
+    /// Sets up the order from the call's eligible endpoints and plans the first attempt.
+    fn start(&mut self, eligible: (Bits, Option<u8>), options: &CallOptions, now: Instant) {
+        match self.order_start(eligible, options, now) {
             Ok(()) => {
                 self.schedule.plan = Plan::Send {
                     endpoint: self.order.round.get(0) as u8,

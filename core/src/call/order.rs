@@ -309,15 +309,15 @@ impl<R> Call<'_, R> {
         available
     }
 
-    /// Sets up the order at the call's start: eligibility (asked once per endpoint),
-    /// preference, the first round and the attempt caps. Returns why the call cannot start.
+    /// Sets up the order at the call's start from its eligible endpoints and preferred one
+    /// ([`eligibility`], asked once): the first round and the attempt caps. Returns why
+    /// the call cannot start.
     pub(crate) fn order_start(
         &mut self,
-        request: &crate::policy::RequestInfo<'_>,
+        (eligible, preferred): (Bits, Option<u8>),
         call: &crate::CallOptions,
         now: Instant,
     ) -> Result<(), Stop> {
-        let (eligible, preferred) = eligibility(&self.engine.policy, request, call)?;
         self.order.eligible = eligible;
         self.order.preferred = preferred;
         if let Tiers::Ranked(ranked) = &self.engine.policy.tiers {
@@ -746,12 +746,59 @@ mod tests {
                             )
                             .is_some());
                             let calm = snapshot(&call);
-                            assert!(call.order_start(&info, &options, now).is_ok());
+                            let eligible = (call.order.eligible, None);
+                            assert!(call.order_start(eligible, &options, now).is_ok());
                             assert_eq!(calm, snapshot(&call), "n {n}, own {own:?}, policy {policy_per:?}/{policy_max:?}/{pinned:?}, call {call_per:?}/{call_max:?}");
                         }
                     }
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod asked_once {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use crate::{Action, BodyKind, Call, CallOptions, Endpoint, Engine, Head, Policy, RequestInfo};
+
+    /// The policy's eligibility predicate is the caller's code: a call asks it once per
+    /// endpoint, whichever start it takes.
+    #[test]
+    fn the_eligibility_predicate_is_asked_once_per_endpoint() {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&asked);
+        let policy = Policy::builder()
+            .endpoint(Endpoint::new("a", "https://a.example/"))
+            .endpoint(Endpoint::new("b", "https://b.example/"))
+            .endpoint(Endpoint::new("c", "https://c.example/"))
+            .eligible_fn(move |e, _| {
+                counter.fetch_add(1, Ordering::Relaxed);
+                e.id() != "a"
+            })
+            .build()
+            .unwrap();
+        let engine = Engine::new(policy);
+        let (uri, headers) = ("/".parse().unwrap(), http::HeaderMap::new());
+        let info = RequestInfo {
+            method: &http::Method::GET,
+            uri: &uri,
+            headers: &headers,
+        };
+        // A preferred endpoint: the call takes the general start.
+        let options = CallOptions {
+            prefer: Some("c".into()),
+            ..CallOptions::default()
+        };
+        let mut call: Call<'_, Head> =
+            Call::new(&engine, &info, BodyKind::Empty, options, Instant::now());
+        let Action::Send(first) = call.poll() else {
+            panic!("a call with eligible endpoints sends")
+        };
+        assert_eq!(first.endpoint, 2);
+        assert_eq!(asked.load(Ordering::Relaxed), 3);
     }
 }
