@@ -252,7 +252,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
             Action::Done => {
                 drop(flights);
                 let read_by = call.body_read_by(Instant::now());
-                return finish(&inner, call.into_done(), read_by, last_error);
+                return finish(&inner, call.take_done(), read_by, last_error);
             }
             // An action this adapter does not know: end the call with what it has.
             _ => call.handle(Input::Cancel, Instant::now()),

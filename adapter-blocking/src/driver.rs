@@ -137,7 +137,7 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
                 }
                 call.handle(Input::Timer, Instant::now());
             }
-            Action::Done => return finish(call.into_done(), last_error),
+            Action::Done => return finish(call.take_done(), last_error),
             // An action this adapter does not know: end the call with what it has.
             _ => call.handle(Input::Cancel, Instant::now()),
         }

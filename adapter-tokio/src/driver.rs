@@ -313,7 +313,7 @@ pub(crate) fn drive<O: Owner>(
         driver.clear();
         let deadline = call.body_read_by(Instant::now());
         driver
-            .finish(engine, call.into_done(), deadline)
+            .finish(engine, call.take_done(), deadline)
             .map(O::output)
     }
 }

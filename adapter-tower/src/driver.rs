@@ -175,7 +175,7 @@ where
     }
     driver.flights.clear();
     let last = driver.last.take();
-    finish(call.into_done(), last)
+    finish(call.take_done(), last)
 }
 
 struct Driver<'a, S, B, R> {

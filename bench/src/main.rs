@@ -1064,7 +1064,7 @@ fn one_call(engine: &Engine, info: &RequestInfo<'_>) -> bool {
         t,
     );
     let done = call.poll() == Action::Done;
-    std::hint::black_box(call.into_done());
+    std::hint::black_box(call.take_done());
     done
 }
 

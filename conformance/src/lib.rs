@@ -941,7 +941,7 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
                         _ => return Err("engine waited with nothing in flight".into()),
                     }
                 }
-                Action::Done => break call.into_done().into_report(),
+                Action::Done => break call.take_done().into_report(),
                 _ => return Err("the engine asked for an action this runner does not know".into()),
             }
         };

@@ -49,7 +49,7 @@ fn one_call(engine: &Engine, info: &RequestInfo<'_>, t: Instant) {
     let Action::Done = call.poll() else {
         unreachable!()
     };
-    black_box(call.into_done());
+    black_box(call.take_done());
 }
 
 fn bench(c: &mut Criterion) {

@@ -7,7 +7,7 @@
 //!
 //! Each call is the healthy path of scenario 5 of the bench binary: three endpoints, a GET,
 //! `Call::new`, a poll that sends the first attempt, a 200 response, the poll that says done
-//! and `into_done`. The time is passed in (read once), so the count is the engine's alone.
+//! and `take_done`. The time is passed in (read once), so the count is the engine's alone.
 //! Budget off unless `budget` is given; `rate` uses the failure-rate breaker rule. 1,000
 //! warm-up calls come first, then the N calls and their wall time (noisy; count
 //! instructions for comparisons).
@@ -35,7 +35,7 @@ fn one_call(engine: &Engine, info: &RequestInfo<'_>, t: Instant) -> bool {
         t,
     );
     let done = call.poll() == Action::Done;
-    std::hint::black_box(call.into_done());
+    std::hint::black_box(call.take_done());
     done
 }
 

@@ -505,8 +505,8 @@ fn drive(
                         call.handle(Input::Cancel, now);
                         call.handle(Input::Timer, now);
                         assert_eq!(call.poll(), Action::Done, "a finished call acted again");
-                        let Some(call) = t.call.take() else { break };
-                        let report = call.into_done().into_report();
+                        let Some(mut call) = t.call.take() else { break };
+                        let report = call.take_done().into_report();
                         assert_eq!(report.attempts.len(), t.sent.len());
                         let executed = report.attempts.iter().any(|a| {
                             a.result

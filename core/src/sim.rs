@@ -428,7 +428,7 @@ impl Sim {
                 Action::Discard(number) => pending.retain(|p| p.number != number),
                 Action::WaitUntil(t) => stuck |= self.wait(&mut call, &mut pending, Some(t)),
                 Action::WaitForAttempt => stuck |= self.wait(&mut call, &mut pending, None),
-                Action::Done => break call.into_done().into_report(),
+                Action::Done => break call.take_done().into_report(),
             }
         };
         let events = log.lock().map(|v| v.clone()).unwrap_or_default();
@@ -614,7 +614,7 @@ pub fn answered_call(
             }
             // A triggering status on every endpoint: the call waits or ends; either way
             // there is nothing more to answer at `now`.
-            _ => return (endpoint, call.into_done()),
+            _ => return (endpoint, call.take_done()),
         }
     }
 }

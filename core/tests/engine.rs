@@ -1260,7 +1260,7 @@ fn newer_triggering_response_replaces_the_older_one_and_the_older_is_discarded()
         t,
     );
     assert_eq!(c.poll(), baton_core::Action::Done);
-    let Done::Answer { response, report } = c.into_done() else {
+    let Done::Answer { response, report } = c.take_done() else {
         panic!()
     };
     assert_eq!(report.outcome.kept_attempt(), Some(2));
@@ -1444,4 +1444,59 @@ fn an_endpoint_circuit_shares_the_breaker_with_calls() {
     assert!(circuit.allow(now).is_err());
     let run = s.run(Method::GET, CallOptions::default());
     assert_eq!(run.endpoints_attempted(), ["b"]);
+}
+
+#[test]
+fn a_result_taken_twice_is_a_cancelled_error_the_second_time_and_reported_once() {
+    let results = Arc::new(Mutex::new(0u32));
+    let seen = results.clone();
+    let policy = endpoints(&["a", "b"])
+        .on_event(move |e| {
+            if matches!(e.kind, baton_core::EventKind::Result { .. }) {
+                *seen.lock().unwrap() += 1;
+            }
+        })
+        .build()
+        .unwrap();
+    let engine = Engine::new(policy);
+    let (uri, headers) = (http::Uri::from_static("/"), http::HeaderMap::new());
+    let info = RequestInfo {
+        method: &Method::GET,
+        uri: &uri,
+        headers: &headers,
+    };
+    let t = Instant::now();
+    let mut c: Call<'_, Head> =
+        Call::new(&engine, &info, BodyKind::Empty, CallOptions::default(), t);
+    let baton_core::Action::Send(a) = c.poll() else {
+        panic!()
+    };
+    let response = Head::new(StatusCode::OK);
+    c.handle(
+        Input::Response {
+            attempt: a.number,
+            response,
+            wall: None,
+        },
+        t,
+    );
+    assert_eq!(c.poll(), baton_core::Action::Done);
+    let Done::Answer { report, .. } = c.take_done() else {
+        panic!("the first take is the answer")
+    };
+    assert_eq!(report.request_id.as_str().len(), 26);
+    let Done::Error {
+        kind,
+        retained,
+        report,
+    } = c.take_done()
+    else {
+        panic!("the second take finds the result gone")
+    };
+    assert!(matches!(kind, baton_core::ErrorKind::Cancelled));
+    assert!(retained.is_none());
+    assert_eq!(report.stop_reason, StopReason::Cancelled);
+    assert_eq!(report.attempts.len(), 1);
+    assert!(report.may_have_executed, "the answered attempt executed");
+    assert_eq!(*results.lock().unwrap(), 1, "one result event");
 }

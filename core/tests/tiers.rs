@@ -241,7 +241,7 @@ fn one_endpoint_skip_policy_refuses_while_open_and_admits_one_probe() {
     let refused = |t| {
         let mut c = start(t);
         assert_eq!(c.poll(), Action::Done, "refused before any send");
-        let report = c.into_done().into_report();
+        let report = c.take_done().into_report();
         assert!(report.attempts.is_empty());
         assert_eq!(report.stop_reason, StopReason::NoUsableEndpoint);
     };

@@ -94,6 +94,22 @@ impl<R> Call<'_, R> {
         ending
     }
 
+    /// The ending of a result taken a second time: the first take moved the response and
+    /// the id out, so this one is a `Cancelled` error with the same attempts. No event: the
+    /// call's result was reported once, when it ended.
+    #[cold]
+    pub(super) fn taken_again(&self) -> Ending {
+        let not_processed = &self.engine.policy.settings.not_processed;
+        Ending {
+            reason: StopReason::Cancelled,
+            error: Some(Box::new(ErrorKind::Cancelled)),
+            retained: false,
+            success: false,
+            elapsed: since(self.now, self.start),
+            may_have_executed: self.history.executed(not_processed).0 != 0,
+        }
+    }
+
     /// A retained response is the answer unless the provider asked to wait too long, the
     /// call is invalid, or a later attempt may have executed and repeating is not harmless.
     fn may_return_retained(&self, kept: &Kept<R>, kind: &ErrorKind) -> bool {

@@ -237,7 +237,7 @@ pub struct Attempt {
 }
 
 /// How a call ended: the response to return, or the error (with the triggering response it
-/// retained, if any). Built once, by [`Call::into_done`](crate::Call::into_done), from the
+/// retained, if any). Built once, by [`Call::take_done`](crate::Call::take_done), from the
 /// call's history: the response is the one the call kept, so no adapter looks anything up.
 ///
 /// ```
@@ -253,7 +253,7 @@ pub struct Attempt {
 /// let response = Head::new(http::StatusCode::OK);
 /// call.handle(Input::Response { attempt: a.number, response, wall: None }, now);
 /// assert_eq!(call.poll(), Action::Done);
-/// let Done::Answer { response, report } = call.into_done() else { panic!() };
+/// let Done::Answer { response, report } = call.take_done() else { panic!() };
 /// assert_eq!((response.status, report.attempts.len()), (http::StatusCode::OK, 1));
 /// ```
 #[derive(Debug)]
@@ -324,7 +324,7 @@ pub enum Action {
     WaitUntil(Instant),
     /// Nothing to do until an in-flight attempt ends (at least one is in flight).
     WaitForAttempt,
-    /// The call is over: take its result with [`Call::into_done`](crate::Call::into_done).
+    /// The call is over: take its result with [`Call::take_done`](crate::Call::take_done).
     /// A finished call answers `Done` to every later poll.
     Done,
 }

@@ -346,7 +346,7 @@ impl World {
                 Action::Discard(n) => pending.retain(|p| p.number != n),
                 Action::WaitUntil(t) => wait(&mut call, &mut pending, Some(t), &mut now, origin),
                 Action::WaitForAttempt => wait(&mut call, &mut pending, None, &mut now, origin),
-                Action::Done => break call.into_done().into_report(),
+                Action::Done => break call.take_done().into_report(),
             }
         };
         let mut violations = judge(&self.policy, &method, &report);

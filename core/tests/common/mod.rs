@@ -60,8 +60,8 @@ pub trait Drive {
 }
 
 /// Takes a finished call's report (the call is consumed).
-pub fn report(call: Call<'_, Head>) -> Report {
-    call.into_done().into_report()
+pub fn report(mut call: Call<'_, Head>) -> Report {
+    call.take_done().into_report()
 }
 
 impl Drive for Call<'_, Head> {
