@@ -7,13 +7,10 @@
 //! Run: `cargo bench -p baton-core --bench healthy_path`
 
 use std::alloc::System;
-use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
-use baton_core::{
-    Action, BodyKind, Call, CallOptions, Endpoint, Engine, Head, Input, Policy, RequestInfo,
-};
+use baton_core::{Call, Endpoint, Engine, Head, Policy, RequestInfo};
 use criterion::{criterion_group, criterion_main, Criterion};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -32,24 +29,15 @@ fn engine(budget: bool) -> Arc<Engine> {
     Arc::new(Engine::with_entropy(b.build().unwrap(), 0x5EED))
 }
 
+#[path = "../examples/common/healthy_call.rs"]
+mod common;
+
+/// One healthy call (the examples' `healthy_call`); it must be answered.
 fn one_call(engine: &Engine, info: &RequestInfo<'_>, t: Instant) {
-    let mut call = Call::new(engine, info, BodyKind::Empty, CallOptions::default(), t);
-    let Action::Send(a) = call.poll() else {
-        unreachable!()
-    };
-    let response = Head::new(http::StatusCode::OK);
-    call.handle(
-        Input::Response {
-            attempt: a.number,
-            response,
-            wall: None,
-        },
-        t,
+    assert!(
+        common::healthy_call(engine, info, t),
+        "the call is answered"
     );
-    let Action::Done = call.poll() else {
-        unreachable!()
-    };
-    black_box(call.take_done());
 }
 
 fn bench(c: &mut Criterion) {

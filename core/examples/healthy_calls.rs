@@ -14,30 +14,12 @@
 
 use std::time::Instant;
 
-use baton_core::{
-    Action, BodyKind, BreakerRule, Call, CallOptions, Endpoint, Engine, Head, Input, Policy,
-    RequestInfo,
-};
+use baton_core::{BreakerRule, Endpoint, Engine, Policy, RequestInfo};
 
-#[inline(never)]
-fn one_call(engine: &Engine, info: &RequestInfo<'_>, t: Instant) -> bool {
-    let mut call = Call::new(engine, info, BodyKind::Empty, CallOptions::default(), t);
-    let Action::Send(a) = call.poll() else {
-        return false;
-    };
-    let response = Head::new(http::StatusCode::OK);
-    call.handle(
-        Input::Response {
-            attempt: a.number,
-            response,
-            wall: None,
-        },
-        t,
-    );
-    let done = call.poll() == Action::Done;
-    std::hint::black_box(call.take_done());
-    done
-}
+#[path = "common/healthy_call.rs"]
+mod common;
+
+use common::healthy_call as one_call;
 
 fn main() {
     let mut args = std::env::args().skip(1);

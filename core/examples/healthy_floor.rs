@@ -29,8 +29,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use baton_core::{
-    Action, AttemptRecord, AttemptResult, BodyKind, Call, CallOptions, Done, Endpoint, EndpointId,
-    Engine, Head, Input, Outcome, Policy, Report, RequestId, RequestInfo, StopReason,
+    AttemptRecord, AttemptResult, Done, Endpoint, EndpointId, Engine, Head, Outcome, Policy,
+    Report, RequestId, RequestInfo, StopReason,
 };
 use smallvec::smallvec;
 
@@ -103,26 +103,12 @@ fn floor_call(f: &Floor) -> bool {
     started && recorded
 }
 
+#[path = "common/healthy_call.rs"]
+mod common;
+
 /// The healthy call of `healthy_calls`, with one clock read.
-#[inline(never)]
 fn engine_call(engine: &Engine, info: &RequestInfo<'_>) -> bool {
-    let t = Instant::now();
-    let mut call = Call::new(engine, info, BodyKind::Empty, CallOptions::default(), t);
-    let Action::Send(a) = call.poll() else {
-        return false;
-    };
-    let response = Head::new(http::StatusCode::OK);
-    call.handle(
-        Input::Response {
-            attempt: a.number,
-            response,
-            wall: None,
-        },
-        t,
-    );
-    let done = call.poll() == Action::Done;
-    black_box(call.take_done());
-    done
+    common::healthy_call(engine, info, Instant::now())
 }
 
 fn median(v: &mut [f64]) -> f64 {
