@@ -76,7 +76,7 @@ enum Phase {
     Running,
     /// Ended; the result waits for [`Call::take_done`].
     Finished(Ending),
-    /// The result was taken (the call is being consumed).
+    /// The result was taken by [`Call::take_done`].
     Taken,
 }
 
