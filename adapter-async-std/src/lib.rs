@@ -73,7 +73,7 @@
 //! ## Decisions this crate made (where the spec is silent)
 //!
 //! - **Seed**: [`ClientBuilder::build`] seeds the engine's random source (jitter, request
-//!   ids) from OS randomness (std's `RandomState`, mixed with the time and process id)
+//!   ids) from OS randomness ([`baton_core::os_entropy`], the same on every adapter)
 //!   unless the policy set a seed of its own (a prebuilt policy given to
 //!   [`Client::with_policy`] too: without a seed in the policy, OS randomness is used).
 //! - **Host**: a request without a Host header gets the endpoint's host (with the port
@@ -154,10 +154,8 @@ mod request;
 mod response;
 mod sse;
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use baton_core::{BreakerState, EndpointHealth, Engine, Event, EventSink, Policy, PolicyBuilder};
 use futures_rustls::rustls::ClientConfig;
@@ -555,7 +553,7 @@ impl ClientBuilder {
         Ok(Client {
             inner: Arc::new(Inner {
                 // OS randomness once per client; a seed set in the policy wins.
-                engine: Arc::new(Engine::with_entropy(policy, os_seed())),
+                engine: Arc::new(Engine::with_entropy(policy, baton_core::os_entropy())),
                 pool: Arc::new(pool::Pool::new(n, self.max_idle, self.idle_timeout)),
                 tls: Arc::new(connect::harden(tls)),
                 http1: Arc::new(hyper::client::conn::http1::Builder::new()),
@@ -579,20 +577,6 @@ impl std::fmt::Debug for ClientBuilder {
             .finish_non_exhaustive()
     }
 }
-
-/// A seed from OS randomness: std's `RandomState` keys come from the OS generator; the
-/// time and process id are mixed in as well.
-pub(crate) fn os_seed() -> u64 {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u128(
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.write_u32(std::process::id());
-    h.finish()
-}
-
 /// An event sink that forwards every event to `tracing` (target `baton`, level DEBUG;
 /// breaker transitions, budget refusals and failed results at INFO).
 ///

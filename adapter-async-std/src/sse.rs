@@ -78,7 +78,7 @@ impl EventStream {
             body.is_none()
                 .then(|| "an event stream's body must be replayable (not a one-shot stream)".into())
         });
-        let seed = crate::os_seed();
+        let seed = baton_core::os_entropy();
         let machine = sse::EventStream::new(p.client.policy(), &p.method, settings, seed)
             .map_err(EventsError::Settings);
         let transport = Hyper {

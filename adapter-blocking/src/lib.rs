@@ -81,10 +81,10 @@
 //! ## Choices where the spec is silent
 //! - **Hedging** needs several attempts in flight: this adapter runs one at a time, so a
 //!   policy with `hedge` set is refused at build ([`BuildError::HedgingUnsupported`]).
-//! - **Seed**: when the policy's seed is left at its default, the client replaces it with
-//!   one drawn from the OS (`std::collections::hash_map::RandomState`, mixed with the
-//!   time), so jitter de-correlates clients. A seed set to exactly the default value counts
-//!   as unset; any other seed is kept (deterministic runs).
+//! - **Seed**: without a seed in the policy, the engine's random source (jitter, request
+//!   ids) is seeded from OS randomness ([`baton_core::os_entropy`], the same on every
+//!   adapter), so jitter de-correlates clients; a seed in the policy is kept
+//!   (deterministic runs).
 //! - **Bodies**: [`RequestBuilder::send`] and `send_json` hold bytes and replay the same
 //!   slice; [`RequestBuilder::send_reader`] is one-shot unless
 //!   [`RequestBuilder::buffer_body`] opts in with a size limit;
@@ -519,7 +519,7 @@ impl ClientBuilder {
         Ok(Client {
             inner: Arc::new(Inner {
                 // OS randomness once per client; a seed set in the policy wins.
-                engine: Arc::new(Engine::with_entropy(policy, os_seed())),
+                engine: Arc::new(Engine::with_entropy(policy, baton_core::os_entropy())),
                 agent,
                 proxies,
                 tokens: self.tokens,
@@ -527,20 +527,6 @@ impl ClientBuilder {
         })
     }
 }
-
-/// A seed from the OS: `RandomState` keys are drawn from OS randomness once per process
-/// and then varied per instance; the time is mixed in for good measure.
-pub(crate) fn os_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    h.write_u128(nanos);
-    h.finish()
-}
-
 #[cfg(feature = "tracing")]
 fn trace_event(e: &Event<'_>) {
     tracing::debug!(

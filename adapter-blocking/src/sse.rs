@@ -92,7 +92,7 @@ pub(crate) struct Parts<'c> {
 
 impl<'c> EventStream<'c> {
     pub(crate) fn new(p: Parts<'c>, settings: StreamSettings) -> Self {
-        let seed = crate::os_seed();
+        let seed = baton_core::os_entropy();
         let machine = sse::EventStream::new(p.client.policy(), &p.method, settings, seed)
             .map_err(|e| Some(EventsError::Settings(e)));
         let transport = Ureq {

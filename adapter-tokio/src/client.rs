@@ -1,11 +1,9 @@
 //! The client: a policy, an engine shared by all calls (endpoint health, retry budget), and
 //! the reqwest clients that send the attempts.
 
-use std::collections::hash_map::RandomState;
 use std::future::Future;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use baton_core::{
     CallOptions, EndpointHealth, Engine, Event, EventSink, Policy, PolicyBuilder, Probe,
@@ -232,7 +230,7 @@ impl ClientBuilder {
         });
         Ok(Shared {
             // OS randomness once per client; a seed set in the policy wins.
-            engine: Arc::new(Engine::with_entropy(policy, os_seed())),
+            engine: Arc::new(Engine::with_entropy(policy, baton_core::os_entropy())),
             urls,
             buffer_limit,
             tokens,
@@ -341,20 +339,6 @@ impl ClientBuilder {
             }),
         })
     }
-}
-
-/// A seed from the OS: std's `RandomState` keys are drawn from OS randomness once per
-/// thread and then incremented; mixing in the time and the process id makes seeds of
-/// clients built in one thread differ as well.
-pub(crate) fn os_seed() -> u64 {
-    let mut h = RandomState::new().build_hasher();
-    let t = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    h.write_u128(t);
-    h.write_u32(std::process::id());
-    h.finish()
 }
 
 /// reqwest proxies that follow core's decision for each request URL: one for `http`

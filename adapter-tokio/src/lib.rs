@@ -73,9 +73,9 @@
 //!   of the builder: the call runs, its first attempt is reported rejected locally, and the
 //!   call ends as "invalid call" with a report (request id included); nothing is sent.
 //! - **Seed.** With a [`PolicyBuilder`], the engine's random seed (jitter, generated
-//!   request ids) is drawn from the OS (std's `RandomState`, mixed with the time and the
-//!   process id) unless the policy sets a seed other than the default; the same holds for a
-//!   prebuilt [`Policy`] ([`ClientBuilder::from_policy`]).
+//!   request ids) is drawn from the OS ([`baton_core::os_entropy`], the same on every
+//!   adapter) unless the policy sets a seed; the same holds for a prebuilt [`Policy`]
+//!   ([`ClientBuilder::from_policy`]).
 //! - **Events.** [`ClientBuilder::on_event`] (and, with the `tracing` feature, the
 //!   forwarder to `tracing`) runs after a sink set on the policy itself (both see every
 //!   event); [`RequestBuilder::on_event`] adds a per-call callback that runs after those. Events are synchronous, in causal order per call, and a

@@ -74,7 +74,7 @@ impl EventStream {
             one_shot
                 .then(|| "an event stream's body must be replayable (bytes, not a stream)".into())
         });
-        let seed = crate::client::os_seed();
+        let seed = baton_core::os_entropy();
         let machine = sse::EventStream::new(parts.client.policy(), &parts.method, settings, seed)
             .map_err(EventsError::Settings);
         let transport = Reqwest {

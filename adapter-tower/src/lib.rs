@@ -217,7 +217,7 @@ impl BatonBuilder {
             None => default_sleep()?,
         };
         Ok(Arc::new(Shared {
-            engine: Arc::new(Engine::with_entropy(policy, os_seed())),
+            engine: Arc::new(Engine::with_entropy(policy, baton_core::os_entropy())),
             sleep,
             buffer_limit: self.buffer_limit,
             classify_error: self.classify_error,
@@ -264,16 +264,6 @@ fn default_sleep() -> Result<Arc<dyn Sleep>, BuildError> {
         reason: "without the `tokio` feature, give the timers with BatonBuilder::sleep".into(),
     })
 }
-
-/// A seed from the OS's per-process hashing keys, for the engine's random source (jitter,
-/// generated request ids): different in every process.
-fn os_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.finish()
-}
-
 /// A `tower::Layer` that puts the engine in front of one service taking absolute URIs.
 ///
 /// ```

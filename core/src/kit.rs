@@ -1,6 +1,34 @@
 //! What every adapter shares beyond the call itself: the per-call option setters, written
 //! once here and expanded into each adapter's request builder, so a user who knows one
-//! adapter knows the option names of all three.
+//! adapter knows the option names of all three; and the entropy an adapter seeds its
+//! engine with.
+
+use std::hash::{BuildHasher, Hasher};
+
+/// Entropy for an engine's random source (backoff jitter, generated request ids, the
+/// event streams' jitter): what an adapter passes to
+/// [`Engine::with_entropy`](crate::Engine::with_entropy) once per client, so that clients
+/// that failed together do not back off in lock-step.
+///
+/// It comes from std's hashing keys: drawn from the OS's random source once per thread
+/// (by std, on the thread's first use), then varied for every draw, so two draws differ
+/// within a thread, across threads and across processes. No clock is read. The engine's
+/// calls never call this: a call's randomness comes only from its engine, and an engine
+/// built with [`Engine::new`](crate::Engine::new) or a policy seed repeats exactly.
+///
+/// ```
+/// use baton_core::{os_entropy, Endpoint, Engine, Policy};
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "https://a.example/")).build().unwrap();
+/// let engine = Engine::with_entropy(policy, os_entropy());
+/// # let _ = engine;
+/// assert_ne!(os_entropy(), os_entropy());
+/// ```
+pub fn os_entropy() -> u64 {
+    // `RandomState::new` advances the thread's keys, so each draw hashes with new keys.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0x6261_746F_6E00_0001);
+    h.finish()
+}
 
 /// Expands to the per-call option setters of a request builder whose `CallOptions` field
 /// is `$field` (an adapter's request builder calls it inside its `impl` block). Each
@@ -139,4 +167,21 @@ macro_rules! async_event_stream {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::os_entropy;
+    use std::collections::HashSet;
+
+    #[test]
+    fn every_draw_of_os_entropy_differs_in_a_thread_and_across_threads() {
+        let mut seen: HashSet<u64> = (0..1000).map(|_| os_entropy()).collect();
+        assert_eq!(seen.len(), 1000, "draws in one thread repeat");
+        let other: Vec<u64> = std::thread::spawn(|| (0..1000).map(|_| os_entropy()).collect())
+            .join()
+            .expect("the thread draws");
+        seen.extend(other);
+        assert_eq!(seen.len(), 2000, "another thread draws what this one drew");
+    }
 }
