@@ -54,7 +54,28 @@ struct Flight {
     connect_timeout: std::time::Duration,
     /// The attempt's redirects, once it met one (SPEC 3).
     redirects: Option<Box<Redirects>>,
-    fut: AttemptFuture,
+    /// The send; `None`: it is the call's unboxed slot. A healthy call (one attempt in
+    /// flight, no credential) allocates no future of its own; another attempt in flight
+    /// at the same time (a hedge), one with a credential, or a redirect hop is boxed.
+    fut: Option<AttemptFuture>,
+}
+
+/// An empty slot for a send of [`attempt::run`], whose future's type has no name.
+fn empty_slot<F>(_: fn(AttemptCtx, http::Request<OutBody>) -> F) -> Option<F> {
+    None
+}
+
+/// Polls the send in the slot; once it ended, the slot is emptied (never polled again).
+fn poll_slot<F: Future<Output = AttemptEnd>>(
+    mut slot: Pin<&mut Option<F>>,
+    cx: &mut std::task::Context<'_>,
+) -> Poll<AttemptEnd> {
+    let Some(fut) = slot.as_mut().as_pin_mut() else {
+        return Poll::Pending;
+    };
+    let end = std::task::ready!(fut.poll(cx));
+    slot.set(None);
+    Poll::Ready(end)
 }
 
 /// A response as the engine reads it: the exchange (head and connection) and its
@@ -109,6 +130,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
     let mut flights: SmallVec<[Flight; 2]> = SmallVec::new();
     let mut last_error: Option<TransportError> = None;
     let mut timer: Option<Timer> = None;
+    let mut slot = std::pin::pin!(empty_slot(attempt::run));
     loop {
         let action = call.poll();
         let until = match action {
@@ -146,9 +168,17 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                             redirects: None,
                             // Only an endpoint with a credential pays for the token.
                             fut: if credential {
-                                Box::pin(crate::auth::run(inner.clone(), ctx, request, spare))
+                                Some(Box::pin(crate::auth::run(
+                                    inner.clone(),
+                                    ctx,
+                                    request,
+                                    spare,
+                                )))
+                            } else if slot.is_none() {
+                                slot.set(Some(attempt::run(ctx, request)));
+                                None
                             } else {
-                                Box::pin(attempt::run(ctx, request))
+                                Some(Box::pin(attempt::run(ctx, request)))
                             },
                         });
                     }
@@ -176,7 +206,13 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                     }
                 }
             }
-            Action::Discard(n) => flights.retain(|f| f.number != n),
+            Action::Discard(n) => {
+                if let Some(p) = flights.iter().position(|f| f.number == n) {
+                    if flights.remove(p).fut.is_none() {
+                        slot.set(None);
+                    }
+                }
+            }
             Action::WaitUntil(_) | Action::WaitForAttempt => {
                 if let Some(t) = until {
                     match timer.as_mut() {
@@ -186,7 +222,11 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
                 }
                 let finished = poll_fn(|cx| {
                     for i in 0..flights.len() {
-                        if let Poll::Ready(end) = flights[i].fut.as_mut().poll(cx) {
+                        let ended = match flights[i].fut.as_mut() {
+                            Some(fut) => fut.as_mut().poll(cx),
+                            None => poll_slot(slot.as_mut(), cx),
+                        };
+                        if let Poll::Ready(end) = ended {
                             return Poll::Ready(Some((flights.swap_remove(i), end)));
                         }
                     }
@@ -251,6 +291,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
             }
             Action::Done => {
                 drop(flights);
+                slot.set(None);
                 let read_by = call.body_read_by(Instant::now());
                 return finish(&inner, call.take_done(), read_by, last_error);
             }
@@ -388,11 +429,13 @@ fn follow(
         timeout: left,
     };
     // A hop within the endpoint's origin carries its token; one to another origin never.
-    flight.fut = if hop.cross_origin || inner.engine.credential(endpoint).is_none() {
-        Box::pin(attempt::run(ctx, req))
-    } else {
-        Box::pin(crate::auth::run(inner.clone(), ctx, req, None))
-    };
+    flight.fut = Some(
+        if hop.cross_origin || inner.engine.credential(endpoint).is_none() {
+            Box::pin(attempt::run(ctx, req))
+        } else {
+            Box::pin(crate::auth::run(inner.clone(), ctx, req, None))
+        },
+    );
     Ok(())
 }
 
