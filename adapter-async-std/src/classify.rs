@@ -63,7 +63,7 @@ impl Phase {
     }
 }
 
-type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+pub(crate) type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
 /// One attempt's transport failure: the endpoint, the attempt, the phase, whether a timeout
 /// fired, and the underlying I/O, TLS or hyper error as its [`source`](StdError::source).

@@ -15,7 +15,8 @@ use std::time::{Instant, SystemTime};
 use async_io::Timer;
 use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Answer, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, Done, FailureClass, IdentityHeaders, Input, Redirects, RequestInfo,
+    CallOptions, Done, FailureClass, IdentityHeaders, Input, InvalidRequest, Redirects,
+    RequestInfo,
 };
 use http::header::{HeaderMap, HOST};
 use http::{Method, Uri};
@@ -39,7 +40,7 @@ pub(crate) struct Prepared {
     pub(crate) body_kind: BodyKind,
     pub(crate) options: CallOptions,
     /// Why the request cannot be built at all (rejected locally at the first send).
-    pub(crate) invalid: Option<String>,
+    pub(crate) invalid: Option<InvalidRequest>,
     /// The buffering limit a streamed body was over (it is sent once).
     pub(crate) not_buffered: Option<usize>,
 }
@@ -97,8 +98,9 @@ impl Answer for Kept {
 
 /// Why no request could be made for an attempt.
 enum NotBuilt {
-    /// Invalid request: rejected locally.
-    Rejected(String),
+    /// Invalid request: rejected locally, with the reason (a `baton_core::DestinationError` when
+    /// the destination rules refused it, kept typed as the error's source).
+    Rejected(crate::classify::BoxError),
     /// No copy of the body could be made for a later attempt.
     Replay(std::io::Error),
 }
@@ -140,8 +142,8 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
         match action {
             Action::Send(a) => {
                 let built = match (&invalid, &identity) {
-                    (Some(why), _) => Err(NotBuilt::Rejected(why.clone())),
-                    (None, Err(e)) => Err(NotBuilt::Rejected(e.to_string())),
+                    (Some(why), _) => Err(NotBuilt::Rejected(Box::new(why.clone()))),
+                    (None, Err(e)) => Err(NotBuilt::Rejected(Box::new(e.clone()))),
                     (None, Ok(id)) => build(&inner, id, &a, &method, &uri, &headers, &mut body),
                 };
                 match built {
@@ -461,11 +463,10 @@ fn build(
     body: &mut Source,
 ) -> Result<http::Request<OutBody>, NotBuilt> {
     let policy = inner.engine.policy();
-    let dest =
-        attempt_uri(policy, a.endpoint, uri).map_err(|e| NotBuilt::Rejected(e.to_string()))?;
+    let dest = attempt_uri(policy, a.endpoint, uri).map_err(|e| NotBuilt::Rejected(Box::new(e)))?;
     let mut h = headers.clone();
     apply_attempt_headers(policy, a.endpoint, uri, identity, a.number, &mut h)
-        .map_err(|e| NotBuilt::Rejected(e.to_string()))?;
+        .map_err(|e| NotBuilt::Rejected(Box::new(e)))?;
     let target = &inner.targets[a.endpoint];
     if !h.contains_key(HOST) {
         h.insert(HOST, target.host_header.clone());
@@ -477,9 +478,9 @@ fn build(
         Ok(b) => b,
         Err(e) if a.number > 1 => return Err(NotBuilt::Replay(e)),
         Err(e) => {
-            return Err(NotBuilt::Rejected(format!(
-                "the body could not be made: {e}"
-            )))
+            return Err(NotBuilt::Rejected(
+                format!("the body could not be made: {e}").into(),
+            ))
         }
     };
     let path = dest

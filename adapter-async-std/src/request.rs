@@ -4,7 +4,7 @@
 //! remembered and the call ends as *rejected locally* (no attempt sent, an error carrying
 //! the report and request id), exactly as the engine's rules say.
 
-use baton_core::{BodyKind, CallOptions};
+use baton_core::{BodyKind, CallOptions, InvalidRequest};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Uri};
 
@@ -38,14 +38,14 @@ pub struct RequestBuilder {
     body: Body,
     buffer: Option<usize>,
     options: CallOptions,
-    invalid: Option<String>,
+    invalid: Option<InvalidRequest>,
 }
 
 impl RequestBuilder {
     pub(crate) fn new(client: Client, method: Method, url: &str, buffer: Option<usize>) -> Self {
         let (uri, invalid) = match baton_core::request_uri(url) {
             Ok(u) => (u, None),
-            Err(e) => (Uri::from_static("/"), Some(e.to_string())),
+            Err(e) => (Uri::from_static("/"), Some(e.into())),
         };
         RequestBuilder {
             client,
@@ -70,16 +70,16 @@ impl RequestBuilder {
         match (name.try_into(), value.try_into()) {
             (Ok(n), Ok(v)) => {
                 if let Err(e) = baton_core::append_request_header(&mut self.headers, n, v) {
-                    self.invalid.get_or_insert_with(|| e.to_string());
+                    self.invalid.get_or_insert_with(|| e.to_string().into());
                 }
             }
             (Err(e), _) => {
                 self.invalid
-                    .get_or_insert_with(|| format!("invalid header name: {e}"));
+                    .get_or_insert_with(|| format!("invalid header name: {e}").into());
             }
             (_, Err(e)) => {
                 self.invalid
-                    .get_or_insert_with(|| format!("invalid header value: {e}"));
+                    .get_or_insert_with(|| format!("invalid header value: {e}").into());
             }
         }
         self
@@ -96,7 +96,7 @@ impl RequestBuilder {
                 if let Err(e) =
                     baton_core::append_request_header(&mut self.headers, n.clone(), value)
                 {
-                    self.invalid.get_or_insert_with(|| e.to_string());
+                    self.invalid.get_or_insert_with(|| e.to_string().into());
                 }
             }
         }
@@ -123,8 +123,9 @@ impl RequestBuilder {
                 self.body = Body::from(v);
             }
             Err(e) => {
-                self.invalid
-                    .get_or_insert_with(|| format!("the JSON body could not be encoded: {e}"));
+                self.invalid.get_or_insert_with(|| {
+                    format!("the JSON body could not be encoded: {e}").into()
+                });
             }
         }
         self
@@ -201,7 +202,7 @@ impl RequestBuilder {
                     body = b;
                 }
                 Err(e) => {
-                    invalid = Some(format!("the body stream failed while buffering: {e}"));
+                    invalid = Some(format!("the body stream failed while buffering: {e}").into());
                     body = Body::empty();
                 }
             }

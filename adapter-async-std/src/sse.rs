@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use baton_core::sse::{self, AsyncDriver, Chunk, Opened, StreamInput, StreamSettings};
-use baton_core::{BodyKind, CallOptions};
+use baton_core::{BodyKind, CallOptions, InvalidRequest};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Uri};
 
@@ -57,7 +57,7 @@ pub(crate) struct Parts {
     pub(crate) headers: HeaderMap,
     pub(crate) body: Body,
     pub(crate) options: CallOptions,
-    pub(crate) invalid: Option<String>,
+    pub(crate) invalid: Option<InvalidRequest>,
 }
 
 /// The stream's request, sent again on every connection.
@@ -68,15 +68,18 @@ pub(crate) struct Hyper {
     headers: HeaderMap,
     body: Option<Body>,
     options: CallOptions,
-    invalid: Option<String>,
+    invalid: Option<InvalidRequest>,
 }
 
 impl EventStream {
     pub(crate) fn new(p: Parts, settings: StreamSettings) -> Self {
         let body = p.body.try_clone();
         let invalid = p.invalid.or_else(|| {
-            body.is_none()
-                .then(|| "an event stream's body must be replayable (not a one-shot stream)".into())
+            body.is_none().then(|| {
+                "an event stream's body must be replayable (not a one-shot stream)"
+                    .to_string()
+                    .into()
+            })
         });
         let seed = baton_core::os_entropy();
         let machine = sse::EventStream::new(p.client.policy(), &p.method, settings, seed)

@@ -362,6 +362,20 @@ on_both_runtimes! {
         assert_eq!(a.request_count(), 0);
     }
 
+    async fn a_destination_refused_by_the_rules_is_the_typed_error_in_the_chain() {
+        let a = Provider::start(Behaviour::ok());
+        let c = client(&[a.url()]);
+        let e = c.get("ftp://a.example/x").send().await.unwrap_err();
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        let mut found = None;
+        while let Some(x) = cur {
+            found = found.or_else(|| x.downcast_ref::<baton_core::DestinationError>().cloned());
+            cur = x.source();
+        }
+        assert_eq!(found, Some(baton_core::DestinationError::Scheme("ftp".into())), "{e}");
+        assert_eq!(a.request_count(), 0);
+    }
+
     async fn endpoint_headers_never_reach_another_endpoint() {
         let a = Provider::start(Behaviour::status(503));
         let b = Provider::start(Behaviour::ok());

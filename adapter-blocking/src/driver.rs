@@ -13,8 +13,8 @@ use std::time::{Instant, SystemTime};
 
 use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Answer, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, DestinationError, Done, FailureClass, IdentityHeaders, Input, Redirect, Redirects,
-    RequestInfo, Route,
+    CallOptions, DestinationError, Done, FailureClass, IdentityHeaders, Input, InvalidRequest,
+    Redirect, Redirects, RequestInfo, Route,
 };
 use ureq::http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use ureq::{AsSendBody, Body, SendBody};
@@ -58,7 +58,7 @@ pub(crate) struct Prepared {
     pub(crate) options: CallOptions,
     /// Why the request cannot be built (an invalid header or URL from the caller): every
     /// attempt is rejected locally and the call ends as invalid, with a report.
-    pub(crate) invalid: Option<String>,
+    pub(crate) invalid: Option<InvalidRequest>,
 }
 
 enum Sent {
@@ -165,22 +165,23 @@ fn send(
     p: &mut Prepared,
 ) -> (Sent, Vec<Redirect>) {
     const REJECTED: AttemptOutcome = AttemptOutcome::Failure(FailureClass::RejectedLocally);
-    // Why the call is rejected travels as the error's source, like every adapter's.
-    let rejected = |why: String| {
-        let e = ureq::Error::Other(why.into());
+    // Why the call is rejected travels as the error's source, like every adapter's: the
+    // destination rules' typed error, or the text of an invalid request.
+    let rejected = |why: Box<dyn std::error::Error + Send + Sync>| {
+        let e = ureq::Error::Other(why);
         (Sent::Failed(REJECTED, Some(e)), Vec::new())
     };
     if let Some(why) = &p.invalid {
-        return rejected(why.clone());
+        return rejected(Box::new(why.clone()));
     }
     let identity = match identity {
         Ok(identity) => identity,
-        Err(e) => return rejected(e.to_string()),
+        Err(e) => return rejected(Box::new(e.clone())),
     };
     let policy = inner.engine.policy();
     let target = match attempt_uri(policy, attempt.endpoint, &p.uri) {
         Ok(t) => t,
-        Err(e) => return rejected(e.to_string()),
+        Err(e) => return rejected(Box::new(e)),
     };
     let mut headers = p.headers.clone();
     let number = attempt.number;
@@ -192,7 +193,7 @@ fn send(
         number,
         &mut headers,
     ) {
-        return rejected(e.to_string());
+        return rejected(Box::new(e));
     }
     let first = attempt.number == 1 || !attempt.fresh_body;
     // Every hop of the attempt shares its timer, as on the other adapters.

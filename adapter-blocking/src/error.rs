@@ -177,8 +177,13 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {
+    /// The last attempt's ureq error; for an attempt baton refused to send
+    /// (`ureq::Error::Other`), the reason inside it (ureq's errors have no source of their
+    /// own, so the reason, a [`DestinationError`](baton_core::DestinationError) where the
+    /// destination rules refused, would be out of reach).
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.0.client_error {
+            Some(ureq::Error::Other(reason)) => Some(&**reason),
             Some(e) => Some(e),
             None => std::error::Error::source(&self.0.inner),
         }

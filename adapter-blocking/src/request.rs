@@ -7,7 +7,7 @@
 
 use std::io::{self, Read};
 
-use baton_core::CallOptions;
+use baton_core::{CallOptions, InvalidRequest};
 use ureq::http::header::{HeaderName, HeaderValue};
 use ureq::http::{HeaderMap, Method, Response, Uri};
 use ureq::Body;
@@ -48,7 +48,7 @@ pub struct RequestBuilder<'c> {
     headers: HeaderMap,
     options: CallOptions,
     buffer_limit: Option<usize>,
-    invalid: Option<String>,
+    invalid: Option<InvalidRequest>,
 }
 
 impl std::fmt::Debug for RequestBuilder<'_> {
@@ -67,7 +67,7 @@ impl<'c> RequestBuilder<'c> {
     pub(crate) fn new(client: &'c Client, method: Method, path: &str) -> Self {
         let (uri, invalid) = match baton_core::request_uri(path) {
             Ok(u) => (u, None),
-            Err(e) => (Uri::from_static("/"), Some(e.to_string())),
+            Err(e) => (Uri::from_static("/"), Some(e.into())),
         };
         RequestBuilder {
             client,
@@ -80,8 +80,8 @@ impl<'c> RequestBuilder<'c> {
         }
     }
 
-    fn invalid(&mut self, why: String) {
-        self.invalid.get_or_insert(why);
+    fn invalid(&mut self, why: impl Into<InvalidRequest>) {
+        self.invalid.get_or_insert_with(|| why.into());
     }
 
     /// Appends a header (sent on every attempt; per-endpoint headers of the same name

@@ -10,7 +10,7 @@ use baton_core::sse::{
     self, BlockingTransport, Chunk, Notice, NoticeSink, Opened, StreamInput, StreamItem,
     StreamSettings,
 };
-use baton_core::CallOptions;
+use baton_core::{CallOptions, InvalidRequest};
 use ureq::http::{HeaderMap, Method, Uri};
 
 use crate::driver::{drive, Prepared, SendData};
@@ -67,7 +67,7 @@ struct Ureq<'c> {
     headers: HeaderMap,
     body: Option<Vec<u8>>,
     options: CallOptions,
-    invalid: Option<String>,
+    invalid: Option<InvalidRequest>,
 }
 
 impl std::fmt::Debug for EventStream<'_> {
@@ -87,7 +87,7 @@ pub(crate) struct Parts<'c> {
     pub(crate) headers: HeaderMap,
     pub(crate) body: Option<Vec<u8>>,
     pub(crate) options: CallOptions,
-    pub(crate) invalid: Option<String>,
+    pub(crate) invalid: Option<InvalidRequest>,
 }
 
 impl<'c> EventStream<'c> {

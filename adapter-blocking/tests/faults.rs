@@ -56,6 +56,30 @@ fn ok200() -> AttemptResult {
 }
 
 #[test]
+fn a_destination_refused_by_the_rules_is_the_typed_error_in_the_chain() {
+    let a = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url())]);
+    let e = c.get("ftp://a.example/x").call().unwrap_err();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    let mut found = None;
+    while let Some(x) = cur {
+        found = found.or_else(|| {
+            x.downcast_ref::<baton_blocking::baton_core::DestinationError>()
+                .cloned()
+        });
+        cur = x.source();
+    }
+    assert_eq!(
+        found,
+        Some(baton_blocking::baton_core::DestinationError::Scheme(
+            "ftp".into()
+        )),
+        "{e}"
+    );
+    assert_eq!(a.request_count(), 0);
+}
+
+#[test]
 fn healthy_call_returns_the_response_with_its_report() {
     let p = Provider::start(Behaviour::ok());
     let c = client(&[("a", &p.url())]);

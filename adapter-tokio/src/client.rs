@@ -13,7 +13,7 @@ use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Method, Uri, Version};
 
 use crate::driver::{self, Body, Prepared, SendError, Shared, Transport};
-use crate::error::{BuildError, Error};
+use crate::error::{BuildError, Error, InvalidRequest};
 use crate::response::Response;
 
 type Configure = Box<dyn Fn(reqwest::ClientBuilder) -> reqwest::ClientBuilder + Send + Sync>;
@@ -511,7 +511,7 @@ impl Client {
     pub fn request(&self, method: Method, url: impl AsRef<str>) -> RequestBuilder {
         let (uri, error) = match baton_core::request_uri(url.as_ref()) {
             Ok(u) => (u, None),
-            Err(e) => (Uri::from_static("/"), Some(e.to_string())),
+            Err(e) => (Uri::from_static("/"), Some(e.into())),
         };
         RequestBuilder {
             client: self.clone(),
@@ -660,7 +660,7 @@ pub struct RequestBuilder {
     body: Option<reqwest::Body>,
     options: CallOptions,
     buffer_limit: Option<usize>,
-    error: Option<String>,
+    error: Option<InvalidRequest>,
 }
 
 impl std::fmt::Debug for RequestBuilder {
@@ -675,8 +675,8 @@ impl std::fmt::Debug for RequestBuilder {
 }
 
 impl RequestBuilder {
-    fn fail(mut self, why: String) -> Self {
-        self.error.get_or_insert(why);
+    fn fail(mut self, why: impl Into<InvalidRequest>) -> Self {
+        self.error.get_or_insert_with(|| why.into());
         self
     }
 
@@ -848,5 +848,5 @@ pub(crate) struct Parts {
     pub(crate) version: Version,
     pub(crate) body: Option<reqwest::Body>,
     pub(crate) options: CallOptions,
-    pub(crate) error: Option<String>,
+    pub(crate) error: Option<InvalidRequest>,
 }

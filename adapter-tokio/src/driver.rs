@@ -105,7 +105,7 @@ pub(crate) struct Prepared {
     /// Opt-in buffering of a streaming body up to this many bytes (SPEC 2.4).
     pub(crate) buffer_limit: Option<usize>,
     /// Why the request cannot be built (the call ends as rejected locally).
-    pub(crate) invalid: Option<String>,
+    pub(crate) invalid: Option<InvalidRequest>,
 }
 
 impl Prepared {
@@ -118,10 +118,13 @@ impl Prepared {
             Ok(u) => (u, None),
             Err(e) => (
                 Uri::from_static("/"),
-                Some(format!(
-                    "url {}: {e}",
-                    baton_core::redact_url(request.url().as_str())
-                )),
+                Some(
+                    format!(
+                        "url {}: {e}",
+                        baton_core::redact_url(request.url().as_str())
+                    )
+                    .into(),
+                ),
             ),
         };
         let version = request.version();
@@ -814,7 +817,7 @@ fn build(
     a: &Attempt,
 ) -> Result<reqwest::Request, BuildFail> {
     if let Some(why) = &req.invalid {
-        return Err(BuildFail::Rejected(Box::new(InvalidRequest(why.clone()))));
+        return Err(BuildFail::Rejected(Box::new(why.clone())));
     }
     let complete = shared
         .urls

@@ -106,17 +106,9 @@ impl fmt::Display for AttemptTimeout {
 impl StdError for AttemptTimeout {}
 
 /// Why a request could not be built (an invalid URL or header given to the request
-/// builder; the call ends as rejected locally, nothing is sent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidRequest(pub String);
-
-impl fmt::Display for InvalidRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid request: {}", self.0)
-    }
-}
-
-impl StdError for InvalidRequest {}
+/// builder; the call ends as rejected locally, nothing is sent): core's, the same on
+/// every adapter.
+pub use baton_core::InvalidRequest;
 
 /// An error from an inner middleware, shown with every URL in it reduced to
 /// `scheme://host:port` (core's [`baton_core::Scrubbed`]).

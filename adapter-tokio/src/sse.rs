@@ -61,7 +61,7 @@ pub(crate) struct Reqwest {
     body: Option<Bytes>,
     options: CallOptions,
     /// Why the request cannot be sent: its first call is rejected with it (and a report).
-    invalid: Option<String>,
+    invalid: Option<crate::InvalidRequest>,
 }
 
 impl EventStream {
@@ -71,8 +71,11 @@ impl EventStream {
             b => (b.flatten(), false),
         };
         let invalid = parts.error.or_else(|| {
-            one_shot
-                .then(|| "an event stream's body must be replayable (bytes, not a stream)".into())
+            one_shot.then(|| {
+                "an event stream's body must be replayable (bytes, not a stream)"
+                    .to_string()
+                    .into()
+            })
         });
         let seed = baton_core::os_entropy();
         let machine = sse::EventStream::new(parts.client.policy(), &parts.method, settings, seed)

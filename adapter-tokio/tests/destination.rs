@@ -63,6 +63,18 @@ async fn unsupported_scheme_is_rejected_locally() {
         Some(baton_core::ErrorKind::InvalidCall(_))
     ));
     assert_eq!(p.request_count(), 0);
+    // The destination rules' reason is typed in the error's chain, as on every adapter.
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&err);
+    let mut found = None;
+    while let Some(e) = cur {
+        found = found.or_else(|| e.downcast_ref::<baton_core::DestinationError>().cloned());
+        cur = e.source();
+    }
+    assert_eq!(
+        found,
+        Some(baton_core::DestinationError::Scheme("ftp".into())),
+        "{err}"
+    );
 }
 
 fn two(primary: &str, backup: &Provider) -> baton_tokio::Client {

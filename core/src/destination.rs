@@ -42,6 +42,44 @@ pub enum DestinationError {
     Endpoint(usize),
 }
 
+/// Why a request cannot be sent at all, found while the caller built it (its URL, a
+/// header, its body): every adapter rejects the call's first attempt locally with it, so
+/// nothing is sent and the call ends as an invalid call. The adapters keep it as the
+/// rejected attempt's error, so a caller can match on a refusal of the destination rules
+/// instead of reading text.
+///
+/// ```
+/// use std::error::Error;
+/// use baton_core::{request_uri, DestinationError, InvalidRequest};
+/// let why = InvalidRequest::from(request_uri("ftp://a.example/x").unwrap_err());
+/// assert_eq!(why.to_string(), r#"invalid request: unsupported scheme "ftp" in the request URL (only http and https)"#);
+/// let source = why.source().and_then(|e| e.downcast_ref::<DestinationError>());
+/// assert_eq!(source, Some(&DestinationError::Scheme("ftp".into())));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidRequest {
+    /// The destination rules refused the request's URL or a header (SPEC 3).
+    #[error("invalid request: {0}")]
+    Destination(#[source] DestinationError),
+    /// Anything else, in words: a header name or value that is not valid, a body that
+    /// could not be encoded or read.
+    #[error("invalid request: {0}")]
+    Other(String),
+}
+
+impl From<DestinationError> for InvalidRequest {
+    fn from(e: DestinationError) -> Self {
+        InvalidRequest::Destination(e)
+    }
+}
+
+impl From<String> for InvalidRequest {
+    fn from(why: String) -> Self {
+        InvalidRequest::Other(why)
+    }
+}
+
 /// The URL of an attempt at endpoint `index` for a request whose URL is `request`.
 ///
 /// In complete mode the endpoint URL is used as is. In base mode the request's path is

@@ -96,7 +96,7 @@ pub use call::{
 };
 pub use destination::{
     apply_attempt_headers, attempt_uri, original_authority, request_uri, DestinationError,
-    IdentityHeaders,
+    IdentityHeaders, InvalidRequest,
 };
 pub use engine::Engine;
 pub use event::{AttemptKind, Event, EventKind, WaitReason};
