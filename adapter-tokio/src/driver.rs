@@ -829,15 +829,7 @@ fn build(
         // Complete mode: the endpoint's URL, parsed once; the request's path is ignored,
         // but a bad scheme is still rejected.
         Some(url) => {
-            if let Some(s) = req
-                .uri
-                .scheme_str()
-                .filter(|s| *s != "http" && *s != "https")
-            {
-                return Err(rejected(baton_core::DestinationError::Scheme(
-                    s.to_string(),
-                )));
-            }
+            baton_core::check_scheme(&req.uri).map_err(rejected)?;
             baton_core::apply_attempt_headers(
                 shared.engine.policy(),
                 a.endpoint,

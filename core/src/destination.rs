@@ -80,6 +80,26 @@ impl From<String> for InvalidRequest {
     }
 }
 
+/// The scheme rule of [`attempt_uri`] alone: a request URL with a scheme names http or
+/// https. For a driver that keeps its complete-mode endpoint URLs in its HTTP client's own
+/// form (parsed once) and so does not call [`attempt_uri`] on the healthy path.
+///
+/// ```
+/// use baton_core::{check_scheme, DestinationError};
+/// assert!(check_scheme(&"/charges".parse().unwrap()).is_ok());
+/// assert!(check_scheme(&"https://a.example/x".parse().unwrap()).is_ok());
+/// assert_eq!(
+///     check_scheme(&"ftp://a.example/x".parse().unwrap()),
+///     Err(DestinationError::Scheme("ftp".into()))
+/// );
+/// ```
+pub fn check_scheme(request: &Uri) -> Result<(), DestinationError> {
+    match request.scheme_str() {
+        Some(s) if s != "http" && s != "https" => Err(DestinationError::Scheme(s.to_string())),
+        _ => Ok(()),
+    }
+}
+
 /// The URL of an attempt at endpoint `index` for a request whose URL is `request`.
 ///
 /// In complete mode the endpoint URL is used as is. In base mode the request's path is
@@ -100,11 +120,7 @@ pub fn attempt_uri(policy: &Policy, index: usize, request: &Uri) -> Result<Uri, 
         .endpoints()
         .get(index)
         .ok_or(DestinationError::Endpoint(index))?;
-    if let Some(s) = request.scheme_str() {
-        if s != "http" && s != "https" {
-            return Err(DestinationError::Scheme(s.to_string()));
-        }
-    }
+    check_scheme(request)?;
     let base = endpoint.uri();
     if policy.settings().url_mode == UrlMode::Complete {
         return Ok(base.clone());

@@ -95,8 +95,8 @@ pub use call::{
     MIN_ATTEMPT_TIME,
 };
 pub use destination::{
-    apply_attempt_headers, attempt_uri, original_authority, request_uri, DestinationError,
-    IdentityHeaders, InvalidRequest,
+    apply_attempt_headers, attempt_uri, check_scheme, original_authority, request_uri,
+    DestinationError, IdentityHeaders, InvalidRequest,
 };
 pub use engine::Engine;
 pub use event::{AttemptKind, Event, EventKind, WaitReason};
