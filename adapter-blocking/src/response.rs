@@ -8,9 +8,8 @@
 
 use std::fmt;
 use std::io::{self, Read};
-use std::sync::Arc;
 
-use baton_core::{Report, RequestId};
+use baton_core::{EndpointId, Report, RequestId};
 use ureq::http::Response;
 use ureq::Body;
 
@@ -29,7 +28,7 @@ use ureq::Body;
 /// ```
 #[derive(Debug)]
 pub struct BodyError {
-    endpoint_id: Arc<str>,
+    endpoint_id: EndpointId,
     attempt: u32,
     request_id: RequestId,
     source: io::Error,
@@ -38,7 +37,7 @@ pub struct BodyError {
 impl BodyError {
     /// A body error for `endpoint_id`'s attempt `attempt` of call `request_id`.
     pub fn new(
-        endpoint_id: impl Into<Arc<str>>,
+        endpoint_id: impl Into<EndpointId>,
         attempt: u32,
         request_id: RequestId,
         source: io::Error,
@@ -86,7 +85,7 @@ impl std::error::Error for BodyError {
 /// Reads the original body, wrapping every error in a [`BodyError`].
 struct NamedReader<R> {
     inner: R,
-    endpoint_id: Arc<str>,
+    endpoint_id: EndpointId,
     attempt: u32,
     request_id: RequestId,
 }
@@ -113,11 +112,12 @@ impl<R: Read> Read for NamedReader<R> {
 /// (read the `Content-Length` header instead).
 pub(crate) fn finish(response: Response<Body>, report: Report, attempt: u32) -> Response<Body> {
     let (mut parts, body) = response.into_parts();
-    let endpoint_id: Arc<str> = report
+    // An id clones without allocating (short ids are stored inline).
+    let endpoint_id = report
         .attempts
         .iter()
         .find(|a| a.number == attempt)
-        .map_or_else(|| Arc::from(""), |a| Arc::from(&*a.endpoint_id));
+        .map_or_else(|| EndpointId::from(""), |a| a.endpoint_id.clone());
     let mut builder = Body::builder();
     if let Some(m) = body.mime_type() {
         builder = builder.mime_type(m);
