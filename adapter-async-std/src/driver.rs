@@ -478,9 +478,9 @@ fn build(
         Ok(b) => b,
         Err(e) if a.number > 1 => return Err(NotBuilt::Replay(e)),
         Err(e) => {
-            return Err(NotBuilt::Rejected(
-                format!("the body could not be made: {e}").into(),
-            ))
+            return Err(NotBuilt::Rejected(Box::new(InvalidRequest::Other(
+                format!("the body could not be made: {e}"),
+            ))))
         }
     };
     let path = dest

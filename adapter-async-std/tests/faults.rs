@@ -52,6 +52,20 @@ fn policy(urls: &[String]) -> baton_core::PolicyBuilder {
     b
 }
 
+/// The destination rules' typed reason in an error's source chain, if any.
+fn destination_error(
+    e: &(dyn std::error::Error + 'static),
+) -> Option<baton_core::DestinationError> {
+    let mut cur = Some(e);
+    while let Some(x) = cur {
+        if let Some(d) = x.downcast_ref::<baton_core::DestinationError>() {
+            return Some(d.clone());
+        }
+        cur = x.source();
+    }
+    None
+}
+
 fn call_error(e: Error) -> Box<baton_async_std::CallError> {
     match e {
         Error::Call(c) => c,
@@ -363,16 +377,18 @@ on_both_runtimes! {
     }
 
     async fn a_destination_refused_by_the_rules_is_the_typed_error_in_the_chain() {
+        use baton_core::DestinationError;
         let a = Provider::start(Behaviour::ok());
+        // Refused when the request is built (the URL's scheme).
         let c = client(&[a.url()]);
         let e = c.get("ftp://a.example/x").send().await.unwrap_err();
-        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-        let mut found = None;
-        while let Some(x) = cur {
-            found = found.or_else(|| x.downcast_ref::<baton_core::DestinationError>().cloned());
-            cur = x.source();
-        }
-        assert_eq!(found, Some(baton_core::DestinationError::Scheme("ftp".into())), "{e}");
+        assert_eq!(destination_error(&e), Some(DestinationError::Scheme("ftp".into())), "{e}");
+        // Refused when the attempt is built (a path that would leave the base path).
+        let c = Client::builder(policy(&[a.url()]).url_mode(baton_core::UrlMode::Base))
+            .build()
+            .unwrap();
+        let e = c.get("/v1/%2e%2e/admin").send().await.unwrap_err();
+        assert!(matches!(destination_error(&e), Some(DestinationError::Url { .. })), "{e}");
         assert_eq!(a.request_count(), 0);
     }
 

@@ -55,25 +55,43 @@ fn ok200() -> AttemptResult {
     AttemptResult::Response(ureq::http::StatusCode::OK)
 }
 
-#[test]
-fn a_destination_refused_by_the_rules_is_the_typed_error_in_the_chain() {
-    let a = Provider::start(Behaviour::ok());
-    let c = client(&[("a", &a.url())]);
-    let e = c.get("ftp://a.example/x").call().unwrap_err();
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-    let mut found = None;
+/// The destination rules' typed reason in an error's source chain, if any.
+fn destination_error(
+    e: &(dyn std::error::Error + 'static),
+) -> Option<baton_blocking::baton_core::DestinationError> {
+    let mut cur = Some(e);
     while let Some(x) = cur {
-        found = found.or_else(|| {
-            x.downcast_ref::<baton_blocking::baton_core::DestinationError>()
-                .cloned()
-        });
+        if let Some(d) = x.downcast_ref::<baton_blocking::baton_core::DestinationError>() {
+            return Some(d.clone());
+        }
         cur = x.source();
     }
+    None
+}
+
+#[test]
+fn a_destination_refused_by_the_rules_is_the_typed_error_in_the_chain() {
+    use baton_blocking::baton_core::DestinationError;
+    let a = Provider::start(Behaviour::ok());
+    // Refused when the request is built (the URL's scheme).
+    let c = client(&[("a", &a.url())]);
+    let e = c.get("ftp://a.example/x").call().unwrap_err();
     assert_eq!(
-        found,
-        Some(baton_blocking::baton_core::DestinationError::Scheme(
-            "ftp".into()
-        )),
+        destination_error(&e),
+        Some(DestinationError::Scheme("ftp".into())),
+        "{e}"
+    );
+    // Refused when the attempt is built (a path that would leave the base path).
+    let c = builder_for(
+        Policy::builder()
+            .url_mode(UrlMode::Base)
+            .endpoint(Endpoint::new("a", a.url())),
+    )
+    .build()
+    .unwrap();
+    let e = c.get("/v1/%2e%2e/admin").call().unwrap_err();
+    assert!(
+        matches!(destination_error(&e), Some(DestinationError::Url { .. })),
         "{e}"
     );
     assert_eq!(a.request_count(), 0);

@@ -205,21 +205,24 @@ where
     fn send(&mut self, call: &mut Call<'_, Reply<R>>, a: &Attempt) {
         let now = self.shared.sleep.now();
         let mut headers = self.parts.headers.clone();
+        // Why an attempt cannot be sent is the error's source: the destination rules'
+        // typed error, as on every adapter, or this driver's reason in words.
+        let rejected = |why: String| -> BoxError { Box::new(Rejected(why)) };
         let built = match (&self.body_error, self.backends.for_endpoint(a.endpoint)) {
-            (Some(e), _) => Err(format!("reading the request body failed: {e}")),
-            (None, None) => Err(format!("no service for endpoint {}", a.endpoint)),
+            (Some(e), _) => Err(rejected(format!("reading the request body failed: {e}"))),
+            (None, None) => Err(rejected(format!("no service for endpoint {}", a.endpoint))),
             (None, Some(svc)) => self
                 .identity
                 .as_ref()
                 .map_err(Clone::clone)
                 .and_then(|identity| call.attempt_parts(a, identity, &self.parts.uri, &mut headers))
-                .map_err(|e| e.to_string())
+                .map_err(|e| -> BoxError { Box::new(e) })
                 .map(|uri| (svc, uri)),
         };
         let (svc, uri) = match built {
             Ok(b) => b,
             Err(why) => {
-                self.last = Some((a.number, Box::new(Rejected(why))));
+                self.last = Some((a.number, why));
                 let outcome = AttemptOutcome::Failure(FailureClass::RejectedLocally);
                 call.handle(
                     Input::Failed {

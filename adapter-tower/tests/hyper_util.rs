@@ -132,6 +132,32 @@ async fn a_black_holed_primary_times_out_ambiguous_reads_move_and_writes_stop() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_the_destination_rules_refuse_is_the_typed_error_in_the_chain() {
+    let a = Provider::start(Behaviour::ok());
+    let mut svc = service(
+        Policy::builder()
+            .url_mode(baton_core::UrlMode::Base)
+            .endpoint(Endpoint::new("a", a.url())),
+    );
+    let get = http::Request::builder()
+        .uri("/v1/%2e%2e/admin")
+        .body(full(""))
+        .unwrap();
+    let err = svc.call(get).await.unwrap_err();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&err);
+    let mut found = None;
+    while let Some(e) = cur {
+        found = found.or_else(|| e.downcast_ref::<baton_core::DestinationError>().cloned());
+        cur = e.source();
+    }
+    assert!(
+        matches!(found, Some(baton_core::DestinationError::Url { .. })),
+        "{err}"
+    );
+    assert_eq!(a.request_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streaming_body_is_sent_once_unless_buffering_is_asked_for() {
     let a = Provider::start(Behaviour::status(503));
     let b = Provider::start(Behaviour::ok());

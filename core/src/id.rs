@@ -209,6 +209,22 @@ impl From<&str> for EndpointId {
     }
 }
 
+impl From<String> for EndpointId {
+    fn from(id: String) -> Self {
+        EndpointId(Text::from(id.as_str()))
+    }
+}
+
+/// A long id keeps the shared text it is given (no copy); a short one is stored inline.
+impl From<std::sync::Arc<str>> for EndpointId {
+    fn from(id: std::sync::Arc<str>) -> Self {
+        if id.len() <= TEXT_INLINE {
+            return EndpointId(Text::from(&*id));
+        }
+        EndpointId(Text::Shared(id))
+    }
+}
+
 impl std::ops::Deref for EndpointId {
     type Target = str;
     fn deref(&self) -> &str {
@@ -269,6 +285,25 @@ impl fmt::Display for EndpointId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_id_from_a_string_or_shared_text_equals_the_one_from_str() {
+        let long = "an-endpoint-id-longer-than-thirty-bytes";
+        for text in ["primary", long] {
+            let shared: std::sync::Arc<str> = text.into();
+            assert_eq!(EndpointId::from(text.to_string()), EndpointId::from(text));
+            assert_eq!(EndpointId::from(shared.clone()), EndpointId::from(text));
+            assert_eq!(&*EndpointId::from(shared), text);
+        }
+        let shared: std::sync::Arc<str> = long.into();
+        let EndpointId(Text::Shared(kept)) = EndpointId::from(shared.clone()) else {
+            panic!("a long id is shared text");
+        };
+        assert!(
+            std::sync::Arc::ptr_eq(&kept, &shared),
+            "the text was copied"
+        );
+    }
 
     #[test]
     fn request_id_accepts_allowed_characters_at_both_length_limits() {

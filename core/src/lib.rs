@@ -8,7 +8,9 @@
 //! (the request's method, URL and headers, each attempt's classified outcome, the time) and
 //! answers with [`Action`]s (send this attempt, discard that one, wait until, done). It
 //! never reads a clock, never draws OS randomness, never sleeps, spawns or does I/O: time
-//! comes in as `Instant`s, randomness from a seed in the [`Settings`]. The same inputs give
+//! comes in as `Instant`s, randomness from a seed in the [`Settings`] or the entropy an
+//! adapter gives its [`Engine`] once (the one helper that draws OS randomness,
+//! [`os_entropy`], is for adapters; no `Call` or `Engine` calls it). The same inputs give
 //! the same actions, so one property test covers every runtime. The adapters
 //! (`baton-tokio`, `baton-blocking`, `baton-async-std`) only send, sleep and classify.
 //!
