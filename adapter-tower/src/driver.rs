@@ -6,7 +6,6 @@
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
@@ -84,7 +83,10 @@ struct Flight<R> {
     /// When the attempt's timer ends (every redirect hop shares it).
     at: Instant,
     redirects: Option<Box<Redirects>>,
-    fut: FlightFuture<R>,
+    /// The request; `None`: it is the call's unboxed slot. A healthy call (one attempt in
+    /// flight) allocates no future of its own; a hedge beside it or a redirect hop is
+    /// boxed.
+    fut: Option<FlightFuture<R>>,
 }
 
 /// The error of an inner service's `poll_ready` or `call`.
@@ -152,6 +154,8 @@ where
     if let Some(limit) = prepared.over_limit {
         call.handle(Input::BodyNotBuffered { limit }, shared.sleep.now());
     }
+    let make: AttemptFn<S, B, _> = attempt::<S, B, R>;
+    let slot = std::pin::pin!(empty_slot(make));
     let mut driver = Driver {
         shared: &shared,
         identity: call.identity_headers(),
@@ -161,11 +165,13 @@ where
         body_error: prepared.error.map(|e| e.to_string()),
         flights: SmallVec::new(),
         last: None,
+        slot,
+        attempt: make,
     };
     loop {
         match call.poll() {
             Action::Send(a) => driver.send(&mut call, &a),
-            Action::Discard(n) => driver.flights.retain(|f| f.number != n),
+            Action::Discard(n) => driver.discard(n),
             Action::WaitUntil(t) => driver.wait(&mut call, Some(t)).await,
             Action::WaitForAttempt => driver.wait(&mut call, None).await,
             Action::Done => break,
@@ -173,12 +179,12 @@ where
             _ => call.handle(Input::Cancel, shared.sleep.now()),
         }
     }
-    driver.flights.clear();
+    driver.clear();
     let last = driver.last.take();
     finish(call.take_done(), last)
 }
 
-struct Driver<'a, S, B, R> {
+struct Driver<'a, 's, S, B, R, F> {
     shared: &'a Shared,
     /// The call's request id and key as header values, made once for all its attempts.
     identity: Result<baton_core::IdentityHeaders, baton_core::DestinationError>,
@@ -190,9 +196,13 @@ struct Driver<'a, S, B, R> {
     flights: SmallVec<[Flight<R>; 2]>,
     /// The last attempt's error: (attempt number, error), for the call error's `source()`.
     last: Option<(u32, BoxError)>,
+    /// The request of one attempt, unboxed, in the call's own future.
+    slot: Pin<&'s mut Option<F>>,
+    /// Makes the slot's request ([`attempt`]; a pointer, as its future's type has no name).
+    attempt: AttemptFn<S, B, F>,
 }
 
-impl<S, B, R> Driver<'_, S, B, R>
+impl<S, B, R, F> Driver<'_, '_, S, B, R, F>
 where
     S: Service<Request<ReplayBody<B>>, Response = Response<R>> + Clone + Send + 'static,
     S::Future: Send,
@@ -200,6 +210,7 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
     R: Send + 'static,
+    F: Future<Output = Landed<R>>,
 {
     /// Builds and sends attempt `a`, or tells the call why it could not be sent.
     fn send(&mut self, call: &mut Call<'_, Reply<R>>, a: &Attempt) {
@@ -246,8 +257,12 @@ where
             timeout: a.timeout,
             at,
             redirects: None,
-            fut: self.flight(svc, request, at),
+            fut: None,
         });
+        let fut = self.start(svc, request, at);
+        if let Some(f) = self.flights.last_mut() {
+            f.fut = fut;
+        }
     }
 
     fn request(
@@ -266,29 +281,49 @@ where
         request
     }
 
-    /// One request under the attempt's timer: the service's readiness is awaited first
-    /// (a service that fails it never took the request: undelivered).
-    fn flight(&self, mut svc: S, request: Request<ReplayBody<B>>, at: Instant) -> FlightFuture<R> {
+    /// One request under the attempt's timer, boxed (a hedge beside the slot's attempt,
+    /// or a redirect hop).
+    fn flight(&self, svc: S, request: Request<ReplayBody<B>>, at: Instant) -> FlightFuture<R> {
+        let timer = self.shared.sleep.sleep_until(at);
+        Box::pin(attempt(
+            svc,
+            request,
+            self.shared.classify_error.clone(),
+            timer,
+        ))
+    }
+
+    /// Starts one request of attempt `number`: in the call's unboxed slot when it is free
+    /// (`None`), else boxed.
+    fn start(
+        &mut self,
+        svc: S,
+        request: Request<ReplayBody<B>>,
+        at: Instant,
+    ) -> Option<FlightFuture<R>> {
+        if self.slot.is_some() {
+            return Some(self.flight(svc, request, at));
+        }
+        let timer = self.shared.sleep.sleep_until(at);
         let hook = self.shared.classify_error.clone();
-        let handed = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&handed);
-        let send = async move {
-            if let Err(e) = poll_fn(|cx| svc.poll_ready(cx)).await {
-                let e: BoxError = Box::new(NotReady(Box::new(Scrubbed::new(e.into()))));
-                return Landed::Failed(FailureClass::Undelivered, e);
+        self.slot
+            .set(Some((self.attempt)(svc, request, hook, timer)));
+        None
+    }
+
+    /// Takes attempt `n` out of flight (its request is dropped, which cancels it).
+    fn discard(&mut self, n: u32) {
+        if let Some(p) = self.flights.iter().position(|f| f.number == n) {
+            if self.flights.remove(p).fut.is_none() {
+                self.slot.set(None);
             }
-            flag.store(true, Ordering::Release);
-            match svc.call(request).await {
-                Ok(r) => Landed::Response(r),
-                Err(e) => {
-                    let e: BoxError = e.into();
-                    let class = classify(&*e, hook.as_ref());
-                    // The text of a client error may quote the URL (keys): scrubbed.
-                    Landed::Failed(class, Box::new(Scrubbed::new(e)))
-                }
-            }
-        };
-        Box::pin(timed(send, self.shared.sleep.sleep_until(at), handed))
+        }
+    }
+
+    /// Drops every request in flight.
+    fn clear(&mut self) {
+        self.flights.clear();
+        self.slot.set(None);
     }
 
     /// Waits until `until` (or, without it, for an attempt) and hands the call what
@@ -299,10 +334,14 @@ where
             call.handle(Input::Cancel, self.shared.sleep.now());
             return;
         }
-        let flights = &mut self.flights;
+        let (flights, slot) = (&mut self.flights, &mut self.slot);
         let done = poll_fn(|cx| {
             for (i, f) in flights.iter_mut().enumerate() {
-                if let Poll::Ready(out) = f.fut.as_mut().poll(cx) {
+                let ended = match f.fut.as_mut() {
+                    Some(fut) => fut.as_mut().poll(cx),
+                    None => poll_slot(slot.as_mut(), cx),
+                };
+                if let Poll::Ready(out) = ended {
                     return Poll::Ready(Some((i, out)));
                 }
             }
@@ -340,7 +379,7 @@ where
         if let (true, Landed::Response(r)) = (follows, &out) {
             if r.status().is_redirection() {
                 if let Some(next) = self.next_hop(&mut f, r) {
-                    f.fut = next;
+                    f.fut = Some(next);
                     self.flights.push(f);
                     return;
                 }
@@ -430,24 +469,74 @@ impl std::fmt::Display for Elapsed {
 
 impl std::error::Error for Elapsed {}
 
-/// `send`, or `TimedOut` when `timer` completes first (saying whether `send` had handed
-/// the request over).
-async fn timed<R>(
-    send: impl Future<Output = Landed<R>>,
-    timer: Sleeping,
-    handed: Arc<AtomicBool>,
-) -> Landed<R> {
-    let mut send = std::pin::pin!(send);
-    let mut timer = timer;
-    poll_fn(|cx| {
-        if let Poll::Ready(out) = send.as_mut().poll(cx) {
-            return Poll::Ready(out);
+/// One request of an attempt under its timer: the service's readiness first (a service
+/// that fails it never took the request: undelivered), then its call; `TimedOut` when
+/// `timer` ends first, saying whether the request had been handed over.
+async fn attempt<S, B, R>(
+    mut svc: S,
+    request: Request<ReplayBody<B>>,
+    hook: Option<ErrorClassifier>,
+    mut timer: Sleeping,
+) -> Landed<R>
+where
+    S: Service<Request<ReplayBody<B>>, Response = Response<R>>,
+    S::Error: Into<BoxError>,
+{
+    // Errors become `BoxError` at once: a service's own error type need not be `Send`.
+    let ready = poll_fn(|cx| {
+        if let Poll::Ready(r) = svc.poll_ready(cx) {
+            return Poll::Ready(Some(r.map_err(Into::<BoxError>::into)));
         }
-        timer.as_mut().poll(cx).map(|()| Landed::TimedOut {
-            handed: handed.load(Ordering::Acquire),
-        })
+        timer.as_mut().poll(cx).map(|()| None)
     })
-    .await
+    .await;
+    match ready {
+        None => return Landed::TimedOut { handed: false },
+        Some(Err(e)) => {
+            let e: BoxError = Box::new(NotReady(Box::new(Scrubbed::new(e))));
+            return Landed::Failed(FailureClass::Undelivered, e);
+        }
+        Some(Ok(())) => {}
+    }
+    let mut call = std::pin::pin!(svc.call(request));
+    let answered = poll_fn(|cx| {
+        if let Poll::Ready(r) = call.as_mut().poll(cx) {
+            return Poll::Ready(Some(r.map_err(Into::<BoxError>::into)));
+        }
+        timer.as_mut().poll(cx).map(|()| None)
+    })
+    .await;
+    match answered {
+        None => Landed::TimedOut { handed: true },
+        Some(Ok(r)) => Landed::Response(r),
+        Some(Err(e)) => {
+            let class = classify(&*e, hook.as_ref());
+            // The text of a client error may quote the URL (keys): scrubbed.
+            Landed::Failed(class, Box::new(Scrubbed::new(e)))
+        }
+    }
+}
+
+/// The type of [`attempt`] for one service, body and response type: the driver's slot
+/// holds its future, whose type has no name.
+type AttemptFn<S, B, F> = fn(S, Request<ReplayBody<B>>, Option<ErrorClassifier>, Sleeping) -> F;
+
+/// An empty slot for a future of `f`.
+fn empty_slot<S, B, F>(_: AttemptFn<S, B, F>) -> Option<F> {
+    None
+}
+
+/// Polls the request in the slot; once it ended, the slot is emptied (never polled again).
+fn poll_slot<F: Future>(
+    mut slot: Pin<&mut Option<F>>,
+    cx: &mut std::task::Context<'_>,
+) -> Poll<F::Output> {
+    let Some(fut) = slot.as_mut().as_pin_mut() else {
+        return Poll::Pending;
+    };
+    let out = std::task::ready!(fut.poll(cx));
+    slot.set(None);
+    Poll::Ready(out)
 }
 
 /// The call's result: the response with its report in the extensions, or the error with
