@@ -56,14 +56,7 @@ fn policy(urls: &[String]) -> baton_core::PolicyBuilder {
 fn destination_error(
     e: &(dyn std::error::Error + 'static),
 ) -> Option<baton_core::DestinationError> {
-    let mut cur = Some(e);
-    while let Some(x) = cur {
-        if let Some(d) = x.downcast_ref::<baton_core::DestinationError>() {
-            return Some(d.clone());
-        }
-        cur = x.source();
-    }
-    None
+    testkit::in_chain(e).cloned()
 }
 
 fn call_error(e: Error) -> Box<baton_async_std::CallError> {

@@ -59,14 +59,7 @@ fn ok200() -> AttemptResult {
 fn destination_error(
     e: &(dyn std::error::Error + 'static),
 ) -> Option<baton_blocking::baton_core::DestinationError> {
-    let mut cur = Some(e);
-    while let Some(x) = cur {
-        if let Some(d) = x.downcast_ref::<baton_blocking::baton_core::DestinationError>() {
-            return Some(d.clone());
-        }
-        cur = x.source();
-    }
-    None
+    testkit::in_chain(e).cloned()
 }
 
 #[test]

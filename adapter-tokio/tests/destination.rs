@@ -64,15 +64,9 @@ async fn unsupported_scheme_is_rejected_locally() {
     ));
     assert_eq!(p.request_count(), 0);
     // The destination rules' reason is typed in the error's chain, as on every adapter.
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&err);
-    let mut found = None;
-    while let Some(e) = cur {
-        found = found.or_else(|| e.downcast_ref::<baton_core::DestinationError>().cloned());
-        cur = e.source();
-    }
     assert_eq!(
-        found,
-        Some(baton_core::DestinationError::Scheme("ftp".into())),
+        testkit::in_chain::<baton_core::DestinationError>(&err),
+        Some(&baton_core::DestinationError::Scheme("ftp".into())),
         "{err}"
     );
 }

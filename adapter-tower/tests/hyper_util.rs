@@ -144,14 +144,11 @@ async fn a_path_the_destination_rules_refuse_is_the_typed_error_in_the_chain() {
         .body(full(""))
         .unwrap();
     let err = svc.call(get).await.unwrap_err();
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&err);
-    let mut found = None;
-    while let Some(e) = cur {
-        found = found.or_else(|| e.downcast_ref::<baton_core::DestinationError>().cloned());
-        cur = e.source();
-    }
     assert!(
-        matches!(found, Some(baton_core::DestinationError::Url { .. })),
+        matches!(
+            testkit::in_chain::<baton_core::DestinationError>(&err),
+            Some(baton_core::DestinationError::Url { .. })
+        ),
         "{err}"
     );
     assert_eq!(a.request_count(), 0);

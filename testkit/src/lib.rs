@@ -142,6 +142,40 @@ pub fn refused_url() -> String {
     format!("http://{}", refused_addr())
 }
 
+/// The first error of type `T` in `error`'s source chain (`error` itself included): how a
+/// test finds the typed reason an adapter keeps behind its own error.
+///
+/// ```
+/// #[derive(Debug)]
+/// struct Outer(std::fmt::Error);
+/// impl std::fmt::Display for Outer {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         f.write_str("outer")
+///     }
+/// }
+/// impl std::error::Error for Outer {
+///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+///         Some(&self.0)
+///     }
+/// }
+/// let e = Outer(std::fmt::Error);
+/// assert!(testkit::in_chain::<std::fmt::Error>(&e).is_some());
+/// assert!(testkit::in_chain::<Outer>(&e).is_some());
+/// assert!(testkit::in_chain::<std::num::ParseIntError>(&e).is_none());
+/// ```
+pub fn in_chain<'a, T: std::error::Error + 'static>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut cur = Some(error);
+    while let Some(e) = cur {
+        if let Some(t) = e.downcast_ref::<T>() {
+            return Some(t);
+        }
+        cur = e.source();
+    }
+    None
+}
+
 /// `http://baton-test.invalid:80`, a URL whose host name never resolves, to exercise
 /// DNS failure (*undelivered*). No trailing slash, like [`Provider::url`].
 ///
