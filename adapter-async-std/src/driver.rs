@@ -15,8 +15,8 @@ use std::time::{Instant, SystemTime};
 use async_io::Timer;
 use baton_core::{
     apply_attempt_headers, attempt_uri, Action, Answer, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, Done, FailureClass, IdentityHeaders, Input, InvalidRequest, Redirects,
-    RequestInfo,
+    CallOptions, DestinationError, Done, FailureClass, IdentityHeaders, Input, InvalidRequest,
+    Redirects, RequestInfo,
 };
 use http::header::{HeaderMap, HOST};
 use http::{Method, Uri};
@@ -111,7 +111,7 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
         method,
         uri,
         headers,
-        mut body,
+        body,
         body_kind,
         options,
         invalid,
@@ -127,179 +127,232 @@ pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Er
     if let Some(limit) = not_buffered {
         call.handle(Input::BodyNotBuffered { limit }, Instant::now());
     }
-    // The request id and key as header values, made once for every attempt and hop.
-    let identity = call.identity_headers();
-    let mut flights: SmallVec<[Flight; 2]> = SmallVec::new();
-    let mut last_error: Option<TransportError> = None;
-    let mut timer: Option<Timer> = None;
-    let mut slot = std::pin::pin!(empty_slot(attempt::run));
+    let make: AttemptFn<_> = attempt::run;
+    let mut driver = Driver {
+        inner: &inner,
+        // The request id and key as header values, made once for every attempt and hop.
+        identity: call.identity_headers(),
+        request: &info,
+        body,
+        invalid,
+        flights: SmallVec::new(),
+        last_error: None,
+        timer: None,
+        slot: std::pin::pin!(empty_slot(make)),
+        make,
+    };
     loop {
-        let action = call.poll();
-        let until = match action {
-            Action::WaitUntil(t) => Some(t),
-            _ => None,
-        };
-        match action {
-            Action::Send(a) => {
-                let built = match (&invalid, &identity) {
-                    (Some(why), _) => Err(NotBuilt::Rejected(Box::new(why.clone()))),
-                    (None, Err(e)) => Err(NotBuilt::Rejected(Box::new(e.clone()))),
-                    (None, Ok(id)) => build(&inner, id, &a, &method, &uri, &headers, &mut body),
-                };
-                match built {
-                    Ok(request) => {
-                        let credential = inner.engine.credential(a.endpoint).is_some();
-                        let spare = credential.then(|| crate::auth::spare(&request)).flatten();
-                        let ctx = AttemptCtx {
-                            pool: inner.pool.clone(),
-                            tls: inner.tls.clone(),
-                            http1: inner.http1.clone(),
-                            target: inner.targets[a.endpoint].clone(),
-                            endpoint: a.endpoint,
-                            endpoint_id: inner.ids[a.endpoint].clone(),
-                            number: a.number,
-                            start: Instant::now(),
-                            connect_timeout: a.connect_timeout,
-                            timeout: a.timeout,
-                        };
-                        flights.push(Flight {
-                            number: a.number,
-                            endpoint: a.endpoint,
-                            respond_by: ctx.start + a.timeout,
-                            connect_timeout: a.connect_timeout,
-                            redirects: None,
-                            // Only an endpoint with a credential pays for the token.
-                            fut: if credential {
-                                Some(Box::pin(crate::auth::run(
-                                    inner.clone(),
-                                    ctx,
-                                    request,
-                                    spare,
-                                )))
-                            } else if slot.is_none() {
-                                slot.set(Some(attempt::run(ctx, request)));
-                                None
-                            } else {
-                                Some(Box::pin(attempt::run(ctx, request)))
-                            },
-                        });
-                    }
-                    Err(NotBuilt::Rejected(why)) => {
-                        last_error = Some(TransportError::new(
-                            inner.ids[a.endpoint].clone(),
-                            a.number,
-                            Phase::NotSent,
-                            false,
-                            why,
-                        ));
-                        let outcome = AttemptOutcome::Failure(FailureClass::RejectedLocally);
-                        let attempt = a.number;
-                        call.handle(Input::Failed { attempt, outcome }, Instant::now());
-                    }
-                    Err(NotBuilt::Replay(e)) => {
-                        last_error = Some(TransportError::new(
-                            inner.ids[a.endpoint].clone(),
-                            a.number,
-                            Phase::NotSent,
-                            false,
-                            e,
-                        ));
-                        call.handle(Input::ReplayFailed { attempt: a.number }, Instant::now());
-                    }
-                }
-            }
-            Action::Discard(n) => {
-                if let Some(p) = flights.iter().position(|f| f.number == n) {
-                    if flights.remove(p).fut.is_none() {
-                        slot.set(None);
-                    }
-                }
-            }
-            Action::WaitUntil(_) | Action::WaitForAttempt => {
-                if let Some(t) = until {
-                    match timer.as_mut() {
-                        Some(tm) => tm.set_at(t),
-                        None => timer = Some(Timer::at(t)),
-                    }
-                }
-                let finished = poll_fn(|cx| {
-                    for i in 0..flights.len() {
-                        let ended = match flights[i].fut.as_mut() {
-                            Some(fut) => fut.as_mut().poll(cx),
-                            None => poll_slot(slot.as_mut(), cx),
-                        };
-                        if let Poll::Ready(end) = ended {
-                            return Poll::Ready(Some((flights.swap_remove(i), end)));
-                        }
-                    }
-                    if until.is_some() {
-                        if let Some(tm) = timer.as_mut() {
-                            if Pin::new(tm).poll(cx).is_ready() {
-                                return Poll::Ready(None);
-                            }
-                        }
-                    }
-                    Poll::Pending
-                })
-                .await;
-                let Some((mut flight, end)) = finished else {
-                    call.handle(Input::Timer, Instant::now());
-                    continue;
-                };
-                let number = flight.number;
-                let end = match (end, &identity) {
-                    (AttemptEnd::Response(ex), Ok(id)) if ex.head.status.is_redirection() => {
-                        match follow(
-                            &inner,
-                            id,
-                            &method,
-                            &uri,
-                            &headers,
-                            &mut body,
-                            &mut flight,
-                            ex,
-                        ) {
-                            Ok(()) => {
-                                flights.push(flight);
-                                continue;
-                            }
-                            Err(end) => end,
-                        }
-                    }
-                    (end, _) => end,
-                };
-                if let Some(r) = flight.redirects.take() {
-                    call.handle(r.into_input(number), Instant::now());
-                }
-                let input = match end {
-                    AttemptEnd::Response(ex) => {
-                        let kept = Kept {
-                            number,
-                            endpoint: flight.endpoint,
-                            exchange: ex,
-                        };
-                        Input::response(number, kept, SystemTime::now)
-                    }
-                    AttemptEnd::Failed(e) => {
-                        let outcome = e.outcome();
-                        last_error = Some(e);
-                        Input::Failed {
-                            attempt: number,
-                            outcome,
-                        }
-                    }
-                };
-                call.handle(input, Instant::now());
-            }
+        match call.poll() {
+            Action::Send(a) => driver.send(&mut call, &a),
+            Action::Discard(n) => driver.discard(n),
+            Action::WaitUntil(t) => driver.wait(&mut call, Some(t)).await,
+            Action::WaitForAttempt => driver.wait(&mut call, None).await,
             Action::Done => {
-                drop(flights);
-                slot.set(None);
+                driver.clear();
                 let read_by = call.body_read_by(Instant::now());
-                return finish(&inner, call.take_done(), read_by, last_error);
+                return finish(&inner, call.take_done(), read_by, driver.last_error);
             }
             // An action this adapter does not know: end the call with what it has.
             _ => call.handle(Input::Cancel, Instant::now()),
         }
+    }
+}
+
+/// The type of [`attempt::run`]: the driver's slot holds its future, whose type has no
+/// name.
+type AttemptFn<F> = fn(AttemptCtx, http::Request<OutBody>) -> F;
+
+/// The state of one call's driver besides the engine's.
+struct Driver<'a, 's, F> {
+    inner: &'a Arc<Inner>,
+    identity: Result<IdentityHeaders, DestinationError>,
+    /// The caller's method, URL and headers.
+    request: &'a RequestInfo<'a>,
+    body: Source,
+    /// Why the request cannot be built at all (rejected locally at the first send).
+    invalid: Option<InvalidRequest>,
+    flights: SmallVec<[Flight; 2]>,
+    /// The last attempt's transport error, for the call error's `source()`.
+    last_error: Option<TransportError>,
+    /// The wait's timer, kept between waits (set again rather than made anew).
+    timer: Option<Timer>,
+    /// The send of one attempt, unboxed, in the call's own future (see [`Flight::fut`]).
+    slot: Pin<&'s mut Option<F>>,
+    /// Makes the slot's send ([`attempt::run`]).
+    make: AttemptFn<F>,
+}
+
+impl<F: Future<Output = AttemptEnd>> Driver<'_, '_, F> {
+    /// Builds and starts attempt `a`, or tells the call why it could not be sent.
+    fn send(&mut self, call: &mut Call<'_, Kept>, a: &Attempt) {
+        let built = match (&self.invalid, &self.identity) {
+            (Some(why), _) => Err(NotBuilt::Rejected(Box::new(why.clone()))),
+            (None, Err(e)) => Err(NotBuilt::Rejected(Box::new(e.clone()))),
+            (None, Ok(id)) => build(self.inner, id, a, self.request, &mut self.body),
+        };
+        let (phase_error, input) = match built {
+            Ok(request) => return self.start(a, request),
+            Err(NotBuilt::Rejected(why)) => (
+                why,
+                Input::Failed {
+                    attempt: a.number,
+                    outcome: AttemptOutcome::Failure(FailureClass::RejectedLocally),
+                },
+            ),
+            Err(NotBuilt::Replay(e)) => (
+                Box::new(e) as crate::classify::BoxError,
+                Input::ReplayFailed { attempt: a.number },
+            ),
+        };
+        self.last_error = Some(TransportError::new(
+            self.inner.ids[a.endpoint].clone(),
+            a.number,
+            Phase::NotSent,
+            false,
+            phase_error,
+        ));
+        call.handle(input, Instant::now());
+    }
+
+    /// Puts attempt `a` in flight with its request: in the slot when it is free and the
+    /// endpoint has no credential, else boxed.
+    fn start(&mut self, a: &Attempt, request: http::Request<OutBody>) {
+        let inner = self.inner;
+        let credential = inner.engine.credential(a.endpoint).is_some();
+        let spare = credential.then(|| crate::auth::spare(&request)).flatten();
+        let ctx = AttemptCtx {
+            pool: inner.pool.clone(),
+            tls: inner.tls.clone(),
+            http1: inner.http1.clone(),
+            target: inner.targets[a.endpoint].clone(),
+            endpoint: a.endpoint,
+            endpoint_id: inner.ids[a.endpoint].clone(),
+            number: a.number,
+            start: Instant::now(),
+            connect_timeout: a.connect_timeout,
+            timeout: a.timeout,
+        };
+        let respond_by = ctx.start + a.timeout;
+        // Only an endpoint with a credential pays for the token.
+        let fut: Option<AttemptFuture> = if credential {
+            Some(Box::pin(crate::auth::run(
+                inner.clone(),
+                ctx,
+                request,
+                spare,
+            )))
+        } else if self.slot.is_none() {
+            self.slot.set(Some((self.make)(ctx, request)));
+            None
+        } else {
+            Some(Box::pin(attempt::run(ctx, request)))
+        };
+        self.flights.push(Flight {
+            number: a.number,
+            endpoint: a.endpoint,
+            respond_by,
+            connect_timeout: a.connect_timeout,
+            redirects: None,
+            fut,
+        });
+    }
+
+    /// Cancels in-flight attempt `n` (its send is dropped).
+    fn discard(&mut self, n: u32) {
+        if let Some(p) = self.flights.iter().position(|f| f.number == n) {
+            if self.flights.remove(p).fut.is_none() {
+                self.slot.set(None);
+            }
+        }
+    }
+
+    /// Drops every send in flight.
+    fn clear(&mut self) {
+        self.flights.clear();
+        self.slot.set(None);
+    }
+
+    /// Waits until `until` (or, without it, for an attempt to end) and hands the call
+    /// what happened.
+    async fn wait(&mut self, call: &mut Call<'_, Kept>, until: Option<Instant>) {
+        if let Some(t) = until {
+            match self.timer.as_mut() {
+                Some(tm) => tm.set_at(t),
+                None => self.timer = Some(Timer::at(t)),
+            }
+        }
+        let (flights, slot, timer) = (&mut self.flights, &mut self.slot, &mut self.timer);
+        let finished = poll_fn(|cx| {
+            for i in 0..flights.len() {
+                let ended = match flights[i].fut.as_mut() {
+                    Some(fut) => fut.as_mut().poll(cx),
+                    None => poll_slot(slot.as_mut(), cx),
+                };
+                if let Poll::Ready(end) = ended {
+                    return Poll::Ready(Some((flights.swap_remove(i), end)));
+                }
+            }
+            if until.is_some() {
+                if let Some(tm) = timer.as_mut() {
+                    if Pin::new(tm).poll(cx).is_ready() {
+                        return Poll::Ready(None);
+                    }
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        match finished {
+            None => call.handle(Input::Timer, Instant::now()),
+            Some((flight, end)) => self.landed(call, flight, end),
+        }
+    }
+
+    /// A request of attempt `flight` ended: follow a redirect, or hand the call the
+    /// response or the classified failure.
+    fn landed(&mut self, call: &mut Call<'_, Kept>, mut flight: Flight, end: AttemptEnd) {
+        let number = flight.number;
+        let end = match (end, &self.identity) {
+            (AttemptEnd::Response(ex), Ok(id)) if ex.head.status.is_redirection() => {
+                match follow(
+                    self.inner,
+                    id,
+                    self.request,
+                    &mut self.body,
+                    &mut flight,
+                    ex,
+                ) {
+                    Ok(()) => {
+                        self.flights.push(flight);
+                        return;
+                    }
+                    Err(end) => end,
+                }
+            }
+            (end, _) => end,
+        };
+        if let Some(r) = flight.redirects.take() {
+            call.handle(r.into_input(number), Instant::now());
+        }
+        let input = match end {
+            AttemptEnd::Response(ex) => {
+                let kept = Kept {
+                    number,
+                    endpoint: flight.endpoint,
+                    exchange: ex,
+                };
+                Input::response(number, kept, SystemTime::now)
+            }
+            AttemptEnd::Failed(e) => {
+                let outcome = e.outcome();
+                self.last_error = Some(e);
+                Input::Failed {
+                    attempt: number,
+                    outcome,
+                }
+            }
+        };
+        call.handle(input, Instant::now());
     }
 }
 
@@ -335,17 +388,15 @@ fn finish(
 /// Follows the redirect `ex` answers with, when the engine's rules allow it: the attempt's
 /// next request goes out as a new future of the same flight (same number, same timer).
 /// `Err` gives back how the attempt ended when the 3xx is the answer.
-#[allow(clippy::too_many_arguments)]
 fn follow(
     inner: &Arc<Inner>,
     identity: &IdentityHeaders,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
+    request: &RequestInfo<'_>,
     body: &mut Source,
     flight: &mut Flight,
     ex: Box<Exchange>,
 ) -> Result<(), AttemptEnd> {
+    let (method, uri, headers) = (request.method, request.uri, request.headers);
     let policy = inner.engine.policy();
     if policy.settings().max_redirects == 0 {
         return Err(AttemptEnd::Response(ex));
@@ -452,16 +503,14 @@ fn body_kind_of(body: &Source) -> BodyKind {
 
 /// Builds the request of one attempt: the endpoint's URL, the caller's headers plus the
 /// attempt's (request id, key, attempt number, Host rule, endpoint headers), and the body.
-#[allow(clippy::too_many_arguments)]
 fn build(
     inner: &Inner,
     identity: &IdentityHeaders,
     a: &Attempt,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
+    request: &RequestInfo<'_>,
     body: &mut Source,
 ) -> Result<http::Request<OutBody>, NotBuilt> {
+    let (method, uri, headers) = (request.method, request.uri, request.headers);
     let policy = inner.engine.policy();
     let dest = attempt_uri(policy, a.endpoint, uri).map_err(|e| NotBuilt::Rejected(Box::new(e)))?;
     let mut h = headers.clone();
