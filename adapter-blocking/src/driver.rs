@@ -209,11 +209,41 @@ fn send(
         first,
     );
     let follows = policy.settings().max_redirects > 0;
-    let mut resp = match sent {
-        Sent::Response(resp) if follows && resp.status().is_redirection() => resp,
-        sent => return (sent, Vec::new()),
-    };
-    let mut redirects = Redirects::for_attempt(policy, attempt, p.body.kind(), &target, &p.method);
+    match sent {
+        Sent::Response(resp) if follows && resp.status().is_redirection() => {
+            let first = Hop {
+                target: &target,
+                respond_by,
+                identity,
+            };
+            follow(inner, call, attempt, p, first, resp)
+        }
+        sent => (sent, Vec::new()),
+    }
+}
+
+/// Where the first request of an attempt went, for the redirects that follow it.
+struct Hop<'a> {
+    target: &'a Uri,
+    /// When the attempt's timer ends (every hop shares it).
+    respond_by: Instant,
+    identity: &'a IdentityHeaders,
+}
+
+/// Follows the redirects the engine's rules allow from `resp`, the attempt's answer so
+/// far, within the attempt's timer (SPEC 3); ureq follows none itself.
+fn follow(
+    inner: &Inner,
+    call: &Call<'_, Reply>,
+    attempt: &Attempt,
+    p: &mut Prepared,
+    from: Hop<'_>,
+    mut resp: Response<Body>,
+) -> (Sent, Vec<Redirect>) {
+    let policy = inner.engine.policy();
+    let (identity, respond_by) = (from.identity, from.respond_by);
+    let mut redirects =
+        Redirects::for_attempt(policy, attempt, p.body.kind(), from.target, &p.method);
     loop {
         let Some(hop) = redirects.next(resp.status(), resp.headers()) else {
             return (Sent::Response(resp), redirects.into_followed());
