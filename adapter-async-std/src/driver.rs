@@ -66,19 +66,6 @@ fn empty_slot<F>(_: fn(AttemptCtx, http::Request<OutBody>) -> F) -> Option<F> {
     None
 }
 
-/// Polls the send in the slot; once it ended, the slot is emptied (never polled again).
-fn poll_slot<F: Future<Output = AttemptEnd>>(
-    mut slot: Pin<&mut Option<F>>,
-    cx: &mut std::task::Context<'_>,
-) -> Poll<AttemptEnd> {
-    let Some(fut) = slot.as_mut().as_pin_mut() else {
-        return Poll::Pending;
-    };
-    let end = std::task::ready!(fut.poll(cx));
-    slot.set(None);
-    Poll::Ready(end)
-}
-
 /// A response as the engine reads it: the exchange (head and connection) and its
 /// attempt.
 pub(crate) struct Kept {
@@ -286,7 +273,7 @@ impl<F: Future<Output = AttemptEnd>> Driver<'_, '_, F> {
             for i in 0..flights.len() {
                 let ended = match flights[i].fut.as_mut() {
                     Some(fut) => fut.as_mut().poll(cx),
-                    None => poll_slot(slot.as_mut(), cx),
+                    None => baton_core::poll_slot(slot.as_mut(), cx),
                 };
                 if let Poll::Ready(end) = ended {
                     return Poll::Ready(Some((flights.swap_remove(i), end)));

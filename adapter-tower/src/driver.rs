@@ -339,7 +339,7 @@ where
             for (i, f) in flights.iter_mut().enumerate() {
                 let ended = match f.fut.as_mut() {
                     Some(fut) => fut.as_mut().poll(cx),
-                    None => poll_slot(slot.as_mut(), cx),
+                    None => baton_core::poll_slot(slot.as_mut(), cx),
                 };
                 if let Poll::Ready(out) = ended {
                     return Poll::Ready(Some((i, out)));
@@ -524,19 +524,6 @@ type AttemptFn<S, B, F> = fn(S, Request<ReplayBody<B>>, Option<ErrorClassifier>,
 /// An empty slot for a future of `f`.
 fn empty_slot<S, B, F>(_: AttemptFn<S, B, F>) -> Option<F> {
     None
-}
-
-/// Polls the request in the slot; once it ended, the slot is emptied (never polled again).
-fn poll_slot<F: Future>(
-    mut slot: Pin<&mut Option<F>>,
-    cx: &mut std::task::Context<'_>,
-) -> Poll<F::Output> {
-    let Some(fut) = slot.as_mut().as_pin_mut() else {
-        return Poll::Pending;
-    };
-    let out = std::task::ready!(fut.poll(cx));
-    slot.set(None);
-    Poll::Ready(out)
 }
 
 /// The call's result: the response with its report in the extensions, or the error with

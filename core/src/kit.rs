@@ -3,7 +3,36 @@
 //! adapter knows the option names of all three; and the entropy an adapter seeds its
 //! engine with.
 
+use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// Polls the future in `slot`, and empties the slot once the future ended, so it is never
+/// polled again: the driver kit's way to keep the send of one attempt in flight unboxed,
+/// in a pinned slot of the call's own future (an empty slot is `Pending`).
+///
+/// ```
+/// use std::future::{ready, Future};
+/// use std::pin::pin;
+/// use std::task::{Context, Poll, Waker};
+/// let mut slot = pin!(Some(ready(7)));
+/// let mut cx = Context::from_waker(Waker::noop());
+/// assert_eq!(baton_core::poll_slot(slot.as_mut(), &mut cx), Poll::Ready(7));
+/// assert!(slot.is_none());
+/// assert_eq!(baton_core::poll_slot(slot.as_mut(), &mut cx), Poll::Pending);
+/// ```
+pub fn poll_slot<F: Future>(
+    mut slot: Pin<&mut Option<F>>,
+    cx: &mut Context<'_>,
+) -> Poll<F::Output> {
+    let Some(fut) = slot.as_mut().as_pin_mut() else {
+        return Poll::Pending;
+    };
+    let out = std::task::ready!(fut.poll(cx));
+    slot.set(None);
+    Poll::Ready(out)
+}
 
 /// Entropy for an engine's random source (backoff jitter, generated request ids, the
 /// event streams' jitter): what an adapter passes to

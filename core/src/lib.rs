@@ -106,7 +106,7 @@ pub use health::{BreakerState, EndpointHealth};
 pub use id::{
     EndpointId, RequestId, RequestIdError, GENERATED_ID_LEN, REQUEST_ID_MAX_LEN, REQUEST_ID_MIN_LEN,
 };
-pub use kit::os_entropy;
+pub use kit::{os_entropy, poll_slot};
 pub use limit::{LimitScope, Limiter, OnLimit, RateLimit};
 pub use limits::{
     append_request_header, check_request, check_response_head, is_framing_header, LimitError,
