@@ -251,18 +251,15 @@ where
         };
         let request = self.request(self.parts.method.clone(), uri, headers, body);
         let at = now + a.timeout;
+        let fut = self.start(svc, request, at);
         self.flights.push(Flight {
             number: a.number,
             endpoint: a.endpoint,
             timeout: a.timeout,
             at,
             redirects: None,
-            fut: None,
+            fut,
         });
-        let fut = self.start(svc, request, at);
-        if let Some(f) = self.flights.last_mut() {
-            f.fut = fut;
-        }
     }
 
     fn request(
@@ -293,7 +290,7 @@ where
         ))
     }
 
-    /// Starts one request of attempt `number`: in the call's unboxed slot when it is free
+    /// Starts one request of an attempt: in the call's unboxed slot when it is free
     /// (`None`), else boxed.
     fn start(
         &mut self,
