@@ -86,6 +86,7 @@ fn floor_call(f: &Floor) -> bool {
             number: 1,
             result: AttemptResult::Response(response.status),
             elapsed,
+            http_version: None,
         }],
         redirects: Vec::new(),
         elapsed,

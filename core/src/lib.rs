@@ -89,6 +89,7 @@ mod stripe;
 mod telemetry;
 mod time;
 pub mod verify;
+mod wire;
 
 pub use backoff::{Backoff, BackoffOverride, Jitter};
 pub use breaker::{Breakers, Circuit, CircuitOpen, Permit};
@@ -132,3 +133,4 @@ pub use report::{
 };
 pub use retry_after::{parse_retry_after, retry_after_from_headers, MAX_RETRY_AFTER_VALUE};
 pub use status::StatusSet;
+pub use wire::{H2End, HttpVersion, Tls, REFUSED_STREAM};

@@ -163,6 +163,10 @@ pub struct Endpoint {
     header_error: Option<(String, String)>,
     /// A credential slot refreshed by the adapter's token provider (SPEC 9).
     credential: Option<crate::credential::CredentialSettings>,
+    /// This endpoint's HTTP version (else the policy's).
+    http_version: Option<crate::HttpVersion>,
+    /// This endpoint's TLS files, over the policy's.
+    tls: crate::Tls,
 }
 
 impl fmt::Debug for Endpoint {
@@ -178,6 +182,8 @@ impl fmt::Debug for Endpoint {
             .field("connect_timeout", &self.connect_timeout)
             .field("attempt_timeout", &self.attempt_timeout)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("http_version", &self.http_version)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -323,6 +329,8 @@ impl Endpoint {
             basic_from_url,
             header_error: None,
             credential: None,
+            http_version: None,
+            tls: crate::Tls::default(),
         }
     }
 
@@ -446,6 +454,54 @@ impl Endpoint {
     pub fn weight(mut self, weight: u32) -> Self {
         self.weight = weight;
         self
+    }
+
+    /// This endpoint's HTTP version (else the policy's `http_version`; SPEC 9).
+    ///
+    /// ```
+    /// use baton_core::{Endpoint, HttpVersion, Policy};
+    /// let policy = Policy::builder()
+    ///     .endpoint(Endpoint::new("push", "https://push.example/").http_version(HttpVersion::Http2))
+    ///     .endpoint(Endpoint::new("other", "https://other.example/"))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(policy.http_version_for(0), HttpVersion::Http2);
+    /// assert_eq!(policy.http_version_for(1), HttpVersion::Auto);
+    /// ```
+    pub fn http_version(mut self, version: crate::HttpVersion) -> Self {
+        self.http_version = Some(version);
+        self
+    }
+
+    /// This endpoint's TLS files, over the policy's key by key (SPEC 9): its own trusted
+    /// certificates, or a client identity presented only on its connections.
+    ///
+    /// ```
+    /// use baton_core::{Endpoint, Policy, Tls};
+    /// let bank = Tls {
+    ///     client_cert: Some("client.pem".into()),
+    ///     client_key: Some("client.key".into()),
+    ///     ..Tls::default()
+    /// };
+    /// let policy = Policy::builder()
+    ///     .endpoint(Endpoint::new("bank", "https://bank.example/").tls(bank))
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(policy.tls_for(0).client_cert.is_some());
+    /// ```
+    pub fn tls(mut self, tls: crate::Tls) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// This endpoint's own HTTP version setting, if any.
+    pub fn http_version_override(&self) -> Option<crate::HttpVersion> {
+        self.http_version
+    }
+
+    /// This endpoint's own TLS files (unset keys inherit the policy's).
+    pub fn tls_override(&self) -> &crate::Tls {
+        &self.tls
     }
 
     /// The endpoint's tier, if set.
@@ -787,6 +843,12 @@ pub struct Settings {
     /// The health request a probe sends (`[policy.probe]`; default `GET` of the endpoint
     /// URL, healthy on 2xx).
     pub probe: ProbeRequest,
+    /// The HTTP version of every endpoint's connections (SPEC 9; default `auto`: ALPN for
+    /// https, HTTP/1.1 for http); an endpoint may set its own.
+    pub http_version: crate::HttpVersion,
+    /// TLS trust and identity files of every endpoint (`[policy.tls]`, SPEC 9); an
+    /// endpoint's own table overrides key by key.
+    pub tls: crate::Tls,
 }
 
 /// One sink that delivers every event to `first`, then to `then` (either may be absent):
@@ -889,6 +951,8 @@ impl Default for Settings {
             cross_origin_redirects: CrossOrigin::Follow,
             seed: None,
             probe: ProbeRequest::default(),
+            http_version: crate::HttpVersion::Auto,
+            tls: crate::Tls::default(),
         }
     }
 }
@@ -1129,6 +1193,22 @@ impl Policy {
             .get(index)
             .and_then(|e| e.attempt_timeout)
             .unwrap_or(self.settings.attempt_timeout)
+    }
+
+    /// The HTTP version of endpoint `index`'s connections: its own, else the policy's.
+    pub fn http_version_for(&self, index: usize) -> crate::HttpVersion {
+        self.endpoints
+            .get(index)
+            .and_then(|e| e.http_version)
+            .unwrap_or(self.settings.http_version)
+    }
+
+    /// The TLS files of endpoint `index`: its own over the policy's, key by key.
+    pub fn tls_for(&self, index: usize) -> crate::Tls {
+        match self.endpoints.get(index) {
+            Some(e) => e.tls.over(&self.settings.tls),
+            None => self.settings.tls.clone(),
+        }
     }
 
     /// Whether endpoints `a` and `b` share an idempotency group (an endpoint is always in
@@ -1412,6 +1492,7 @@ impl PolicyBuilder {
             .map(|e| e.backoff.map(|b| b.over(&s.backoff)))
             .collect();
         validate_settings(s)?;
+        check_tls(&self.endpoints, &s.tls)?;
         let (request_id_header, idempotency_key_header, attempt_header) = call_headers(s)?;
         let mut settings = self.settings.clone();
         credential_refusals(&self.endpoints, &mut settings)?;
@@ -1450,6 +1531,36 @@ impl PolicyBuilder {
             backoffs,
         })
     }
+}
+
+/// A client certificate needs its key, and a key its certificate (SPEC 9): in
+/// `[policy.tls]`, and in each endpoint's own table. The files themselves are read by the
+/// adapters when the client is built.
+fn check_tls(endpoints: &[Endpoint], policy: &crate::Tls) -> Result<(), ConfigError> {
+    let half = |tls: &crate::Tls| {
+        tls.missing_half()
+            .map(|missing| ConfigError::InvalidSetting {
+                setting: if missing == "client_key" {
+                    "tls.client_key"
+                } else {
+                    "tls.client_cert"
+                },
+                value: "none".to_string(),
+                reason: "client_cert and client_key name the two halves of one identity: give both",
+            })
+    };
+    if let Some(e) = half(policy) {
+        return Err(e);
+    }
+    for e in endpoints {
+        if let Some(err) = half(&e.tls) {
+            return Err(ConfigError::Endpoint {
+                id: e.id.clone(),
+                source: Box::new(err),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Checks each endpoint's credential settings; with any credential in the policy, a 401

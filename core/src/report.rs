@@ -16,6 +16,8 @@ use crate::redirect::Redirect;
 /// use baton_core::FailureClass;
 /// assert!(!FailureClass::Undelivered.may_have_executed());
 /// assert!(FailureClass::Ambiguous.may_have_executed());
+/// assert!(!FailureClass::Untrusted.may_have_executed());
+/// assert!(FailureClass::Untrusted.is_undelivered());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FailureClass {
@@ -27,6 +29,12 @@ pub enum FailureClass {
     Ambiguous,
     /// The request could not be built for any endpoint; the call ends as invalid.
     RejectedLocally,
+    /// The TLS handshake failed on a certificate (SPEC 9, TLS trust and identity): the
+    /// client rejected the server's (unknown issuer, name mismatch, expired), or the
+    /// server refused the client's identity with a handshake alert. Undelivered (nothing
+    /// was processed), and the same endpoint would fail the same way again, so the call
+    /// makes no further attempt there; it may fail over.
+    Untrusted,
 }
 
 impl FailureClass {
@@ -36,12 +44,20 @@ impl FailureClass {
         self == FailureClass::Ambiguous
     }
 
+    /// Whether nothing was sent: [`Undelivered`](Self::Undelivered), or
+    /// [`Untrusted`](Self::Untrusted) (a handshake that failed on a certificate).
+    #[inline]
+    pub fn is_undelivered(self) -> bool {
+        matches!(self, FailureClass::Undelivered | FailureClass::Untrusted)
+    }
+
     /// The class's name in events and output.
     pub fn as_str(self) -> &'static str {
         match self {
             FailureClass::Undelivered => "undelivered",
             FailureClass::Ambiguous => "ambiguous",
             FailureClass::RejectedLocally => "rejected_locally",
+            FailureClass::Untrusted => "untrusted",
         }
     }
 }
@@ -101,7 +117,7 @@ pub enum AttemptResult {
 
 impl AttemptResult {
     /// The name used in events and batch output: `response`, `undelivered`, `ambiguous`,
-    /// `rejected_locally`, `timeout`, `deadline`, `cancelled`, `replay_failed`, `in_flight`.
+    /// `rejected_locally`, `untrusted`, `timeout`, `deadline`, `cancelled`, `replay_failed`, `in_flight`.
     pub fn as_str(&self) -> &'static str {
         match self {
             AttemptResult::Response(_) => "response",
@@ -153,7 +169,7 @@ impl fmt::Display for AttemptResult {
 /// ```
 /// use std::time::Duration;
 /// use baton_core::{AttemptRecord, AttemptResult};
-/// let r = AttemptRecord { endpoint: 0, endpoint_id: "a".into(), number: 1,
+/// let r = AttemptRecord { endpoint: 0, endpoint_id: "a".into(), number: 1, http_version: None,
 ///     result: AttemptResult::Response(http::StatusCode::OK), elapsed: Duration::from_millis(3) };
 /// assert_eq!(r.to_string(), "#1 a: status 200 after 3ms");
 /// ```
@@ -169,6 +185,9 @@ pub struct AttemptRecord {
     pub result: AttemptResult,
     /// Time from its start to its end.
     pub elapsed: Duration,
+    /// The HTTP version of the attempt's response (`None` without a response, or when the
+    /// adapter does not say).
+    pub http_version: Option<http::Version>,
 }
 
 impl fmt::Display for AttemptRecord {

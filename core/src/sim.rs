@@ -58,12 +58,34 @@ pub enum Reply {
     BlackHole,
     /// The adapter cannot build the request (rejected locally).
     RejectLocally,
+    /// The TLS handshake fails on a certificate (untrusted: undelivered, and no retry at
+    /// this endpoint within the call).
+    Untrusted,
+    /// HTTP/2: the stream is reset with `REFUSED_STREAM` on its HEADERS (undelivered).
+    RefusedStream,
+    /// HTTP/2: a `GOAWAY` ends the connection; `above_last` when the request's stream is
+    /// above its last stream id (undelivered), else the provider read the request and
+    /// may have processed it (ambiguous).
+    GoAway {
+        /// Whether the request's stream id is above the frame's last stream id.
+        above_last: bool,
+    },
+    /// HTTP/2: the whole request is read, then the stream is reset with
+    /// `INTERNAL_ERROR` (ambiguous).
+    StreamReset,
 }
 
 impl Reply {
     /// Whether the request reaches the provider (and so may execute there).
     pub fn delivered(&self) -> bool {
-        matches!(self, Reply::Status(..) | Reply::Reset | Reply::BlackHole)
+        matches!(
+            self,
+            Reply::Status(..)
+                | Reply::Reset
+                | Reply::BlackHole
+                | Reply::StreamReset
+                | Reply::GoAway { above_last: false }
+        )
     }
 }
 
@@ -130,6 +152,27 @@ impl Script {
     /// The adapter cannot build the request.
     pub fn reject() -> Self {
         Self::one(Reply::RejectLocally)
+    }
+
+    /// The TLS handshake fails on a certificate.
+    pub fn untrusted() -> Self {
+        Self::one(Reply::Untrusted)
+    }
+
+    /// HTTP/2: the stream is refused (`REFUSED_STREAM`).
+    pub fn refused_stream() -> Self {
+        Self::one(Reply::RefusedStream)
+    }
+
+    /// HTTP/2: a `GOAWAY` whose last stream id is below the request's stream (`below`
+    /// true), or at it (the request was read).
+    pub fn go_away(below: bool) -> Self {
+        Self::one(Reply::GoAway { above_last: below })
+    }
+
+    /// HTTP/2: the whole request is read, then the stream is reset (`INTERNAL_ERROR`).
+    pub fn stream_reset() -> Self {
+        Self::one(Reply::StreamReset)
     }
 
     /// A script from explicit steps (the last repeats; an empty list answers 200).
@@ -536,6 +579,23 @@ pub(crate) fn pending_outcome(step: &Step, a: &crate::Attempt) -> (Duration, Pen
             Duration::ZERO,
             PendingOutcome::Failure(FailureClass::RejectedLocally),
         ),
+        Reply::Untrusted => (
+            step.after.min(a.connect_timeout),
+            PendingOutcome::Failure(FailureClass::Untrusted),
+        ),
+        Reply::RefusedStream | Reply::GoAway { .. } | Reply::StreamReset
+            if step.after < a.timeout =>
+        {
+            let end = match step.reply {
+                Reply::RefusedStream => crate::H2End::Reset {
+                    code: crate::REFUSED_STREAM,
+                },
+                Reply::GoAway { above_last } => crate::H2End::GoAway { above_last },
+                _ => crate::H2End::Reset { code: 0x2 },
+            };
+            (step.after, PendingOutcome::Failure(end.class()))
+        }
+        Reply::RefusedStream | Reply::GoAway { .. } | Reply::StreamReset => timed_out,
     }
 }
 

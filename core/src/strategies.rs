@@ -112,6 +112,10 @@ pub fn reply() -> impl Strategy<Value = Reply> {
         1 => Just(Reply::ConnectTimeout),
         2 => Just(Reply::Reset),
         1 => Just(Reply::BlackHole),
+        1 => Just(Reply::Untrusted),
+        1 => Just(Reply::RefusedStream),
+        1 => any::<bool>().prop_map(|above_last| Reply::GoAway { above_last }),
+        1 => Just(Reply::StreamReset),
     ]
 }
 

@@ -267,6 +267,53 @@ fn refused_primary_always_fails_over_for_post() {
 }
 
 #[test]
+fn a_rejected_certificate_fails_over_and_is_never_retried_at_its_endpoint() {
+    // One endpoint: the schedule would give it 3 attempts; an untrusted handshake ends
+    // the call after the first.
+    let mut s = sim(endpoints(&["a"]));
+    s.script("a", Script::untrusted());
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["a"]);
+    assert_eq!(run.report.stop_reason, StopReason::AttemptsExhausted);
+    assert!(!run.report.may_have_executed);
+    // Several rounds: later rounds skip the untrusted endpoint; an unkeyed POST fails
+    // over (nothing was sent).
+    let mut s = sim(endpoints(&["a", "b"]).max_attempts(4));
+    s.script("a", Script::untrusted())
+        .script("b", Script::status(503));
+    let run = s.run(Method::POST, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["a", "b"]);
+    let mut s = sim(endpoints(&["a", "b"]).max_attempts(4));
+    s.script("a", Script::untrusted())
+        .script("b", Script::status(503));
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["a", "b", "b", "b"]);
+}
+
+#[test]
+fn h2_refusals_fail_over_and_resets_after_the_request_do_not() {
+    for (script, failover) in [
+        (Script::refused_stream(), true),
+        (Script::go_away(true), true),
+        (Script::go_away(false), false),
+        (Script::stream_reset(), false),
+    ] {
+        let mut s = sim(endpoints(&["a", "b"]));
+        s.script("a", script.clone());
+        let run = s.run(Method::POST, CallOptions::default());
+        let want: &[&str] = if failover { &["a", "b"] } else { &["a"] };
+        assert_eq!(run.endpoints_attempted(), want, "{script:?}");
+        let first = run.report.attempts[0].result;
+        assert_eq!(
+            first.may_have_executed(&StatusSet::new()),
+            !failover,
+            "{script:?}"
+        );
+        assert_eq!(run.executions("a"), usize::from(!failover), "{script:?}");
+    }
+}
+
+#[test]
 fn ambiguous_failure_never_reaches_second_endpoint_for_post_without_key() {
     for script in [Script::reset(), Script::black_hole()] {
         let mut s = sim(endpoints(&["a", "b"]).attempt_timeout(ms(500)));

@@ -285,6 +285,22 @@ proptest! {
         prop_assert_eq!(a.seen, b.seen);
     }
 
+    /// SPEC 9 (TLS trust): an endpoint that rejected the call's handshake on a certificate
+    /// gets no later attempt in that call, and the rejection never counts as executed.
+    #[test]
+    fn an_untrusted_endpoint_gets_no_further_attempt_in_the_call(s in scenario()) {
+        let o = run_scenario(&s, Instant::now());
+        let attempts = &o.run.report.attempts;
+        for (i, a) in attempts.iter().enumerate() {
+            if a.result == AttemptResult::Failed(FailureClass::Untrusted) {
+                prop_assert!(!a.result.may_have_executed(&s.settings.not_processed));
+                for later in &attempts[i + 1..] {
+                    prop_assert!(later.endpoint != a.endpoint, "attempt {} at {} after untrusted attempt {}", later.number, later.endpoint_id, a.number);
+                }
+            }
+        }
+    }
+
     /// Invariant 11: a retained response is never returned when a later attempt may have
     /// executed a call whose failover permission is not Always.
     #[test]
@@ -352,6 +368,10 @@ proptest! {
                     baton_core::sim::Reply::Refuse => AttemptOutcome::Failure(FailureClass::Undelivered),
                     baton_core::sim::Reply::ConnectTimeout => AttemptOutcome::Timeout(TimeoutPhase::Connect),
                     baton_core::sim::Reply::Reset => AttemptOutcome::Failure(FailureClass::Ambiguous),
+                    baton_core::sim::Reply::Untrusted => AttemptOutcome::Failure(FailureClass::Untrusted),
+                    baton_core::sim::Reply::RefusedStream => AttemptOutcome::Failure(H2End::Reset { code: REFUSED_STREAM }.class()),
+                    baton_core::sim::Reply::GoAway { above_last } => AttemptOutcome::Failure(H2End::GoAway { above_last: *above_last }.class()),
+                    baton_core::sim::Reply::StreamReset => AttemptOutcome::Failure(FailureClass::Ambiguous),
                     _ => AttemptOutcome::Timeout(TimeoutPhase::Response),
                 };
                 call.handle_outcome(n, outcome, t);

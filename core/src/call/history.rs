@@ -73,6 +73,8 @@ pub(crate) struct Rec {
     pub(crate) result: AttemptResult,
     /// How long it took, in nanoseconds (a Duration takes twice the room).
     pub(crate) elapsed_ns: u64,
+    /// The HTTP version of its response, when the adapter says.
+    pub(crate) version: Option<http::Version>,
 }
 
 #[derive(Debug)]
@@ -183,10 +185,22 @@ impl<R> History<R> {
             self.last,
             Some((
                 _,
-                AttemptResult::Failed(FailureClass::Undelivered)
+                AttemptResult::Failed(FailureClass::Undelivered | FailureClass::Untrusted)
                     | AttemptResult::TimedOut(TimeoutPhase::Connect)
             ))
         )
+    }
+
+    /// Endpoints that rejected the call's TLS handshake on a certificate (SPEC 9): each
+    /// would fail the same way again, so the call makes no further attempt there.
+    pub(crate) fn untrusted(&self) -> Bits {
+        let mut b = Bits(0);
+        for r in &self.records {
+            if r.result == AttemptResult::Failed(FailureClass::Untrusted) {
+                b.set(r.endpoint as usize);
+            }
+        }
+        b
     }
 
     /// Whether attempt `number` followed a redirect.
@@ -204,6 +218,7 @@ impl<R> History<R> {
                 number: i as u32 + 1,
                 result: r.result,
                 elapsed: Duration::from_nanos(r.elapsed_ns),
+                http_version: r.version,
             });
         }
         out

@@ -567,6 +567,7 @@ impl<'e, R> Call<'e, R> {
             endpoint: endpoint as u8,
             result: AttemptResult::InFlight,
             elapsed_ns: 0,
+            version: None,
         });
         self.history.flights.push(Flight {
             number,

@@ -448,9 +448,12 @@ impl<R> Call<'_, R> {
     }
 
     /// Whether `e` can take another attempt in this round (not in flight, not skipped, not
-    /// yet tried in it).
+    /// yet tried in it, and it did not reject the call's TLS handshake).
     fn open_in_round(&self, e: usize, in_flight: Bits) -> bool {
-        !in_flight.has(e) && !self.order.skipped.has(e) && self.round_count(e) == 0
+        !in_flight.has(e)
+            && !self.order.skipped.has(e)
+            && self.round_count(e) == 0
+            && !self.history.untrusted().has(e)
     }
 
     /// The kind of a later attempt at `e`: a retry when the call already attempted it, else
@@ -499,7 +502,10 @@ impl<R> Call<'_, R> {
             self.round_count(current) < self.per_endpoint(current)
         };
         let hedged_in_flight = !self.history.flights.is_empty();
-        if limit_ok && !hedged_in_flight {
+        // An endpoint that rejected the TLS handshake on a certificate fails the same way
+        // again: no retry there within this call (SPEC 9).
+        let untrusted = self.history.untrusted().has(current);
+        if limit_ok && !hedged_in_flight && !untrusted {
             if self.allowed(current) {
                 let wait = self.wait_for(current, WaitReason::Retry, now)?;
                 return Ok(Some(Next {
@@ -553,7 +559,11 @@ impl<R> Call<'_, R> {
     fn new_round(&mut self, now: Instant, mut refused: bool) -> Result<Option<Next>, Stop> {
         if self.history.made() < self.order.max_attempts {
             self.build_round(now);
+            let untrusted = self.history.untrusted();
             let first = self.order.round.iter().find(|&e| {
+                if untrusted.has(e) {
+                    return false;
+                }
                 let ok = self.allowed(e);
                 refused |= !ok;
                 ok

@@ -29,6 +29,11 @@ impl<R: Answer> Call<'_, R> {
         let endpoint = flight.endpoint as usize;
         let status = response.status();
         let elapsed = crate::time::since(now, flight.started);
+        if let Some(version) = response.version() {
+            if let Some(rec) = self.history.record_mut(number) {
+                rec.version = Some(version);
+            }
+        }
         // 502, 503 and 504 say the endpoint is struggling; any other answer is a success.
         let record = if matches!(status.as_u16(), 502..=504) {
             Record::Failure
@@ -184,7 +189,7 @@ impl<R> Call<'_, R> {
             return outcome;
         }
         match outcome {
-            AttemptOutcome::Failure(FailureClass::Undelivered) => {
+            AttemptOutcome::Failure(FailureClass::Undelivered | FailureClass::Untrusted) => {
                 AttemptOutcome::Failure(FailureClass::Ambiguous)
             }
             AttemptOutcome::Timeout(TimeoutPhase::Connect) => {
@@ -252,10 +257,11 @@ fn judge(outcome: AttemptOutcome, deadline_hit: bool) -> (AttemptResult, Record)
             AttemptResult::Failed(FailureClass::RejectedLocally),
             Record::Nothing,
         ),
-        AttemptOutcome::Failure(FailureClass::Undelivered) if deadline_hit => (
-            AttemptResult::Failed(FailureClass::Undelivered),
-            Record::Nothing,
-        ),
+        AttemptOutcome::Failure(c @ (FailureClass::Undelivered | FailureClass::Untrusted))
+            if deadline_hit =>
+        {
+            (AttemptResult::Failed(c), Record::Nothing)
+        }
         AttemptOutcome::Timeout(TimeoutPhase::Connect) if deadline_hit => (
             AttemptResult::TimedOut(TimeoutPhase::Connect),
             Record::Nothing,

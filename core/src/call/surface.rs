@@ -51,6 +51,11 @@ pub trait Answer {
     fn status(&self) -> StatusCode;
     /// The response headers.
     fn headers(&self) -> &HeaderMap;
+    /// The HTTP version the response came over, recorded in the attempt's record (default
+    /// `None`: not known).
+    fn version(&self) -> Option<http::Version> {
+        None
+    }
 }
 
 /// A response head with nothing behind it: what the simulator, the conformance runner and

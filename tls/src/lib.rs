@@ -1,0 +1,561 @@
+//! # baton-tls: one TLS trust rule on every runtime
+//!
+//! SPEC 9 ("TLS trust and identity") asks the same trust on every adapter: the platform's
+//! trust store, plus the PEM certificates of `ca_file`, and an optional client identity
+//! (`client_cert` + `client_key`) presented only on its endpoint's connections. This crate
+//! is that rule, written once:
+//!
+//! - [`TlsConfig::load`] reads an endpoint's files ([`baton_core::Tls`]) when a client is
+//!   built. A missing file, a file with no PEM in it, an encrypted key, or a key that does
+//!   not match its certificate is a [`TlsError`] that names the setting and the file; the
+//!   key's bytes never appear in a message or in `Debug`.
+//! - [`TlsConfig::client_config`] gives the rustls configuration of a connection (ALPN
+//!   from the endpoint's [`HttpVersion`], early data off), used as is by baton-tokio
+//!   (reqwest) and baton-async-std (futures-rustls); baton-blocking hands ureq the same
+//!   certificate list ([`TlsConfig::trusted`]) and identity ([`TlsConfig::identity_pem`]).
+//! - [`rejection`] reads, from any client's error chain, why a handshake failed on a
+//!   certificate (unknown issuer, name mismatch, expired, or a client identity the server
+//!   refused): the adapters report such an attempt as
+//!   [`FailureClass::Untrusted`](baton_core::FailureClass::Untrusted), and name the reason.
+//!
+//! The platform's store is the one `rustls-native-certs` reads: on Linux and the BSDs,
+//! `SSL_CERT_FILE` and `SSL_CERT_DIR` when set (and then only those), else the
+//! distribution's bundle and certificate directories; on macOS and Windows, the system
+//! keychain and store. It is read once per process for each value of those two
+//! variables; certificates in it that cannot be parsed are skipped.
+//!
+//! ```
+//! use baton_core::{HttpVersion, Tls};
+//! use baton_tls::TlsConfig;
+//!
+//! let tls = TlsConfig::load(&Tls::default()).unwrap();
+//! let config = tls.client_config(HttpVersion::Auto);
+//! assert_eq!(config.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
+//! assert!(!config.enable_early_data);
+//! ```
+//!
+//! ## Dependencies
+//! - `rustls` (ring provider): the TLS implementation under every baton adapter.
+//! - `rustls-native-certs`: the platform's trust store, read the same way for all of them.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::error::Error as StdError;
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use baton_core::{HttpVersion, Tls};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{AlertDescription, CertificateError, ClientConfig, RootCertStore};
+
+/// The crypto provider of every configuration this crate builds (ring: the one ureq and
+/// futures-rustls already use; a process with two providers compiled in has no default).
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Why a TLS file could not be used: the setting, the file, and what is wrong with it.
+///
+/// ```
+/// use baton_core::Tls;
+/// let err = baton_tls::TlsConfig::load(&Tls {
+///     ca_file: Some("/nonexistent/ca.pem".into()),
+///     ..Tls::default()
+/// })
+/// .unwrap_err();
+/// assert_eq!(err.setting(), "tls.ca_file");
+/// assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsError {
+    setting: &'static str,
+    file: PathBuf,
+    reason: String,
+}
+
+impl TlsError {
+    fn new(setting: &'static str, file: &Path, reason: impl Into<String>) -> Self {
+        TlsError {
+            setting,
+            file: file.to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The setting that named the file: `tls.ca_file`, `tls.client_cert` or
+    /// `tls.client_key`.
+    pub fn setting(&self) -> &'static str {
+        self.setting
+    }
+
+    /// The file.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+}
+
+impl fmt::Display for TlsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} = {:?}: {}",
+            self.setting,
+            self.file.display().to_string(),
+            self.reason
+        )
+    }
+}
+
+impl StdError for TlsError {}
+
+/// The trust and identity of one endpoint's connections, loaded from its files. Cheap to
+/// clone (shared parts).
+#[derive(Clone)]
+pub struct TlsConfig {
+    files: Tls,
+    trusted: Arc<[CertificateDer<'static>]>,
+    roots: Arc<RootCertStore>,
+    identity: Option<Arc<Identity>>,
+}
+
+/// A client identity: its certificate chain, its key, and both files' PEM text (for
+/// clients that take PEM). `Debug` shows neither the key nor its text.
+struct Identity {
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    cert_pem: Vec<u8>,
+    key_pem: Vec<u8>,
+}
+
+impl fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsConfig")
+            .field("files", &self.files)
+            .field("trusted", &self.trusted.len())
+            .field("identity", &self.identity.is_some())
+            .finish()
+    }
+}
+
+impl TlsConfig {
+    /// Loads the platform's trust store, `ca_file` and the client identity named by
+    /// `files`. Errors name the setting and the file.
+    pub fn load(files: &Tls) -> Result<TlsConfig, TlsError> {
+        let platform = platform_certificates();
+        let extra = match &files.ca_file {
+            Some(path) => read_certificates("tls.ca_file", path)?,
+            None => Vec::new(),
+        };
+        let mut roots = RootCertStore::empty();
+        // The platform's unusable entries are skipped, as every platform verifier does;
+        // an unusable certificate in `ca_file` is the user's error.
+        roots.add_parsable_certificates(platform.iter().cloned());
+        if let Some(path) = &files.ca_file {
+            for cert in &extra {
+                roots.add(cert.clone()).map_err(|e| {
+                    TlsError::new(
+                        "tls.ca_file",
+                        path,
+                        format!("not a usable CA certificate: {e}"),
+                    )
+                })?;
+            }
+        }
+        let trusted: Vec<_> = platform.iter().cloned().chain(extra).collect();
+        let identity = match (&files.client_cert, &files.client_key) {
+            (Some(cert), Some(key)) => Some(Arc::new(read_identity(cert, key)?)),
+            (Some(cert), None) => {
+                return Err(TlsError::new(
+                    "tls.client_cert",
+                    cert,
+                    "tls.client_key is not set",
+                ))
+            }
+            (None, Some(key)) => {
+                return Err(TlsError::new(
+                    "tls.client_key",
+                    key,
+                    "tls.client_cert is not set",
+                ))
+            }
+            (None, None) => None,
+        };
+        Ok(TlsConfig {
+            files: files.clone(),
+            trusted: trusted.into(),
+            roots: Arc::new(roots),
+            identity,
+        })
+    }
+
+    /// The files this configuration was loaded from.
+    pub fn files(&self) -> &Tls {
+        &self.files
+    }
+
+    /// Every trusted certificate: the platform's store, then `ca_file`'s.
+    pub fn trusted(&self) -> &[CertificateDer<'static>] {
+        &self.trusted
+    }
+
+    /// Whether a client identity is presented.
+    pub fn has_identity(&self) -> bool {
+        self.identity.is_some()
+    }
+
+    /// The client identity as PEM text (certificate chain, key), for clients that take
+    /// PEM. The key's text is a secret: never log it.
+    pub fn identity_pem(&self) -> Option<(&[u8], &[u8])> {
+        self.identity
+            .as_deref()
+            .map(|i| (i.cert_pem.as_slice(), i.key_pem.as_slice()))
+    }
+
+    /// The rustls configuration of a connection: this trust and identity, ALPN from
+    /// `version` ([`HttpVersion::alpn`]), TLS 1.2 and 1.3, early data (0-RTT) off
+    /// (SPEC 1: no request byte before the handshake completes).
+    pub fn client_config(&self, version: HttpVersion) -> ClientConfig {
+        let builder = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .with_root_certificates(self.roots.clone());
+        let mut config = match &self.identity {
+            // The pair was checked by `load`, with the same provider.
+            Some(id) => builder
+                .with_client_auth_cert(id.chain.clone(), id.key.clone_key())
+                .expect("the identity was checked when it was loaded"),
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = version.alpn().iter().map(|p| p.to_vec()).collect();
+        config.enable_early_data = false;
+        config
+    }
+}
+
+/// The platform's trusted certificates, read once per value of `SSL_CERT_FILE` and
+/// `SSL_CERT_DIR`; entries that cannot be read or parsed are skipped.
+fn platform_certificates() -> Arc<[CertificateDer<'static>]> {
+    type Cache = Option<(
+        (Option<OsString>, Option<OsString>),
+        Arc<[CertificateDer<'static>]>,
+    )>;
+    static CACHE: Mutex<Cache> = Mutex::new(None);
+    let key = (
+        std::env::var_os("SSL_CERT_FILE"),
+        std::env::var_os("SSL_CERT_DIR"),
+    );
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((k, certs)) = cache.as_ref() {
+        if *k == key {
+            return certs.clone();
+        }
+    }
+    let certs: Arc<[CertificateDer<'static>]> =
+        rustls_native_certs::load_native_certs().certs.into();
+    *cache = Some((key, certs.clone()));
+    certs
+}
+
+fn read_file(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|e| {
+        let reason = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_string(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+            _ => format!("cannot be read: {e}"),
+        };
+        TlsError::new(setting, path, reason)
+    })
+}
+
+/// A PEM problem in words of our own: the parser's own text can quote the file's bytes.
+fn pem_problem(e: &rustls::pki_types::pem::Error) -> &'static str {
+    use rustls::pki_types::pem::Error as E;
+    match e {
+        E::MissingSectionEnd { .. } => "a PEM section has no END line",
+        E::IllegalSectionStart { .. } => "a PEM section starts badly",
+        E::Base64Decode(_) => "a PEM section is not valid base64",
+        _ => "it is not valid PEM",
+    }
+}
+
+fn read_certificates(
+    setting: &'static str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let bytes = read_file(setting, path)?;
+    let certs = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::new(setting, path, pem_problem(&e)))?;
+    if certs.is_empty() {
+        return Err(TlsError::new(
+            setting,
+            path,
+            "no PEM certificate (-----BEGIN CERTIFICATE-----) in it",
+        ));
+    }
+    Ok(certs)
+}
+
+fn read_identity(cert: &Path, key: &Path) -> Result<Identity, TlsError> {
+    let chain = read_certificates("tls.client_cert", cert)?;
+    let cert_pem = read_file("tls.client_cert", cert)?;
+    let key_pem = read_file("tls.client_key", key)?;
+    let text = String::from_utf8_lossy(&key_pem);
+    if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+        || text.contains("Proc-Type: 4,ENCRYPTED")
+    {
+        return Err(TlsError::new(
+            "tls.client_key",
+            key,
+            "the key is encrypted; give it unencrypted (for example: openssl pkey -in KEY -out PLAIN)",
+        ));
+    }
+    let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+        let reason = match e {
+            rustls::pki_types::pem::Error::NoItemsFound => {
+                "no PEM private key (PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY) in it"
+            }
+            other => pem_problem(&other),
+        };
+        TlsError::new("tls.client_key", key, reason)
+    })?;
+    // Building a configuration checks that the key parses and matches the certificate.
+    ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(RootCertStore::empty())
+        .with_client_auth_cert(chain.clone(), private.clone_key())
+        .map_err(|e| {
+            let reason = match e {
+                rustls::Error::InconsistentKeys(_) => format!(
+                    "the key does not match the certificate of tls.client_cert ({})",
+                    cert.display()
+                ),
+                _ => "the key cannot be used (not an RSA, ECDSA or Ed25519 key)".to_string(),
+            };
+            TlsError::new("tls.client_key", key, reason)
+        })?;
+    Ok(Identity {
+        chain,
+        key: private,
+        cert_pem,
+        key_pem,
+    })
+}
+
+/// Why a TLS handshake failed on a certificate (SPEC 9): an attempt that ends so is
+/// undelivered, and the same endpoint would fail the same way again.
+///
+/// ```
+/// use baton_tls::Rejection;
+/// assert_eq!(Rejection::UnknownIssuer.to_string(), "unknown issuer");
+/// assert_eq!(Rejection::NameMismatch.to_string(), "name mismatch");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The server's certificate does not chain to a trusted certificate.
+    UnknownIssuer,
+    /// The server's certificate is not valid for the endpoint's host name.
+    NameMismatch,
+    /// The server's certificate has expired.
+    Expired,
+    /// The server's certificate is not valid yet.
+    NotYetValid,
+    /// The server's certificate was revoked.
+    Revoked,
+    /// The server's certificate is otherwise unusable (bad signature, wrong purpose, bad
+    /// encoding).
+    BadCertificate,
+    /// The server refused the client's identity, or asked for one the client does not
+    /// have (a handshake alert).
+    ClientIdentityRefused,
+}
+
+impl Rejection {
+    /// A short description: `unknown issuer`, `name mismatch`, `expired`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::UnknownIssuer => "unknown issuer",
+            Rejection::NameMismatch => "name mismatch",
+            Rejection::Expired => "expired",
+            Rejection::NotYetValid => "not valid yet",
+            Rejection::Revoked => "revoked",
+            Rejection::BadCertificate => "bad certificate",
+            Rejection::ClientIdentityRefused => "client certificate refused by the server",
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The certificate rejection in an error chain, if any: a rustls error anywhere in it
+/// (also inside an `io::Error`, whose `source()` skips the error it wraps).
+///
+/// ```
+/// use baton_tls::{rejection, Rejection};
+/// let inner = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+/// let io = std::io::Error::new(std::io::ErrorKind::InvalidData, inner);
+/// assert_eq!(rejection(&io), Some(Rejection::UnknownIssuer));
+/// assert_eq!(rejection(&std::io::Error::other("reset")), None);
+/// ```
+pub fn rejection(err: &(dyn StdError + 'static)) -> Option<Rejection> {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    let mut depth = 0;
+    while let Some(e) = cur {
+        if let Some(r) = e.downcast_ref::<rustls::Error>().and_then(of_rustls) {
+            return Some(r);
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if let Some(r) = io.get_ref().and_then(|inner| rejection(inner)) {
+                return Some(r);
+            }
+        }
+        depth += 1;
+        if depth > 32 {
+            return None;
+        }
+        cur = e.source();
+    }
+    None
+}
+
+fn of_rustls(e: &rustls::Error) -> Option<Rejection> {
+    use CertificateError as C;
+    match e {
+        rustls::Error::InvalidCertificate(c) => Some(match c {
+            C::UnknownIssuer => Rejection::UnknownIssuer,
+            C::NotValidForName | C::NotValidForNameContext { .. } => Rejection::NameMismatch,
+            C::Expired | C::ExpiredContext { .. } => Rejection::Expired,
+            C::NotValidYet | C::NotValidYetContext { .. } => Rejection::NotYetValid,
+            C::Revoked => Rejection::Revoked,
+            _ => Rejection::BadCertificate,
+        }),
+        rustls::Error::NoCertificatesPresented => Some(Rejection::BadCertificate),
+        rustls::Error::AlertReceived(
+            AlertDescription::CertificateRequired
+            | AlertDescription::BadCertificate
+            | AlertDescription::UnsupportedCertificate
+            | AlertDescription::CertificateRevoked
+            | AlertDescription::CertificateExpired
+            | AlertDescription::CertificateUnknown
+            | AlertDescription::UnknownCA
+            | AlertDescription::AccessDenied,
+        ) => Some(Rejection::ClientIdentityRefused),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str, contents: &[u8]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("baton-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    fn identity(name: &str) -> (String, String) {
+        let cert = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
+        (cert.cert.pem(), cert.signing_key.serialize_pem())
+    }
+
+    fn files(cert: &Path, key: &Path) -> Tls {
+        Tls {
+            client_cert: Some(cert.into()),
+            client_key: Some(key.into()),
+            ..Tls::default()
+        }
+    }
+
+    #[test]
+    fn a_ca_file_adds_its_certificates_to_the_platform_store() {
+        let (pem, _) = identity("ca.test");
+        let path = temp("ca.pem", pem.as_bytes());
+        let base = TlsConfig::load(&Tls::default()).unwrap().trusted().len();
+        let tls = TlsConfig::load(&Tls {
+            ca_file: Some(path),
+            ..Tls::default()
+        })
+        .unwrap();
+        assert_eq!(tls.trusted().len(), base + 1);
+    }
+
+    #[test]
+    fn bad_files_are_errors_that_name_the_setting_and_the_file() {
+        let not_pem = temp("not.pem", b"hello");
+        let err = TlsConfig::load(&Tls {
+            ca_file: Some(not_pem.clone()),
+            ..Tls::default()
+        })
+        .unwrap_err();
+        assert_eq!(err.setting(), "tls.ca_file");
+        assert!(err.to_string().contains("not.pem"), "{err}");
+        assert!(err.to_string().contains("no PEM certificate"), "{err}");
+
+        let (cert, key) = identity("client.test");
+        let cert = temp("client.pem", cert.as_bytes());
+        let missing = Path::new("/nonexistent/key.pem");
+        let err = TlsConfig::load(&files(&cert, missing)).unwrap_err();
+        assert_eq!(err.setting(), "tls.client_key");
+        assert!(err.to_string().contains("no such file"), "{err}");
+
+        let encrypted = temp(
+            "enc.key",
+            b"-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n",
+        );
+        let err = TlsConfig::load(&files(&cert, &encrypted)).unwrap_err();
+        assert!(err.to_string().contains("encrypted"), "{err}");
+
+        let (_, other_key) = identity("other.test");
+        let other_key = temp("other.key", other_key.as_bytes());
+        let err = TlsConfig::load(&files(&cert, &other_key)).unwrap_err();
+        assert!(err.to_string().contains("does not match"), "{err}");
+        // The key's text never appears in a message.
+        let key_text = std::fs::read_to_string(&other_key).unwrap();
+        let body = key_text.lines().nth(1).unwrap();
+        assert!(!err.to_string().contains(body));
+        assert!(!format!("{err:?}").contains(body));
+
+        let good = TlsConfig::load(&files(&cert, &temp("client.key", key.as_bytes()))).unwrap();
+        assert!(good.has_identity());
+        let shown = format!("{good:?}");
+        assert!(!shown.contains(key.lines().nth(1).unwrap()), "{shown}");
+    }
+
+    #[test]
+    fn alpn_follows_the_http_version() {
+        let tls = TlsConfig::load(&Tls::default()).unwrap();
+        assert_eq!(
+            tls.client_config(HttpVersion::Http1).alpn_protocols,
+            [b"http/1.1".to_vec()]
+        );
+        assert_eq!(
+            tls.client_config(HttpVersion::Http2).alpn_protocols,
+            [b"h2".to_vec()]
+        );
+    }
+
+    #[test]
+    fn rejections_are_read_from_rustls_errors_and_alerts() {
+        let name = rustls::Error::InvalidCertificate(CertificateError::NotValidForName);
+        assert_eq!(rejection(&name), Some(Rejection::NameMismatch));
+        let alert = rustls::Error::AlertReceived(AlertDescription::CertificateRequired);
+        let io = std::io::Error::other(std::io::Error::new(std::io::ErrorKind::InvalidData, alert));
+        assert_eq!(rejection(&io), Some(Rejection::ClientIdentityRefused));
+        let other = rustls::Error::AlertReceived(AlertDescription::HandshakeFailure);
+        assert_eq!(rejection(&other), None);
+    }
+}
