@@ -9,6 +9,20 @@
 //! - *ambiguous*: everything else: a timeout while sending or waiting for the response
 //!   head, reset, closed, broken pipe, a protocol error, a body error, and any error this
 //!   module does not recognise.
+//! - *HTTP/2* (SPEC 9): an `h2::Error` in the chain of a send (never of a body read) is
+//!   read as a [`baton_core::H2End`] and classified by core's one rule: a remote
+//!   `RST_STREAM(REFUSED_STREAM)`, or a remote `GOAWAY` (h2 gives that error only to
+//!   streams above the frame's last stream id), is undelivered; any other reset is
+//!   ambiguous. A connection that breaks after the request's HEADERS surfaces as an I/O
+//!   error (hyper unwraps h2's I/O errors) and stays ambiguous. reqwest's own re-send of
+//!   refused streams is turned off in the clients baton builds, so each refusal is an
+//!   attempt in the report.
+//! - *untrusted* (SPEC 9): a certificate rejected during the handshake (unknown issuer,
+//!   name mismatch, expired), or a client identity the server refused with a handshake
+//!   alert, read by [`baton_tls::rejection`] from the rustls error in the chain. In TLS
+//!   1.3 the server's refusal of the client's certificate arrives after the client
+//!   finished its side of the handshake, so the request may have been written; the
+//!   server never completed the handshake, so it processed nothing.
 //!
 //! This module never decides whether to retry: it only names what happened. The
 //! [`FailureCause`] is a finer label (refused, DNS, TLS, reset, ...) for error messages;
@@ -18,7 +32,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::io;
 
-use baton_core::{AttemptOutcome, FailureClass, TimeoutPhase};
+use baton_core::{AttemptOutcome, FailureClass, H2End, TimeoutPhase};
 
 /// What went wrong in one attempt, as far as the error chain tells (a finer label than the
 /// failure class; the engine only sees the class).
@@ -42,6 +56,15 @@ pub enum FailureCause {
     ConnectTimeout,
     /// The TLS handshake failed (undelivered).
     Tls,
+    /// The TLS handshake failed on a certificate (undelivered, and the endpoint gets no
+    /// further attempt in the call).
+    Certificate(baton_tls::Rejection),
+    /// HTTP/2: the server refused the stream (`REFUSED_STREAM`; undelivered).
+    RefusedStream,
+    /// HTTP/2: the server's `GOAWAY` left the stream unprocessed (undelivered).
+    GoAway,
+    /// HTTP/2: the server reset the stream after it was sent (ambiguous).
+    StreamReset,
     /// Another error while connecting (undelivered).
     Connect,
     /// The attempt timed out after the connection was ready, or in an unknown phase
@@ -73,6 +96,10 @@ impl FailureCause {
             FailureCause::Unreachable => "unreachable",
             FailureCause::ConnectTimeout => "connect timeout",
             FailureCause::Tls => "tls handshake failure",
+            FailureCause::Certificate(r) => r.message(),
+            FailureCause::RefusedStream => "stream refused (HTTP/2 REFUSED_STREAM)",
+            FailureCause::GoAway => "stream not processed (HTTP/2 GOAWAY)",
+            FailureCause::StreamReset => "stream reset (HTTP/2 RST_STREAM)",
             FailureCause::Connect => "connect error",
             FailureCause::Timeout => "timeout",
             FailureCause::Reset => "connection reset",
@@ -94,6 +121,9 @@ impl FailureCause {
                 | FailureCause::Unreachable
                 | FailureCause::ConnectTimeout
                 | FailureCause::Tls
+                | FailureCause::Certificate(_)
+                | FailureCause::RefusedStream
+                | FailureCause::GoAway
                 | FailureCause::Connect
                 | FailureCause::Rejected
                 | FailureCause::Credential
@@ -151,6 +181,10 @@ pub(crate) struct Facts {
     /// The chain mentions TLS (rustls reports handshake failures as `InvalidData` I/O
     /// errors whose text names the TLS problem).
     pub(crate) tls: bool,
+    /// A certificate rejected in the handshake (rustls' error in the chain).
+    pub(crate) rejected: Option<baton_tls::Rejection>,
+    /// How an HTTP/2 stream ended (h2's error in the chain).
+    pub(crate) h2: Option<H2End>,
 }
 
 /// Classifies a reqwest error.
@@ -187,9 +221,15 @@ pub(crate) fn classify_dyn(err: &(dyn StdError + 'static)) -> Classified {
 
 /// Walks the source chain (the error itself included).
 fn chain_facts(err: &(dyn StdError + 'static)) -> Facts {
-    let mut facts = Facts::default();
+    let mut facts = Facts {
+        rejected: baton_tls::rejection(err),
+        ..Facts::default()
+    };
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
     while let Some(e) = cur {
+        if let Some(h) = e.downcast_ref::<h2::Error>() {
+            facts.h2 = facts.h2.or(h2_end(h));
+        }
         if let Some(io) = e.downcast_ref::<io::Error>() {
             let kind = io_kind(io);
             facts.io.get_or_insert(kind);
@@ -214,6 +254,24 @@ fn chain_facts(err: &(dyn StdError + 'static)) -> Facts {
     facts
 }
 
+/// How an HTTP/2 stream ended, from h2's error: only the server's own refusals (a
+/// remote `REFUSED_STREAM`, a remote `GOAWAY`) and resets are read; I/O errors carry no
+/// proof and are left to the I/O rules.
+pub(crate) fn h2_end(e: &h2::Error) -> Option<H2End> {
+    if !e.is_remote() {
+        return None;
+    }
+    if e.is_go_away() {
+        // h2 gives a remote GOAWAY's error only to streams above its last stream id.
+        return Some(H2End::GoAway { above_last: true });
+    }
+    if e.is_reset() {
+        let code = e.reason().map_or(u32::MAX, u32::from);
+        return Some(H2End::Reset { code });
+    }
+    None
+}
+
 /// The most specific kind of an I/O error: an `Other` error wrapping another I/O error
 /// (as hyper-rustls wraps rustls' `InvalidData`) has the inner kind. `io::Error::source`
 /// skips the wrapped error itself, so it is looked at here.
@@ -235,6 +293,25 @@ fn io_kind(e: &io::Error) -> io::ErrorKind {
 /// is an attempt timeout in the connect phase); everything else is ambiguous.
 pub(crate) fn from_facts(f: Facts) -> Classified {
     use io::ErrorKind as K;
+    if let Some(r) = f.rejected {
+        return Classified {
+            kind: Kind::Failure(FailureClass::Untrusted),
+            cause: FailureCause::Certificate(r),
+        };
+    }
+    if let (Some(end), false) = (f.h2, f.body) {
+        let cause = match end {
+            H2End::Reset { code } if code == baton_core::REFUSED_STREAM => {
+                FailureCause::RefusedStream
+            }
+            H2End::GoAway { above_last: true } => FailureCause::GoAway,
+            _ => FailureCause::StreamReset,
+        };
+        return Classified {
+            kind: Kind::Failure(end.class()),
+            cause,
+        };
+    }
     if f.connect {
         let cause = if f.timeout {
             FailureCause::ConnectTimeout

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_core::{
-    CallOptions, EndpointHealth, Engine, Event, EventSink, Policy, PolicyBuilder, Probe,
-    ProbeRefused, ProbeResult, UrlMode,
+    CallOptions, EndpointHealth, Engine, Event, EventSink, HttpVersion, Policy, PolicyBuilder,
+    Probe, ProbeRefused, ProbeResult, UrlMode,
 };
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Method, Uri, Version};
@@ -31,13 +31,16 @@ enum HttpSource {
 
 /// Builds a [`Client`].
 ///
-/// By default baton builds its own reqwest clients: one per distinct connect timeout among
-/// the endpoints (reqwest's connect timeout is per client, while baton's is per endpoint),
-/// each with that connect timeout and nothing else changed from reqwest's defaults (TLS
-/// early data is never enabled by reqwest for TCP, TCP Fast Open is off). Use
-/// [`configure_reqwest`](Self::configure_reqwest) to adjust them (user agent, proxies,
-/// root certificates...), or [`reqwest_client`](Self::reqwest_client) to bring your own
-/// client, which then sends to every endpoint with its own connect timeout.
+/// By default baton builds its own reqwest clients: one per distinct connect timeout, HTTP
+/// version and set of TLS files among the endpoints (reqwest's are per client, baton's
+/// per endpoint), each with that connect timeout, the TLS of `baton-tls` (the platform's
+/// trust store plus `ca_file`, the endpoint's client identity, ALPN `h2` and `http/1.1`
+/// under `http_version = "auto"`, early data off), reqwest's own re-send of refused
+/// HTTP/2 streams off (each refusal is an attempt of the engine's), and nothing else
+/// changed from reqwest's defaults (TCP Fast Open is off). Use
+/// [`configure_reqwest`](Self::configure_reqwest) to adjust them (user agent, ...), or
+/// [`reqwest_client`](Self::reqwest_client) to bring your own client, which then sends to
+/// every endpoint with its own connect timeout and TLS.
 ///
 /// ```
 /// use std::time::Duration;
@@ -282,42 +285,28 @@ impl ClientBuilder {
                 connect.resize(n, None);
             }
             source => {
-                let mut timeouts: Vec<Duration> = Vec::new();
-                for i in 0..n {
-                    let ct = policy.connect_timeout_for(i);
-                    if let Some(rt) = self.read_timeout {
-                        if rt <= ct {
-                            return Err(BuildError::Setting {
-                                setting: "read_timeout",
-                                reason: format!(
-                                    "{rt:?} must be longer than the connect timeout {ct:?} of \
-                                     endpoint {:?} (reqwest's read timer also runs during \
-                                     connect)",
-                                    policy.endpoints()[i].id()
-                                ),
-                            });
-                        }
-                    }
-                    let k = match timeouts.iter().position(|t| *t == ct) {
-                        Some(k) => k,
-                        None => {
-                            timeouts.push(ct);
-                            timeouts.len() - 1
-                        }
-                    };
-                    of_endpoint.push(k);
-                    connect.push(Some(ct));
-                }
-                for ct in &timeouts {
+                let groups = client_groups(policy, self.read_timeout)?;
+                for (k, g) in groups.keys.iter().enumerate() {
                     let mut b = reqwest::Client::builder();
                     if let HttpSource::Configure(f) = &source {
                         b = f(b);
                     }
                     // Redirects are the engine's decision (SPEC 3): reqwest follows none.
+                    // A refused stream is an attempt of the engine's (SPEC 9): reqwest
+                    // re-sends none itself.
                     b = b
-                        .connect_timeout(*ct)
+                        .connect_timeout(g.connect)
                         .redirect(reqwest::redirect::Policy::none())
+                        .retry(reqwest::retry::never())
                         .no_proxy();
+                    // SPEC 9: ALPN decides for https under `auto` (HTTP/1.1 for http);
+                    // `http2` is prior knowledge on http and h2-only ALPN on https.
+                    b = match g.version {
+                        HttpVersion::Http1 => b.http1_only(),
+                        HttpVersion::Http2 => b.http2_prior_knowledge(),
+                        HttpVersion::Auto => b,
+                    };
+                    b = with_tls(b, &groups.tls[k], g.version)?;
                     for proxy in env_proxies(&proxies) {
                         b = b.proxy(proxy);
                     }
@@ -326,6 +315,8 @@ impl ClientBuilder {
                     }
                     clients.push(b.build().map_err(BuildError::Reqwest)?);
                 }
+                of_endpoint = groups.of_endpoint;
+                connect = groups.connect;
             }
         }
         Ok(Client {
@@ -339,6 +330,93 @@ impl ClientBuilder {
             }),
         })
     }
+}
+
+/// What sets one reqwest client apart from another: reqwest's connect timeout, HTTP
+/// version and TLS configuration are per client, baton's per endpoint.
+#[derive(PartialEq)]
+struct GroupKey {
+    connect: Duration,
+    version: HttpVersion,
+    tls: baton_core::Tls,
+}
+
+/// The distinct reqwest clients the endpoints need, which one serves which endpoint,
+/// and each endpoint's connect timeout.
+struct Groups {
+    keys: Vec<GroupKey>,
+    tls: Vec<baton_tls::TlsConfig>,
+    of_endpoint: Vec<usize>,
+    connect: Vec<Option<Duration>>,
+}
+
+fn client_groups(policy: &Policy, read_timeout: Option<Duration>) -> Result<Groups, BuildError> {
+    let tls = baton_tls::for_policy(policy).map_err(BuildError::Tls)?;
+    let mut groups = Groups {
+        keys: Vec::new(),
+        tls: Vec::new(),
+        of_endpoint: Vec::new(),
+        connect: Vec::new(),
+    };
+    for (i, endpoint) in policy.endpoints().iter().enumerate() {
+        let ct = policy.connect_timeout_for(i);
+        if let Some(rt) = read_timeout {
+            if rt <= ct {
+                return Err(BuildError::Setting {
+                    setting: "read_timeout",
+                    reason: format!(
+                        "{rt:?} must be longer than the connect timeout {ct:?} of endpoint {:?} \
+                         (reqwest's read timer also runs during connect)",
+                        endpoint.id()
+                    ),
+                });
+            }
+        }
+        let key = GroupKey {
+            connect: ct,
+            version: policy.http_version_for(i),
+            tls: tls[i].files().clone(),
+        };
+        let k = match groups.keys.iter().position(|g| *g == key) {
+            Some(k) => k,
+            None => {
+                groups.keys.push(key);
+                groups.tls.push(tls[i].clone());
+                groups.keys.len() - 1
+            }
+        };
+        groups.of_endpoint.push(k);
+        groups.connect.push(Some(ct));
+    }
+    Ok(groups)
+}
+
+/// The TLS of baton-tls (SPEC 9: the platform's store plus `ca_file`, the endpoint's
+/// client identity, ALPN by HTTP version, no early data) on a reqwest client.
+#[cfg(feature = "rustls")]
+fn with_tls(
+    b: reqwest::ClientBuilder,
+    tls: &baton_tls::TlsConfig,
+    version: HttpVersion,
+) -> Result<reqwest::ClientBuilder, BuildError> {
+    Ok(b.tls_backend_preconfigured(tls.client_config(version)))
+}
+
+/// Without the `rustls` feature there is no TLS: https endpoints cannot be reached, and
+/// TLS files are refused.
+#[cfg(not(feature = "rustls"))]
+fn with_tls(
+    b: reqwest::ClientBuilder,
+    tls: &baton_tls::TlsConfig,
+    _version: HttpVersion,
+) -> Result<reqwest::ClientBuilder, BuildError> {
+    if tls.files().is_set() {
+        return Err(BuildError::Setting {
+            setting: "tls",
+            reason: "TLS files need baton-tokio's `rustls` feature".into(),
+        });
+    }
+    Ok(b)
 }
 
 /// reqwest proxies that follow core's decision for each request URL: one for `http`

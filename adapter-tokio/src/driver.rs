@@ -180,6 +180,9 @@ impl Answer for Reply {
     fn headers(&self) -> &HeaderMap {
         self.0.headers()
     }
+    fn version(&self) -> Option<http::Version> {
+        Some(self.0.version())
+    }
 }
 
 /// One attempt's send under its timer.

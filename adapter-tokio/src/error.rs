@@ -307,6 +307,8 @@ pub enum BuildError {
         /// What is wrong.
         reason: String,
     },
+    /// An endpoint's TLS files (`ca_file`, `client_cert`, `client_key`) cannot be used.
+    Tls(baton_tls::EndpointTlsError),
 }
 
 impl fmt::Display for BuildError {
@@ -315,6 +317,7 @@ impl fmt::Display for BuildError {
             BuildError::Config(e) => write!(f, "invalid policy: {e}"),
             BuildError::Reqwest(e) => write!(f, "cannot build the reqwest client: {e}"),
             BuildError::Setting { setting, reason } => write!(f, "setting `{setting}`: {reason}"),
+            BuildError::Tls(e) => write!(f, "{e}"),
         }
     }
 }
@@ -325,6 +328,7 @@ impl StdError for BuildError {
             BuildError::Config(e) => Some(e),
             BuildError::Reqwest(e) => Some(e),
             BuildError::Setting { .. } => None,
+            BuildError::Tls(e) => Some(e),
         }
     }
 }

@@ -48,8 +48,8 @@
 //! ## Decisions (where the spec leaves room)
 //!
 //! - **Connect timeouts.** reqwest's connect timeout is per client, baton's per endpoint:
-//!   by default baton builds one reqwest client per distinct connect timeout (all other
-//!   reqwest settings are reqwest's defaults, adjustable with
+//!   by default baton builds one reqwest client per distinct connect timeout, HTTP version
+//!   and set of TLS files (see [`ClientBuilder`]; other reqwest settings are adjustable with
 //!   [`ClientBuilder::configure_reqwest`]). A connect error that is a timeout is reported
 //!   as a connect-phase timeout (undelivered). baton's own attempt timer reports the
 //!   response phase when it fires after the endpoint's connect timeout, and an unknown phase
@@ -58,8 +58,16 @@
 //!   reports an unknown phase. reqwest's read and total timeouts also run during connect, so
 //!   [`ClientBuilder::read_timeout`] must be longer than every connect timeout (checked), and
 //!   a total timeout should not be set at all (use the deadline).
-//! - **TLS early data and TCP Fast Open** stay off: reqwest never enables TLS 0-RTT for
-//!   TCP connections, and neither reqwest nor hyper-util implement TCP Fast Open.
+//! - **TLS early data and TCP Fast Open** stay off: baton-tls never enables TLS 0-RTT,
+//!   and neither reqwest nor hyper-util implement TCP Fast Open.
+//! - **HTTP/2 and TLS** (SPEC 9). `http_version = "auto"` offers `h2` and `http/1.1` by
+//!   ALPN for https and speaks HTTP/1.1 on http; `"http1"` is HTTP/1.1 only; `"http2"` is
+//!   h2-only ALPN on https and prior knowledge (h2c) on http. One HTTP/2 connection per
+//!   origin carries concurrent calls. Trust is the platform's store plus the policy's or
+//!   endpoint's `ca_file`, read by `baton-tls` the same way as on every other adapter; a
+//!   client identity (`client_cert`, `client_key`) is presented on its endpoint's
+//!   connections only (its own reqwest client, which follows no redirect). The record of
+//!   each attempt that got a response says which version it used.
 //! - **Bodies.** Bytes, strings, `Vec<u8>` and JSON bodies are replayable (each attempt
 //!   sends a cheap copy). A stream (`reqwest::Body::wrap`, `wrap_stream`) is sent once; an
 //!   attempt that would need it again is not made. [`RequestBuilder::buffer_body`] (or

@@ -80,22 +80,34 @@
 //!
 //! # Dependencies
 //!
-//! Only std, plus [`socket2`](https://docs.rs/socket2): a real TCP reset needs
-//! `SO_LINGER` with a zero timeout before closing, and `TcpStream::set_linger` is still
-//! unstable in std. socket2 is also used to shut down a listening socket as a fallback
-//! when waking the accept loop by connecting to it fails. baton-core is not a
-//! dependency.
+//! std, plus:
+//! - [`socket2`](https://docs.rs/socket2): a real TCP reset needs `SO_LINGER` with a zero
+//!   timeout before closing, and `TcpStream::set_linger` is still unstable in std. socket2
+//!   is also used to shut down a listening socket as a fallback when waking the accept
+//!   loop by connecting to it fails.
+//! - `rustls` (ring): TLS in front of the providers ([`TlsFront`]), synchronous, on the
+//!   providers' own threads.
+//! - `rcgen`: the test certificates ([`TestPki`]), made at run time.
+//! - `fluke-hpack`: HPACK for the HTTP/2 provider ([`H2Provider`]).
+//!
+//! baton-core is not a dependency.
 
 pub mod auth;
 mod behaviour;
+pub mod h2;
 mod http;
+pub mod pki;
 mod provider;
 mod proxy_server;
 pub mod sse;
+pub mod tls_front;
 
 pub use behaviour::Behaviour;
+pub use h2::{H2Behaviour, H2Provider, H2ProviderBuilder, H2Request};
+pub use pki::{Identity, PkiFiles, TestPki};
 pub use provider::{Provider, ProviderBuilder, Request};
 pub use proxy_server::{ProxyRequest, ProxyServer};
+pub use tls_front::TlsFront;
 
 use std::net::SocketAddr;
 

@@ -237,6 +237,64 @@ impl TlsConfig {
     }
 }
 
+/// An endpoint's TLS files could not be used: which endpoint, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointTlsError {
+    /// The endpoint's id.
+    pub endpoint: String,
+    /// What is wrong with its files.
+    pub source: TlsError,
+}
+
+impl fmt::Display for EndpointTlsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "endpoint {:?}: {}", self.endpoint, self.source)
+    }
+}
+
+impl StdError for EndpointTlsError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// The TLS configuration of every endpoint of `policy` (its own files over the
+/// policy's, [`Policy::tls_for`](baton_core::Policy::tls_for)), in endpoint order; each
+/// distinct set of files is loaded once, and endpoints with the same files share it
+/// ([`TlsConfig::files`] tells them apart).
+///
+/// ```
+/// use baton_core::{Endpoint, Policy};
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .build()
+///     .unwrap();
+/// let tls = baton_tls::for_policy(&policy).unwrap();
+/// assert_eq!(tls.len(), 2);
+/// assert_eq!(tls[0].files(), tls[1].files());
+/// ```
+pub fn for_policy(policy: &baton_core::Policy) -> Result<Vec<TlsConfig>, EndpointTlsError> {
+    let mut loaded: Vec<TlsConfig> = Vec::new();
+    let mut out = Vec::with_capacity(policy.endpoints().len());
+    for (i, endpoint) in policy.endpoints().iter().enumerate() {
+        let files = policy.tls_for(i);
+        let config = match loaded.iter().find(|c| c.files == files) {
+            Some(c) => c.clone(),
+            None => {
+                let c = TlsConfig::load(&files).map_err(|source| EndpointTlsError {
+                    endpoint: endpoint.id().to_string(),
+                    source,
+                })?;
+                loaded.push(c.clone());
+                c
+            }
+        };
+        out.push(config);
+    }
+    Ok(out)
+}
+
 /// The platform's trusted certificates, read once per value of `SSL_CERT_FILE` and
 /// `SSL_CERT_DIR`; entries that cannot be read or parsed are skipped.
 fn platform_certificates() -> Arc<[CertificateDer<'static>]> {
@@ -392,6 +450,21 @@ impl Rejection {
     }
 }
 
+impl Rejection {
+    /// The reason with what it is about: `certificate rejected: unknown issuer`, ...
+    pub fn message(self) -> &'static str {
+        match self {
+            Rejection::UnknownIssuer => "certificate rejected: unknown issuer",
+            Rejection::NameMismatch => "certificate rejected: name mismatch",
+            Rejection::Expired => "certificate rejected: expired",
+            Rejection::NotYetValid => "certificate rejected: not valid yet",
+            Rejection::Revoked => "certificate rejected: revoked",
+            Rejection::BadCertificate => "certificate rejected: bad certificate",
+            Rejection::ClientIdentityRefused => "client certificate refused by the server",
+        }
+    }
+}
+
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -419,6 +492,9 @@ pub fn rejection(err: &(dyn StdError + 'static)) -> Option<Rejection> {
             if let Some(r) = io.get_ref().and_then(|inner| rejection(inner)) {
                 return Some(r);
             }
+            if let Some(r) = alert_in_text(io) {
+                return Some(r);
+            }
         }
         depth += 1;
         if depth > 32 {
@@ -427,6 +503,32 @@ pub fn rejection(err: &(dyn StdError + 'static)) -> Option<Rejection> {
         cur = e.source();
     }
     None
+}
+
+/// A handshake alert known only by rustls' own text of it: h2 keeps an I/O error's kind
+/// and text but not the error itself, so over HTTP/2 the server's refusal of the client's
+/// identity (an alert after the client's side of a TLS 1.3 handshake) reaches the client
+/// as `InvalidData` "received fatal alert: CertificateRequired". Only that exact form of
+/// a certificate alert counts.
+fn alert_in_text(io: &std::io::Error) -> Option<Rejection> {
+    if io.kind() != std::io::ErrorKind::InvalidData {
+        return None;
+    }
+    let text = io.get_ref()?.to_string();
+    let name = text.strip_prefix("received fatal alert: ")?;
+    let alert = [
+        AlertDescription::CertificateRequired,
+        AlertDescription::BadCertificate,
+        AlertDescription::UnsupportedCertificate,
+        AlertDescription::CertificateRevoked,
+        AlertDescription::CertificateExpired,
+        AlertDescription::CertificateUnknown,
+        AlertDescription::UnknownCA,
+        AlertDescription::AccessDenied,
+    ]
+    .into_iter()
+    .find(|a| format!("{a:?}") == name)?;
+    of_rustls(&rustls::Error::AlertReceived(alert))
 }
 
 fn of_rustls(e: &rustls::Error) -> Option<Rejection> {
@@ -556,6 +658,17 @@ mod tests {
         let io = std::io::Error::other(std::io::Error::new(std::io::ErrorKind::InvalidData, alert));
         assert_eq!(rejection(&io), Some(Rejection::ClientIdentityRefused));
         let other = rustls::Error::AlertReceived(AlertDescription::HandshakeFailure);
+        assert_eq!(rejection(&other), None);
+        // h2 keeps the I/O error's text only.
+        let text = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "received fatal alert: CertificateRequired",
+        );
+        assert_eq!(rejection(&text), Some(Rejection::ClientIdentityRefused));
+        let other = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "received fatal alert: DecodeError",
+        );
         assert_eq!(rejection(&other), None);
     }
 }
