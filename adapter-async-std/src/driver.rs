@@ -81,6 +81,9 @@ impl Answer for Kept {
     fn headers(&self) -> &HeaderMap {
         &self.exchange.head.headers
     }
+    fn version(&self) -> Option<http::Version> {
+        Some(self.exchange.head.version)
+    }
 }
 
 /// Why no request could be made for an attempt.

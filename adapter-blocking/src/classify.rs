@@ -200,6 +200,12 @@ fn connect_until() -> Option<Instant> {
 /// ambiguous.
 pub(crate) fn classify(err: &ureq::Error, phase: Phase) -> AttemptOutcome {
     use ureq::Error as E;
+    // SPEC 9: a certificate rejected in the handshake, or a client identity the server
+    // refused with a handshake alert (which in TLS 1.3 can arrive after the client
+    // finished its side): nothing was processed, and the endpoint would fail the same way.
+    if rejected(err).is_some() {
+        return AttemptOutcome::Failure(FailureClass::Untrusted);
+    }
     match phase {
         Phase::Ready | Phase::Unknown => match err {
             E::Timeout(_) => AttemptOutcome::Timeout(if phase == Phase::Ready {
@@ -216,6 +222,16 @@ pub(crate) fn classify(err: &ureq::Error, phase: Phase) -> AttemptOutcome {
             }
             _ => AttemptOutcome::Failure(FailureClass::Undelivered),
         },
+    }
+}
+
+/// The certificate rejection in a ureq error (rustls' error inside its I/O error), if any.
+pub(crate) fn rejected(err: &ureq::Error) -> Option<baton_tls::Rejection> {
+    match err {
+        ureq::Error::Io(io) => baton_tls::rejection(io),
+        #[cfg(feature = "rustls")]
+        ureq::Error::Rustls(e) => baton_tls::rejection(e),
+        _ => None,
     }
 }
 

@@ -77,6 +77,9 @@ impl Answer for Reply {
     fn headers(&self) -> &HeaderMap {
         self.0.headers()
     }
+    fn version(&self) -> Option<http::Version> {
+        Some(self.0.version())
+    }
 }
 
 /// Runs the call to its end.
@@ -477,15 +480,19 @@ fn exec<B: AsSendBody>(
     // The policy's body timeout, and the agent's own if shorter (ureq's body timer starts
     // when the body is read, right after the headers).
     let recv_body = match (
-        inner.agent.config().timeouts().recv_body,
+        inner
+            .agent(attempt.endpoint, request.uri())
+            .config()
+            .timeouts()
+            .recv_body,
         inner.engine.policy().settings().body_timeout,
     ) {
         _ if classify::is_endless_body() => None,
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    let request = inner
-        .agent
+    let agent = inner.agent(attempt.endpoint, request.uri());
+    let request = agent
         .configure_request(request)
         .timeout_recv_body(recv_body)
         .proxy(tunnel)
@@ -511,7 +518,7 @@ fn exec<B: AsSendBody>(
         deadline,
     );
     classify::forward_through(forward);
-    let result = inner.agent.run(request);
+    let result = agent.run(request);
     let phase = classify::end();
     match result {
         // One table of response limits on every adapter (`baton_core::limits`): an

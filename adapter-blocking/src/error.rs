@@ -27,6 +27,19 @@ pub enum BuildError {
     /// blocking adapter runs one attempt at a time on the calling thread and refuses it
     /// rather than silently ignoring it. Use `baton-tokio` or `baton-async-std` to hedge.
     HedgingUnsupported,
+    /// An endpoint requires HTTP/2 (`http_version = "http2"`, SPEC 9): ureq speaks
+    /// HTTP/1.1 only. Use `baton-tokio` or `baton-async-std` for it.
+    Http2Unsupported {
+        /// The endpoint's id.
+        endpoint: String,
+    },
+    /// An endpoint's TLS files (`ca_file`, `client_cert`, `client_key`) cannot be used.
+    Tls(baton_tls::EndpointTlsError),
+    /// A ureq configuration given whole ([`ClientBuilder::config`](crate::ClientBuilder::config),
+    /// [`ClientBuilder::agent`](crate::ClientBuilder::agent)) carries its own TLS, so the
+    /// policy's TLS files cannot be applied to it; use
+    /// [`ClientBuilder::configure_ureq`](crate::ClientBuilder::configure_ureq) instead.
+    TlsWithGivenConfig,
 }
 
 impl fmt::Display for BuildError {
@@ -37,6 +50,17 @@ impl fmt::Display for BuildError {
                 "setting `hedge` is not supported by baton-blocking (one attempt in flight at a \
                  time); remove it or use an async adapter",
             ),
+            BuildError::Http2Unsupported { endpoint } => write!(
+                f,
+                "endpoint {endpoint:?} requires HTTP/2 (setting `http_version` = \"http2\"), but \
+                 baton-blocking speaks HTTP/1.1 only (ureq); use `auto` or `http1`, or an async \
+                 adapter (baton-tokio, baton-async-std)"
+            ),
+            BuildError::Tls(e) => write!(f, "{e}"),
+            BuildError::TlsWithGivenConfig => f.write_str(
+                "the policy's `tls` files cannot be applied to a ureq configuration given whole \
+                 (ClientBuilder::config or ::agent); use ClientBuilder::configure_ureq",
+            ),
         }
     }
 }
@@ -45,7 +69,10 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::Config(e) => Some(e),
-            BuildError::HedgingUnsupported => None,
+            BuildError::Tls(e) => Some(e),
+            BuildError::HedgingUnsupported
+            | BuildError::Http2Unsupported { .. }
+            | BuildError::TlsWithGivenConfig => None,
         }
     }
 }
@@ -164,6 +191,14 @@ impl fmt::Debug for Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0.inner)?;
+        if let Some(r) = self
+            .0
+            .client_error
+            .as_ref()
+            .and_then(crate::classify::rejected)
+        {
+            write!(f, "; {}", r.message())?;
+        }
         if let Some(e) = &self.0.client_error {
             // ureq quotes URLs in some errors (a bad URI): shown as origins only (SPEC 4).
             write!(

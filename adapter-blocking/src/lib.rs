@@ -132,6 +132,7 @@ mod error;
 mod request;
 mod response;
 mod sse;
+mod tls;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -149,8 +150,9 @@ pub use response::{BodyError, ResponseExt};
 pub use sse::{EventStream, EventsError};
 
 use baton_core::{Engine, EventSink};
-use ureq::config::Config;
+use ureq::config::{Config, ConfigBuilder};
 use ureq::http::Method;
+use ureq::typestate::AgentScope;
 use ureq::unversioned::resolver::{DefaultResolver, Resolver};
 use ureq::unversioned::transport::{Connector, DefaultConnector};
 use ureq::Agent;
@@ -159,7 +161,11 @@ use classify::{ObservedConnector, ObservedResolver};
 
 pub(crate) struct Inner {
     pub(crate) engine: Arc<Engine>,
-    pub(crate) agent: Agent,
+    /// One agent per distinct TLS configuration among the endpoints (trust and client
+    /// identity are per agent in ureq, per endpoint in baton).
+    pub(crate) agents: Vec<Agent>,
+    /// How each endpoint's requests pick their agent.
+    pub(crate) agent_of: Vec<AgentOf>,
     /// The environment's proxies, as core routes them.
     pub(crate) proxies: baton_core::ProxyEnv,
     /// The token provider of endpoints with a credential slot (SPEC 9).
@@ -264,10 +270,11 @@ impl Client {
         self.inner.engine.policy()
     }
 
-    /// The client's ureq agent (phase-observing connector and resolver, one pool). Using
-    /// it directly bypasses baton.
+    /// The ureq agent of the first endpoint (phase-observing connector and resolver, one
+    /// pool; endpoints with other TLS files have agents of their own). Using it directly
+    /// bypasses baton.
     pub fn agent(&self) -> &Agent {
-        &self.inner.agent
+        &self.inner.agents[0]
     }
 
     /// A snapshot of the health of the endpoint with `id`.
@@ -303,7 +310,11 @@ impl Client {
         *request.method_mut() = probe.method.clone();
         *request.uri_mut() = probe.uri.clone();
         *request.headers_mut() = probe.headers.clone();
-        let agent = &self.inner.agent;
+        let index = self
+            .policy()
+            .endpoint_index(probe.endpoint_id())
+            .unwrap_or(0);
+        let agent = self.inner.agent(index, &probe.uri);
         let request = agent
             .configure_request(request)
             .http_status_as_error(false)
@@ -322,7 +333,30 @@ impl Client {
     }
 }
 
-type AgentFactory = Box<dyn FnOnce(Config) -> Agent>;
+type AgentFactory = Box<dyn Fn(Config) -> Agent>;
+type Configure = Box<dyn Fn(ConfigBuilder<AgentScope>) -> ConfigBuilder<AgentScope>>;
+
+/// The agent of one endpoint, and, when that agent presents a client identity, the agent
+/// with the same trust and no identity for requests that left the endpoint's origin (a
+/// redirect): an identity is presented only on its endpoint's own connections (SPEC 9).
+#[derive(Debug, Clone)]
+pub(crate) struct AgentOf {
+    own: usize,
+    elsewhere: Option<(usize, ureq::http::Uri)>,
+}
+
+impl Inner {
+    /// The agent that sends `uri` for endpoint `index`.
+    pub(crate) fn agent(&self, index: usize, uri: &ureq::http::Uri) -> &Agent {
+        let Some(of) = self.agent_of.get(index) else {
+            return &self.agents[0];
+        };
+        match &of.elsewhere {
+            Some((bare, origin)) if !baton_core::same_origin(uri, origin) => &self.agents[*bare],
+            _ => &self.agents[of.own],
+        }
+    }
+}
 
 /// Builds a [`Client`]: endpoints, policy settings, the ureq configuration, events.
 ///
@@ -350,6 +384,7 @@ pub struct ClientBuilder {
     /// A policy built elsewhere ([`ClientBuilder::from_policy`]), used instead.
     built: Option<Policy>,
     config: Option<Config>,
+    configure: Option<Configure>,
     parts: Option<AgentFactory>,
     sink: Option<EventSink>,
     #[cfg(feature = "tracing")]
@@ -364,6 +399,7 @@ impl ClientBuilder {
             policy,
             built: None,
             config: None,
+            configure: None,
             parts: None,
             sink: None,
             #[cfg(feature = "tracing")]
@@ -398,29 +434,52 @@ impl ClientBuilder {
     /// setting is not used: every request is sent with ureq's redirect following off, and
     /// redirects are followed by the engine's rules (SPEC 3).
     /// The client builds its own agent from it, with phase-observing wrappers around
-    /// ureq's default connector and resolver (see the crate docs).
+    /// ureq's default connector and resolver (see the crate docs). Its TLS is its own: a
+    /// policy with TLS files is refused ([`BuildError::TlsWithGivenConfig`]); use
+    /// [`configure_ureq`](Self::configure_ureq) to keep baton's trust rule.
     pub fn agent(mut self, agent: &Agent) -> Self {
         self.config = Some(agent.config().clone());
         self
     }
 
-    /// Uses this ureq configuration.
+    /// Uses this ureq configuration (its TLS included; see [`agent`](Self::agent)).
     pub fn config(mut self, config: Config) -> Self {
         self.config = Some(config);
         self
     }
 
-    /// Uses a bespoke ureq connector chain and resolver (wrapped to observe phases).
+    /// Adjusts the ureq configuration of each agent baton builds (user agent, timeouts,
+    /// ...); baton then sets its TLS: the platform's trust store plus `ca_file`, and the
+    /// endpoint's client identity (SPEC 9), the same trust as every other adapter.
+    ///
+    /// ```
+    /// use baton_blocking::{Client, Endpoint, Policy};
+    /// let client = Client::builder(Policy::builder().endpoint(Endpoint::new("a", "https://a.example/")))
+    ///     .configure_ureq(|b| b.user_agent("my-app/1.0"))
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(client);
+    /// ```
+    pub fn configure_ureq(
+        mut self,
+        f: impl Fn(ConfigBuilder<AgentScope>) -> ConfigBuilder<AgentScope> + 'static,
+    ) -> Self {
+        self.configure = Some(Box::new(f));
+        self
+    }
+
+    /// Uses a bespoke ureq connector chain and resolver (wrapped to observe phases); each
+    /// agent the client builds (one per distinct TLS configuration) gets a copy.
     pub fn parts<C, R>(mut self, connector: C, resolver: R) -> Self
     where
-        C: Connector<()>,
-        R: Resolver,
+        C: Connector<()> + Clone,
+        R: Resolver + Clone,
     {
         self.parts = Some(Box::new(move |config| {
             Agent::with_parts(
                 config,
-                ObservedConnector(connector),
-                ObservedResolver(resolver),
+                ObservedConnector(connector.clone()),
+                ObservedResolver(resolver.clone()),
             )
         }));
         self
@@ -507,26 +566,82 @@ impl ClientBuilder {
         // (SPEC 3); ureq's own proxy setting is replaced per request.
         let proxies = baton_core::ProxyEnv::for_policy(&policy)?;
         policy.require_token_provider(self.tokens.is_some())?;
-        let config = self.config.unwrap_or_default();
-        let agent = match self.parts {
-            Some(make) => make(config),
-            None => Agent::with_parts(
-                config,
-                ObservedConnector(DefaultConnector::new()),
-                ObservedResolver(DefaultResolver::default()),
-            ),
-        };
+        let (configs, agent_of) = agent_configs(&policy, self.config, self.configure.as_deref())?;
+        let agents = configs
+            .into_iter()
+            .map(|config| match &self.parts {
+                Some(make) => make(config),
+                None => Agent::with_parts(
+                    config,
+                    ObservedConnector(DefaultConnector::new()),
+                    ObservedResolver(DefaultResolver::default()),
+                ),
+            })
+            .collect();
         Ok(Client {
             inner: Arc::new(Inner {
                 // OS randomness once per client; a seed set in the policy wins.
                 engine: Arc::new(Engine::with_entropy(policy, baton_core::os_entropy())),
-                agent,
+                agents,
+                agent_of,
                 proxies,
                 tokens: self.tokens,
             }),
         })
     }
 }
+/// The ureq configuration of each agent (one per distinct set of TLS files among the
+/// endpoints, and one without the identity beside each that presents one) and how each
+/// endpoint picks its agent. Refuses an endpoint that requires HTTP/2.
+fn agent_configs(
+    policy: &Policy,
+    given: Option<Config>,
+    configure: Option<&dyn Fn(ConfigBuilder<AgentScope>) -> ConfigBuilder<AgentScope>>,
+) -> Result<(Vec<Config>, Vec<AgentOf>), BuildError> {
+    for (i, e) in policy.endpoints().iter().enumerate() {
+        if policy.http_version_for(i).requires_http2() {
+            return Err(BuildError::Http2Unsupported {
+                endpoint: e.id().to_string(),
+            });
+        }
+    }
+    let tls = baton_tls::for_policy(policy).map_err(BuildError::Tls)?;
+    if let Some(config) = given {
+        if tls.iter().any(|t| t.files().is_set()) {
+            return Err(BuildError::TlsWithGivenConfig);
+        }
+        let own = AgentOf {
+            own: 0,
+            elsewhere: None,
+        };
+        return Ok((vec![config], vec![own; tls.len()]));
+    }
+    let mut files: Vec<baton_core::Tls> = Vec::new();
+    let mut configs = Vec::new();
+    let mut place = |t: &baton_tls::TlsConfig, endpoint: &str| -> Result<usize, BuildError> {
+        if let Some(k) = files.iter().position(|f| f == t.files()) {
+            return Ok(k);
+        }
+        let mut b = Config::builder();
+        if let Some(f) = configure {
+            b = f(b);
+        }
+        configs.push(tls::with_tls(b, t, endpoint)?.build());
+        files.push(t.files().clone());
+        Ok(configs.len() - 1)
+    };
+    let mut agent_of = Vec::with_capacity(tls.len());
+    for (t, e) in tls.iter().zip(policy.endpoints()) {
+        let own = place(t, e.id())?;
+        let elsewhere = match t.has_identity() {
+            true => Some((place(&t.without_identity(), e.id())?, e.uri().clone())),
+            false => None,
+        };
+        agent_of.push(AgentOf { own, elsewhere });
+    }
+    Ok((configs, agent_of))
+}
+
 #[cfg(feature = "tracing")]
 fn trace_event(e: &Event<'_>) {
     tracing::debug!(

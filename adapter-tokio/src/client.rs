@@ -270,6 +270,8 @@ impl ClientBuilder {
         let mut clients: Vec<reqwest::Client> = Vec::new();
         let mut of_endpoint = Vec::with_capacity(n);
         let mut connect = Vec::with_capacity(n);
+        let mut anonymous = vec![None];
+        let origins = policy.endpoints().iter().map(|e| e.uri().clone()).collect();
         match self.http {
             HttpSource::Client(c) => {
                 if self.read_timeout.is_some() {
@@ -317,6 +319,7 @@ impl ClientBuilder {
                 }
                 of_endpoint = groups.of_endpoint;
                 connect = groups.connect;
+                anonymous = groups.anonymous;
             }
         }
         Ok(Client {
@@ -326,6 +329,8 @@ impl ClientBuilder {
                     clients,
                     of_endpoint,
                     connect,
+                    anonymous,
+                    origins,
                 },
             }),
         })
@@ -346,8 +351,24 @@ struct GroupKey {
 struct Groups {
     keys: Vec<GroupKey>,
     tls: Vec<baton_tls::TlsConfig>,
+    /// For a client that presents an identity: the client with the same settings and no
+    /// identity, for requests that left the endpoint's origin (redirects; SPEC 9).
+    anonymous: Vec<Option<usize>>,
     of_endpoint: Vec<usize>,
     connect: Vec<Option<Duration>>,
+}
+
+impl Groups {
+    /// The client of `key`, added when new.
+    fn place(&mut self, key: GroupKey, tls: baton_tls::TlsConfig) -> usize {
+        if let Some(k) = self.keys.iter().position(|g| *g == key) {
+            return k;
+        }
+        self.keys.push(key);
+        self.tls.push(tls);
+        self.anonymous.push(None);
+        self.keys.len() - 1
+    }
 }
 
 fn client_groups(policy: &Policy, read_timeout: Option<Duration>) -> Result<Groups, BuildError> {
@@ -355,6 +376,7 @@ fn client_groups(policy: &Policy, read_timeout: Option<Duration>) -> Result<Grou
     let mut groups = Groups {
         keys: Vec::new(),
         tls: Vec::new(),
+        anonymous: Vec::new(),
         of_endpoint: Vec::new(),
         connect: Vec::new(),
     };
@@ -372,19 +394,16 @@ fn client_groups(policy: &Policy, read_timeout: Option<Duration>) -> Result<Grou
                 });
             }
         }
-        let key = GroupKey {
+        let key = |tls: &baton_tls::TlsConfig| GroupKey {
             connect: ct,
             version: policy.http_version_for(i),
-            tls: tls[i].files().clone(),
+            tls: tls.files().clone(),
         };
-        let k = match groups.keys.iter().position(|g| *g == key) {
-            Some(k) => k,
-            None => {
-                groups.keys.push(key);
-                groups.tls.push(tls[i].clone());
-                groups.keys.len() - 1
-            }
-        };
+        let k = groups.place(key(&tls[i]), tls[i].clone());
+        if tls[i].has_identity() {
+            let bare = tls[i].without_identity();
+            groups.anonymous[k] = Some(groups.place(key(&bare), bare));
+        }
         groups.of_endpoint.push(k);
         groups.connect.push(Some(ct));
     }
@@ -452,6 +471,30 @@ pub(crate) struct HttpClients {
     clients: Vec<reqwest::Client>,
     of_endpoint: Vec<usize>,
     connect: Vec<Option<Duration>>,
+    /// Per client: the one without its identity, for another origin (see [`Groups`]).
+    anonymous: Vec<Option<usize>>,
+    /// Each endpoint's URL (its origin decides whether its identity goes along).
+    origins: Vec<Uri>,
+}
+
+impl HttpClients {
+    /// The client that sends `request` for `endpoint`: the endpoint's own, or, when the
+    /// request left the endpoint's origin (a redirect), the same without its identity.
+    fn client_for(&self, endpoint: usize, request: &reqwest::Request) -> &reqwest::Client {
+        let k = self.of_endpoint.get(endpoint).copied().unwrap_or(0);
+        if let (Some(Some(bare)), Some(origin)) =
+            (self.anonymous.get(k), self.origins.get(endpoint))
+        {
+            let elsewhere = match request.url().as_str().parse::<Uri>() {
+                Ok(uri) => !baton_core::same_origin(&uri, origin),
+                Err(_) => true,
+            };
+            if elsewhere {
+                return &self.clients[*bare];
+            }
+        }
+        &self.clients[k]
+    }
 }
 
 impl Transport for HttpClients {
@@ -460,8 +503,7 @@ impl Transport for HttpClients {
         endpoint: usize,
         request: reqwest::Request,
     ) -> impl std::future::Future<Output = Result<reqwest::Response, SendError>> + Send {
-        let k = self.of_endpoint.get(endpoint).copied().unwrap_or(0);
-        let fut = self.clients[k].execute(request);
+        let fut = self.client_for(endpoint, &request).execute(request);
         async move { fut.await.map_err(SendError::Reqwest) }
     }
 

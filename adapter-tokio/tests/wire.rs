@@ -279,3 +279,31 @@ fn bad_tls_files_are_build_errors_naming_the_setting_and_the_file() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_client_identity_never_follows_a_redirect_to_another_origin() {
+    let (pki, files) = pki();
+    let target = H2Provider::start(H2Behaviour::ok());
+    let other = TlsFront::start(
+        pki.server_config(&pki.server, &["h2"], true),
+        None,
+        Some(target.addr()),
+    );
+    let redirecting = H2Provider::start(
+        H2Behaviour::status(307).header("location", &format!("{}/elsewhere", other.url())),
+    );
+    let own = TlsFront::start(
+        pki.server_config(&pki.server, &["h2"], true),
+        None,
+        Some(redirecting.addr()),
+    );
+    let identity = with_identity(&files);
+    let c = client(policy(&[("a", own.url())]).configure(|s| s.tls = identity));
+    let r = c.get("/").send().await;
+    // The endpoint's own origin took the identity (a GET: each of its attempts followed
+    // the redirect); the other origin never saw it.
+    assert!(redirecting.processed() >= 1);
+    assert_eq!(other.handshakes(), 0, "{r:?}");
+    assert!(other.failed_handshakes() >= 1);
+    assert_eq!(target.processed(), 0);
+}

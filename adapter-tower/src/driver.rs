@@ -61,6 +61,9 @@ impl<R> Answer for Reply<R> {
     fn headers(&self) -> &HeaderMap {
         self.0.headers()
     }
+    fn version(&self) -> Option<http::Version> {
+        Some(self.0.version())
+    }
 }
 
 /// How one request of an attempt ended.

@@ -126,7 +126,7 @@ pub use policy::{
 pub use probe::{Probe, ProbeRefused, ProbeResult};
 pub use proxy::{Proxy, ProxyEnv, Route};
 pub use redact::{redact_url, scrub_urls, Origin, Scrubbed};
-pub use redirect::{CrossOrigin, Hop, Redirect, Redirects};
+pub use redirect::{same_origin, CrossOrigin, Hop, Redirect, Redirects};
 pub use report::{
     AttemptFailure, AttemptRecord, AttemptResult, CallRejection, Error, ErrorKind, FailureClass,
     Outcome, Report, StopReason, TimeoutPhase,

@@ -402,7 +402,18 @@ impl Redirects {
 }
 
 /// Whether `a` and `b` have the same origin (scheme, host, port; default ports explicit).
-pub(crate) fn same_origin(a: &Uri, b: &Uri) -> bool {
+/// Whether two URLs have the same origin (scheme, host and port, the port made explicit):
+/// the test that keeps an endpoint's headers and client identity on its own origin
+/// (SPEC 3, SPEC 9).
+///
+/// ```
+/// let a: http::Uri = "https://a.example/pay".parse().unwrap();
+/// let b: http::Uri = "https://a.example:443/other".parse().unwrap();
+/// let c: http::Uri = "https://c.example/".parse().unwrap();
+/// assert!(baton_core::same_origin(&a, &b));
+/// assert!(!baton_core::same_origin(&a, &c));
+/// ```
+pub fn same_origin(a: &Uri, b: &Uri) -> bool {
     origin_of(a) == origin_of(b)
 }
 

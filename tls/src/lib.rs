@@ -79,7 +79,9 @@ pub struct TlsError {
 }
 
 impl TlsError {
-    fn new(setting: &'static str, file: &Path, reason: impl Into<String>) -> Self {
+    /// An error about `file`, named by `setting`: what is wrong with it in `reason`
+    /// (never the file's contents).
+    pub fn new(setting: &'static str, file: &Path, reason: impl Into<String>) -> Self {
         TlsError {
             setting,
             file: file.to_path_buf(),
@@ -201,6 +203,26 @@ impl TlsConfig {
     /// Every trusted certificate: the platform's store, then `ca_file`'s.
     pub fn trusted(&self) -> &[CertificateDer<'static>] {
         &self.trusted
+    }
+
+    /// The same trust without the client identity: what a connection to another origin
+    /// than the endpoint's (a redirect) uses, since an identity is presented only on its
+    /// endpoint's own connections.
+    pub fn without_identity(&self) -> TlsConfig {
+        TlsConfig {
+            files: Tls {
+                client_cert: None,
+                client_key: None,
+                ..self.files.clone()
+            },
+            identity: None,
+            ..self.clone()
+        }
+    }
+
+    /// The client identity's certificate chain, if any.
+    pub fn identity_chain(&self) -> Option<&[CertificateDer<'static>]> {
+        self.identity.as_deref().map(|i| i.chain.as_slice())
     }
 
     /// Whether a client identity is presented.
