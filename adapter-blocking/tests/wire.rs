@@ -158,7 +158,7 @@ fn a_client_identity_never_follows_a_redirect_to_another_origin() {
         None,
     );
     let redirecting = Provider::start(
-        Behaviour::status(307).header("location", &format!("{}/elsewhere", other.url())),
+        Behaviour::status(307).header("location", format!("{}/elsewhere", other.url())),
     );
     let own = TlsFront::start(
         pki.server_config(&pki.server, &["http/1.1"], true),
