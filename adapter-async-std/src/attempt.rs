@@ -19,12 +19,14 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use async_io::Timer;
+use baton_core::HttpVersion;
 use hyper::body::Incoming;
-use hyper::client::conn::http1;
+use hyper::client::conn::{http1, http2};
 
 use crate::body::OutBody;
 use crate::classify::{Phase, TransportError};
 use crate::connect::{self, Target};
+use crate::exec::Exec;
 use crate::io::Io;
 use crate::pool::{Conn, Lease, Pool};
 
@@ -37,17 +39,20 @@ pub(crate) struct AttemptCtx {
     pub(crate) target: Arc<Target>,
     pub(crate) endpoint: usize,
     pub(crate) endpoint_id: Arc<str>,
+    /// The endpoint's HTTP version setting (SPEC 9).
+    pub(crate) version: HttpVersion,
     pub(crate) number: u32,
     pub(crate) start: Instant,
     pub(crate) connect_timeout: Duration,
     pub(crate) timeout: Duration,
 }
 
-/// The response headers arrived; the body is still on the connection.
+/// The response headers arrived; the body is still on the connection (an HTTP/1.1 one
+/// lent with it; an HTTP/2 stream's is read by its connection's task).
 pub(crate) struct Exchange {
     pub(crate) head: http::response::Parts,
     pub(crate) body: Incoming,
-    pub(crate) lease: Lease,
+    pub(crate) lease: Option<Lease>,
 }
 
 /// How an attempt ended.
@@ -113,94 +118,290 @@ pub(crate) async fn timeout_at<F: Future>(at: Instant, fut: F) -> Option<F::Outp
     .await
 }
 
-async fn open(ctx: &AttemptCtx) -> Result<Conn, (Phase, Box<dyn std::error::Error + Send + Sync>)> {
+/// A connection to send on: an HTTP/1.1 one of the attempt's own (`true` when opened
+/// for this attempt), or the endpoint's shared HTTP/2 one (with, when opened for this
+/// attempt, where its task leaves the error that ended it).
+enum Taken {
+    H1(Conn, bool),
+    H2(http2::SendRequest<OutBody>, Option<Died>),
+}
+
+/// How an HTTP/2 connection's task ended (its error, if any): a request that finds the
+/// connection closed learns why from it (a TLS alert refusing our identity, say).
+type Died = async_channel::Receiver<Option<hyper::Error>>;
+
+/// What sending on a connection came to: the attempt's end, or the request handed back
+/// unsent by a pooled connection that turned out closed (try another).
+enum Sent {
+    Done(AttemptEnd),
+    /// Boxed: the rare path, and the common one stays small.
+    Again(Box<http::Request<OutBody>>),
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Failure = (Phase, BoxError);
+
+/// Opens a connection: DNS, TCP, TLS, then HTTP/2 when ALPN agreed `h2` (or prior
+/// knowledge on http), else HTTP/1.1. An endpoint that requires HTTP/2 and was not
+/// agreed it is a connection closed before the protocol was agreed: undelivered.
+async fn open(ctx: &AttemptCtx) -> Result<Taken, Failure> {
     let stream = connect::connect(&ctx.target, &ctx.tls)
         .await
-        .map_err(|(p, e)| (p, e.into()))?;
+        .map_err(|(p, e)| (crate::classify::proven(p, &e), e.into()))?;
+    let h2 = match &ctx.target.tls {
+        Some(_) => connect::agreed_h2(&stream),
+        None => ctx.version == HttpVersion::Http2,
+    };
+    if ctx.version == HttpVersion::Http2 && !h2 {
+        return Err((
+            Phase::NotSent,
+            "the server did not agree to HTTP/2 (ALPN h2), which the endpoint requires".into(),
+        ));
+    }
+    if ctx.target.tls.is_some() && ctx.version == HttpVersion::Auto {
+        ctx.pool.agreed(ctx.endpoint, h2);
+    }
+    if h2 {
+        crate::exec::start().map_err(|e| (Phase::NotSent, e.into()))?;
+        let (sender, driver) = http2::Builder::new(Exec)
+            .handshake(Io::new(stream))
+            .await
+            .map_err(|e| (Phase::NotSent, e.into()))?;
+        let (ended, died) = async_channel::bounded(1);
+        hyper::rt::Executor::execute(&Exec, async move {
+            let _ = ended.try_send(driver.await.err());
+        });
+        return Ok(Taken::H2(sender, Some(died)));
+    }
     let (sender, driver) = ctx
         .http1
         .handshake(Io::new(stream))
         .await
         .map_err(|e| (Phase::NotSent, e.into()))?;
-    Ok(Conn::new(sender, driver))
+    Ok(Taken::H1(Conn::new(sender, driver), true))
+}
+
+/// Whether the endpoint may speak HTTP/2 on this attempt's connection.
+fn h2_possible(ctx: &AttemptCtx) -> bool {
+    match ctx.version {
+        HttpVersion::Http2 => true,
+        HttpVersion::Http1 => false,
+        HttpVersion::Auto => ctx.target.tls.is_some() && !ctx.pool.speaks_h1(ctx.endpoint),
+    }
+}
+
+/// The connection to send on: the endpoint's shared HTTP/2 connection (opened by one
+/// caller while the others wait for it), an idle HTTP/1.1 one, or a new one.
+async fn take(ctx: &AttemptCtx, connect_by: Instant) -> Result<Taken, AttemptEnd> {
+    let timed_out = || AttemptEnd::Failed(ctx.timeout_error(Phase::Connect));
+    let open_by = |ctx| async move {
+        match timeout_at(connect_by, Box::pin(open(ctx))).await {
+            None => Err(timed_out()),
+            Some(r) => r.map_err(|(p, e)| ctx.failed(p, e)),
+        }
+    };
+    if let (true, Some(slot)) = (h2_possible(ctx), ctx.pool.h2(ctx.endpoint)) {
+        let Some(mut shared) = timeout_at(connect_by, slot.lock()).await else {
+            return Err(timed_out());
+        };
+        if let Some(s) = shared.as_ref().filter(|s| !s.is_closed()) {
+            return Ok(Taken::H2(s.clone(), None));
+        }
+        if !ctx.pool.speaks_h1(ctx.endpoint) {
+            let taken = open_by(ctx).await?;
+            if let Taken::H2(s, _) = &taken {
+                *shared = Some(s.clone());
+            }
+            return Ok(taken);
+        }
+    }
+    match ctx.pool.take(ctx.endpoint, Instant::now()) {
+        Some(c) => Ok(Taken::H1(c, false)),
+        None => open_by(ctx).await,
+    }
+}
+
+impl AttemptCtx {
+    fn failed(&self, phase: Phase, e: Box<dyn std::error::Error + Send + Sync>) -> AttemptEnd {
+        let phase = crate::classify::proven(phase, &*e);
+        AttemptEnd::Failed(TransportError::new(
+            self.endpoint_id.clone(),
+            self.number,
+            phase,
+            false,
+            e,
+        ))
+    }
+
+    fn timeout_error(&self, phase: Phase) -> TransportError {
+        TransportError::timeout(self.endpoint_id.clone(), self.number, phase)
+    }
+
+    fn exchange(&self, res: http::Response<Incoming>, lease: Option<Lease>) -> AttemptEnd {
+        // One table of response limits on every adapter (`baton_core::limits`).
+        if let Err(e) = baton_core::check_response_head(res.headers()) {
+            return self.failed(Phase::Exchange, Box::new(e));
+        }
+        let (head, body) = res.into_parts();
+        AttemptEnd::Response(Box::new(Exchange { head, body, lease }))
+    }
 }
 
 /// Runs one attempt to its commit point (response headers) or failure.
 pub(crate) async fn run(ctx: AttemptCtx, mut req: http::Request<OutBody>) -> AttemptEnd {
     let connect_by = ctx.start + ctx.connect_timeout;
     let respond_by = ctx.start + ctx.timeout;
-    let fail = |phase: Phase, e: Box<dyn std::error::Error + Send + Sync>| {
-        AttemptEnd::Failed(TransportError::new(
-            ctx.endpoint_id.clone(),
-            ctx.number,
-            phase,
-            false,
-            e,
-        ))
-    };
-    let timed_out = |phase: Phase| {
-        AttemptEnd::Failed(TransportError::timeout(
-            ctx.endpoint_id.clone(),
-            ctx.number,
-            phase,
-        ))
-    };
-    loop {
-        let (mut conn, fresh) = match ctx.pool.take(ctx.endpoint, Instant::now()) {
-            Some(c) => (c, false),
-            None => match timeout_at(connect_by, Box::pin(open(&ctx))).await {
-                None => return timed_out(Phase::Connect),
-                Some(Err((phase, e))) => return fail(phase, e),
-                Some(Ok(c)) => (c, true),
-            },
+    // A request handed back unsent by a pooled connection goes to another; a few times
+    // at most (each pooled connection it met was closing).
+    for _ in 0..8 {
+        let sent = match take(&ctx, connect_by).await {
+            Err(end) => return end,
+            Ok(Taken::H1(conn, fresh)) => send_h1(&ctx, conn, fresh, req, respond_by).await,
+            Ok(Taken::H2(sender, died)) => send_h2(&ctx, sender, died, req, respond_by).await,
         };
-        // Ready to take the request? A pooled connection the server closed is found here.
-        let ready = poll_fn(|cx| match conn.poll_ready(cx) {
-            Poll::Ready(r) => Poll::Ready(Some(r)),
-            Poll::Pending => conn.alarm.poll_until(cx, respond_by).map(|()| None),
-        })
-        .await;
-        match ready {
-            None => return timed_out(Phase::NotSent),
-            Some(Err(e)) if fresh => return fail(Phase::NotSent, e.into()),
-            Some(Err(_)) => continue,
-            Some(Ok(())) => {}
-        }
-        let mut response = pin!(conn.sender.try_send_request(req));
-        let sent = poll_fn(|cx| {
-            conn.drive(cx);
-            match response.as_mut().poll(cx) {
-                Poll::Ready(r) => Poll::Ready(Some(r)),
-                Poll::Pending => conn.alarm.poll_until(cx, respond_by).map(|()| None),
-            }
-        })
-        .await;
         match sent {
-            None => return timed_out(Phase::Exchange),
-            Some(Ok(res)) => {
-                // One table of response limits on every adapter (`baton_core::limits`).
-                if let Err(e) = baton_core::check_response_head(res.headers()) {
-                    return fail(Phase::Exchange, Box::new(e));
-                }
-                let (head, body) = res.into_parts();
-                return AttemptEnd::Response(Box::new(Exchange {
-                    head,
-                    body,
-                    lease: Lease {
-                        conn,
-                        pool: ctx.pool.clone(),
-                        endpoint: ctx.endpoint,
-                    },
-                }));
-            }
-            Some(Err(mut e)) => match e.take_message() {
-                // Handed back unsent: no byte of it was written.
-                Some(r) if !fresh => req = r,
-                Some(_) => return fail(Phase::NotSent, e.into_error().into()),
-                None => return fail(Phase::Exchange, e.into_error().into()),
-            },
+            Sent::Done(end) => return end,
+            Sent::Again(r) => req = *r,
         }
     }
+    ctx.failed(
+        Phase::NotSent,
+        "every pooled connection closed before the request was sent".into(),
+    )
+}
+
+async fn send_h1(
+    ctx: &AttemptCtx,
+    mut conn: Conn,
+    fresh: bool,
+    req: http::Request<OutBody>,
+    respond_by: Instant,
+) -> Sent {
+    // Ready to take the request? A pooled connection the server closed is found here.
+    let ready = poll_fn(|cx| match conn.poll_ready(cx) {
+        Poll::Ready(r) => Poll::Ready(Some(r)),
+        Poll::Pending => conn.alarm.poll_until(cx, respond_by).map(|()| None),
+    })
+    .await;
+    match ready {
+        None => return Sent::Done(AttemptEnd::Failed(ctx.timeout_error(Phase::NotSent))),
+        Some(Err(e)) if fresh => return Sent::Done(ctx.failed(Phase::NotSent, e.into())),
+        Some(Err(_)) => return Sent::Again(Box::new(req)),
+        Some(Ok(())) => {}
+    }
+    let mut response = pin!(conn.sender.try_send_request(req));
+    let sent = poll_fn(|cx| {
+        conn.drive(cx);
+        match response.as_mut().poll(cx) {
+            Poll::Ready(r) => Poll::Ready(Some(r)),
+            Poll::Pending => conn.alarm.poll_until(cx, respond_by).map(|()| None),
+        }
+    })
+    .await;
+    Sent::Done(match sent {
+        None => AttemptEnd::Failed(ctx.timeout_error(Phase::Exchange)),
+        Some(Ok(res)) => {
+            let lease = Lease {
+                conn,
+                pool: ctx.pool.clone(),
+                endpoint: ctx.endpoint,
+            };
+            ctx.exchange(res, Some(lease))
+        }
+        Some(Err(mut e)) => match e.take_message() {
+            // Handed back unsent: no byte of it was written.
+            Some(r) if !fresh => return Sent::Again(Box::new(r)),
+            Some(_) => ctx.failed(Phase::NotSent, e.into_error().into()),
+            None => ctx.failed(Phase::Exchange, e.into_error().into()),
+        },
+    })
+}
+
+async fn send_h2(
+    ctx: &AttemptCtx,
+    mut sender: http2::SendRequest<OutBody>,
+    died: Option<Died>,
+    req: http::Request<OutBody>,
+    respond_by: Instant,
+) -> Sent {
+    // Room for a stream (the server's concurrency limit), or a connection found closed,
+    // before anything of the request is sent.
+    let ready = timeout_at(respond_by, poll_fn(|cx| sender.poll_ready(cx))).await;
+    match ready {
+        None => return Sent::Done(AttemptEnd::Failed(ctx.timeout_error(Phase::NotSent))),
+        Some(Err(e)) => {
+            let Some(died) = died else {
+                return Sent::Again(Box::new(req));
+            };
+            return Sent::Done(ctx.failed(Phase::NotSent, why(&died, e, respond_by).await));
+        }
+        Some(Ok(())) => {}
+    }
+    let req = absolute(&ctx.target, req);
+    Sent::Done(
+        match timeout_at(respond_by, sender.try_send_request(req)).await {
+            None => AttemptEnd::Failed(ctx.timeout_error(Phase::Exchange)),
+            Some(Ok(res)) => ctx.exchange(res, None),
+            Some(Err(mut e)) => match e.take_message() {
+                // Handed back unsent: the connection closed before the stream opened.
+                Some(r) => match &died {
+                    None => return Sent::Again(Box::new(relative(r))),
+                    Some(died) => {
+                        let cause = why(died, e.into_error(), respond_by).await;
+                        ctx.failed(Phase::NotSent, cause)
+                    }
+                },
+                None => ctx.failed(Phase::Exchange, e.into_error().into()),
+            },
+        },
+    )
+}
+
+/// Why a new HTTP/2 connection closed, as its task (ending now) says; else `fallback`.
+async fn why(died: &Died, fallback: hyper::Error, by: Instant) -> BoxError {
+    let cause = timeout_at(by, died.recv()).await;
+    cause
+        .and_then(Result::ok)
+        .flatten()
+        .unwrap_or(fallback)
+        .into()
+}
+
+/// HTTP/2 names the target in `:scheme` and `:authority`: the request's URL made
+/// absolute, its authority from the Host header (which HTTP/2 does not send), else the
+/// endpoint's.
+fn absolute(target: &Target, mut req: http::Request<OutBody>) -> http::Request<OutBody> {
+    if req.uri().scheme().is_some() {
+        return req;
+    }
+    let host = req.headers_mut().remove(http::header::HOST);
+    let authority = host
+        .as_ref()
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_else(|| target.host_header.to_str().unwrap_or_default());
+    let scheme = if target.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    if let Ok(uri) = format!("{scheme}://{authority}{pq}").parse() {
+        *req.uri_mut() = uri;
+    }
+    req
+}
+
+/// The request as it was before [`absolute`]: origin-form, the Host header back.
+fn relative(mut req: http::Request<OutBody>) -> http::Request<OutBody> {
+    if let Some(authority) = req.uri().authority().cloned() {
+        if let Ok(v) = http::HeaderValue::from_str(authority.as_str()) {
+            req.headers_mut().insert(http::header::HOST, v);
+        }
+    }
+    if let Some(pq) = req.uri().path_and_query().cloned() {
+        *req.uri_mut() = http::Uri::from(pq);
+    }
+    req
 }
 
 /// One test per failure case of the phase table in [`crate::classify`], each against a
@@ -215,16 +416,22 @@ mod tests {
     use testkit::{Behaviour, Provider};
 
     use super::*;
-    use crate::connect::{default_tls, harden};
+    use crate::connect::harden;
 
     fn ctx(url: &str, pool: &Arc<Pool>, connect_ms: u64, timeout_ms: u64) -> AttemptCtx {
         AttemptCtx {
             pool: pool.clone(),
-            tls: Arc::new(harden(default_tls().unwrap())),
+            tls: Arc::new(harden(
+                baton_tls::TlsConfig::load(&baton_core::Tls::default())
+                    .unwrap()
+                    .client_config(HttpVersion::Http1),
+                HttpVersion::Http1,
+            )),
             http1: Arc::new(http1::Builder::new()),
             target: Arc::new(Target::of(&url.parse().unwrap()).unwrap()),
             endpoint: 0,
             endpoint_id: Arc::from("e"),
+            version: HttpVersion::Auto,
             number: 1,
             start: Instant::now(),
             connect_timeout: Duration::from_millis(connect_ms),
@@ -433,7 +640,7 @@ mod tests {
             };
             // Give the connection back as if its (already complete) body had been read,
             // before the close is seen.
-            pool.put(0, ex.lease.conn, Instant::now());
+            pool.put(0, ex.lease.unwrap().conn, Instant::now());
             assert_eq!(pool.idle(0), 1);
             async_io::Timer::after(Duration::from_millis(300)).await;
             let second = run(ctx(&url, &pool, 2000, 3000), request(&addr)).await;

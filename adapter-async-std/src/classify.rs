@@ -8,8 +8,10 @@
 //! | [`Phase::Dns`] | name does not resolve | undelivered |
 //! | [`Phase::Connect`] | refused, host or network unreachable, connect timeout | undelivered |
 //! | [`Phase::Tls`] | handshake failure, TLS alert during the handshake, bad certificate | undelivered |
-//! | [`Phase::NotSent`] | the connection closed before hyper wrote a single request byte | undelivered |
-//! | [`Phase::Exchange`] | anything once the request started to be written: reset, EOF, timeout waiting for the headers, a TLS alert after the handshake, a protocol error | ambiguous |
+//! | [`Phase::NotSent`] | the connection closed before hyper wrote a single request byte; an HTTP/2 connection whose server did not agree to HTTP/2 | undelivered |
+//! | [`Phase::Refused`] | HTTP/2: the server refused the stream (`REFUSED_STREAM`) or its `GOAWAY` left the stream unprocessed (core's [`H2End`](baton_core::H2End) rule) | undelivered |
+//! | [`Phase::Certificate`] | the handshake failed on a certificate: rejected by us (unknown issuer, name mismatch, expired), or our identity refused by the server's alert | untrusted |
+//! | [`Phase::Exchange`] | anything once the request started to be written: reset, EOF, timeout waiting for the headers, a TLS alert after the handshake, a protocol error, any other HTTP/2 reset | ambiguous |
 //!
 //! Nothing here decides what happens next: the class goes to the engine.
 
@@ -38,6 +40,10 @@ pub enum Phase {
     Tls,
     /// The connection was ready but closed before any request byte was written.
     NotSent,
+    /// HTTP/2: the server proved it did not process the request (SPEC 9).
+    Refused,
+    /// The TLS handshake failed on a certificate (SPEC 9).
+    Certificate,
     /// Writing the request or waiting for the response headers.
     Exchange,
 }
@@ -46,7 +52,10 @@ impl Phase {
     /// The failure class of a failure in this phase.
     pub fn class(self) -> FailureClass {
         match self {
-            Phase::Dns | Phase::Connect | Phase::Tls | Phase::NotSent => FailureClass::Undelivered,
+            Phase::Dns | Phase::Connect | Phase::Tls | Phase::NotSent | Phase::Refused => {
+                FailureClass::Undelivered
+            }
+            Phase::Certificate => FailureClass::Untrusted,
             Phase::Exchange => FailureClass::Ambiguous,
         }
     }
@@ -58,6 +67,8 @@ impl Phase {
             Phase::Connect => "connect",
             Phase::Tls => "tls handshake",
             Phase::NotSent => "connection closed before sending",
+            Phase::Refused => "refused before processing (HTTP/2)",
+            Phase::Certificate => "tls handshake",
             Phase::Exchange => "request",
         }
     }
@@ -146,6 +157,36 @@ impl TransportError {
     }
 }
 
+/// The phase a failure really happened in, by what its error proves: a certificate
+/// rejected in the handshake (whatever phase saw it), or an HTTP/2 refusal of the
+/// request (core's rule) instead of an exchange failure.
+pub(crate) fn proven(phase: Phase, err: &(dyn StdError + 'static)) -> Phase {
+    if baton_tls::rejection(err).is_some() {
+        return Phase::Certificate;
+    }
+    if phase != Phase::Exchange {
+        return phase;
+    }
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(h) = e.downcast_ref::<h2::Error>() {
+            let end = baton_core::H2StreamError {
+                remote: h.is_remote(),
+                go_away: h.is_go_away(),
+                reset: h.is_reset(),
+                code: h.reason().map(u32::from),
+            }
+            .end();
+            return match end.map(baton_core::H2End::class) {
+                Some(FailureClass::Undelivered) => Phase::Refused,
+                _ => Phase::Exchange,
+            };
+        }
+        cur = e.source();
+    }
+    Phase::Exchange
+}
+
 /// The engine input for a failure in `phase` (a timeout or not).
 pub(crate) fn outcome(phase: Phase, timed_out: bool) -> AttemptOutcome {
     match (timed_out, phase.class()) {
@@ -169,6 +210,9 @@ impl fmt::Display for TransportError {
                 "failed"
             }
         )?;
+        if let Some(r) = self.source.as_deref().and_then(|s| baton_tls::rejection(s)) {
+            write!(f, ": {}", r.message())?;
+        }
         if let Some(s) = &self.source {
             // Shown with any URL reduced to its origin (SPEC 4).
             write!(f, ": {}", baton_core::scrub_urls(&s.to_string()))?;

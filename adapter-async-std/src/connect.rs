@@ -6,7 +6,9 @@
 //! - TCP: `async_io::Async::<TcpStream>::connect` to each resolved address in order until
 //!   one accepts (no happy-eyeballs racing); `TCP_NODELAY` on; TCP Fast Open is never
 //!   enabled (std does not), so no request byte leaves before the handshake.
-//! - TLS: `futures-rustls` with early data (0-RTT) disabled, ALPN `http/1.1`.
+//! - TLS: `futures-rustls` with early data (0-RTT) disabled, the trust and client identity
+//!   of `baton-tls` (the platform's store plus `ca_file`; SPEC 9), and ALPN by the
+//!   endpoint's `http_version` (`h2` and `http/1.1` under `auto`).
 //!
 //! The whole connect (all three phases) is bounded by the attempt's connect timeout; that
 //! bound is applied by the caller.
@@ -207,26 +209,21 @@ pub(crate) async fn connect(
     }
 }
 
-/// The default TLS configuration: webpki's Mozilla roots, ring, TLS 1.2 and 1.3.
-pub(crate) fn default_tls() -> Result<ClientConfig, String> {
-    let mut roots = futures_rustls::rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    let provider = Arc::new(futures_rustls::rustls::crypto::ring::default_provider());
-    let config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(config)
-}
-
 /// Makes a TLS configuration safe for baton: no early data (0-RTT would send request
 /// bytes before the handshake completes, making a handshake failure ambiguous), and ALPN
-/// `http/1.1` (the only protocol this adapter speaks).
-pub(crate) fn harden(mut config: ClientConfig) -> ClientConfig {
+/// by the endpoint's HTTP version.
+pub(crate) fn harden(mut config: ClientConfig, version: baton_core::HttpVersion) -> ClientConfig {
     config.enable_early_data = false;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = version.alpn().iter().map(|p| p.to_vec()).collect();
     config
+}
+
+/// Whether a connection agreed HTTP/2 (ALPN `h2`; on plain TCP, only by prior knowledge).
+pub(crate) fn agreed_h2(stream: &Stream) -> bool {
+    match stream {
+        Stream::Plain(_) => false,
+        Stream::Tls(s) => s.get_ref().1.alpn_protocol() == Some(b"h2"),
+    }
 }
 
 /// Opens a `CONNECT` tunnel to `target` through the proxy `tcp` is connected to. The
@@ -294,9 +291,13 @@ mod tests {
     }
 
     #[test]
-    fn hardened_tls_config_has_no_early_data() {
-        let c = harden(default_tls().unwrap());
+    fn hardened_tls_config_has_no_early_data_and_alpn_by_version() {
+        let tls = baton_tls::TlsConfig::load(&baton_core::Tls::default()).unwrap();
+        let base = || tls.client_config(baton_core::HttpVersion::Auto);
+        let c = harden(base(), baton_core::HttpVersion::Http1);
         assert!(!c.enable_early_data);
         assert_eq!(c.alpn_protocols, vec![b"http/1.1".to_vec()]);
+        let c = harden(base(), baton_core::HttpVersion::Auto);
+        assert_eq!(c.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
     }
 }

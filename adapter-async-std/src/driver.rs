@@ -212,11 +212,12 @@ impl<F: Future<Output = AttemptEnd>> Driver<'_, '_, F> {
         let spare = credential.then(|| crate::auth::spare(&request)).flatten();
         let ctx = AttemptCtx {
             pool: inner.pool.clone(),
-            tls: inner.tls.clone(),
+            tls: inner.wires[a.endpoint].tls.clone(),
             http1: inner.http1.clone(),
             target: inner.targets[a.endpoint].clone(),
             endpoint: a.endpoint,
             endpoint_id: inner.ids[a.endpoint].clone(),
+            version: inner.wires[a.endpoint].version,
             number: a.number,
             start: Instant::now(),
             connect_timeout: a.connect_timeout,
@@ -459,13 +460,20 @@ fn follow(
     *req.headers_mut() = h;
     let now = Instant::now();
     let left = flight.respond_by.saturating_duration_since(now);
+    // Another origin never sees the endpoint's client identity (SPEC 9).
+    let wire = &inner.wires[endpoint];
     let ctx = AttemptCtx {
         pool,
-        tls: inner.tls.clone(),
+        tls: if hop.cross_origin {
+            wire.bare.clone()
+        } else {
+            wire.tls.clone()
+        },
         http1: inner.http1.clone(),
         target,
         endpoint: if hop.cross_origin { 0 } else { endpoint },
         endpoint_id: inner.ids[endpoint].clone(),
+        version: wire.version,
         number: flight.number,
         start: now,
         connect_timeout: flight.connect_timeout.min(left),
@@ -558,11 +566,12 @@ pub(crate) async fn send_probe(
     *req.headers_mut() = h;
     let ctx = AttemptCtx {
         pool: inner.pool.clone(),
-        tls: inner.tls.clone(),
+        tls: inner.wires[endpoint].tls.clone(),
         http1: inner.http1.clone(),
         target,
         endpoint,
         endpoint_id: inner.ids[endpoint].clone(),
+        version: inner.wires[endpoint].version,
         number: 1,
         start: Instant::now(),
         connect_timeout: probe.connect_timeout,

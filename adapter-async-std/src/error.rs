@@ -203,7 +203,11 @@ impl CallError {
 
 impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.error.fmt(f)
+        self.error.fmt(f)?;
+        if let Some(t) = &self.transport {
+            write!(f, "; last error: {t}")?;
+        }
+        Ok(())
     }
 }
 

@@ -34,16 +34,33 @@
 //! `spawn`, or any executor, with no tokio. **No task is spawned**: hyper's connection
 //! future is polled inline by whoever uses the connection (the attempt until the response
 //! headers, then the [`Response`] while its body is read), and attempts in flight are
-//! futures owned by the call's future. So the adapter needs no executor handle, and
-//! dropping a call's future cancels all of its attempts (their connections close) and
+//! futures owned by the call's future. So the adapter needs no executor handle (an HTTP/2
+//! connection, shared by many calls, is the one exception: below), and
+//! dropping a call's future cancels all of its attempts (their connections close, an
+//! HTTP/2 attempt's stream is reset) and
 //! releases any half-open probe slot they held (the engine's `Call` is dropped with them).
 //! Several attempts can be in flight at once when the policy hedges.
 //!
 //! ## Transport
 //!
-//! HTTP/1.1 (and HTTP/1.0 responses) through hyper 1.x's client connection API, over
-//! `async_io::Async<TcpStream>` and, for `https`, `futures-rustls` (ring, webpki roots,
-//! TLS early data off). Names are resolved with the OS resolver on the `blocking` pool.
+//! HTTP/1.1 (and HTTP/1.0 responses) and HTTP/2 through hyper 1.x's client connection
+//! API, over `async_io::Async<TcpStream>` and, for `https`, `futures-rustls` (ring, TLS
+//! early data off) with the trust and client identities of `baton-tls`: the platform's
+//! store plus `ca_file`, the same certificates as every other adapter (SPEC 9). Names are
+//! resolved with the OS resolver on the `blocking` pool.
+//!
+//! The HTTP version follows each endpoint's `http_version` (SPEC 9): `auto` offers `h2`
+//! and `http/1.1` by ALPN for https (what the origin agreed is remembered) and speaks
+//! HTTP/1.1 on http; `http1` is HTTP/1.1 only; `http2` is h2-only ALPN on https and prior
+//! knowledge on http, and a server that does not agree is an undelivered failure. An
+//! HTTP/2 endpoint has one multiplexed connection that every call shares; one caller
+//! opens it while the others wait for it. Its frames are read by a task on baton's own
+//! executor thread (`baton-h2`, one per process, the same under async-std and smol; see
+//! hyper's `http2` client), never a tokio runtime. An HTTP/2 failure is read by core's
+//! rule: `REFUSED_STREAM`, or a `GOAWAY` below the stream, is undelivered ([`Phase::Refused`]);
+//! any other reset is ambiguous. A certificate rejected in the handshake, or an identity
+//! the server refused, is untrusted ([`Phase::Certificate`]): the endpoint gets no further
+//! attempt in the call, and the message names the reason.
 //! Keep-alive connections are reused per endpoint: at most
 //! [`ClientBuilder::pool_max_idle_per_endpoint`] idle ones (default 32), each closed when
 //! found idle for longer than [`ClientBuilder::pool_idle_timeout`] (default 90 s).
@@ -121,13 +138,19 @@
 //!
 //! - `baton-core`: the engine (every decision).
 //! - `http`, `http-body`, `bytes`: the request/response vocabulary hyper speaks.
-//! - `hyper` (client, http1): HTTP/1.1 framing that rejects truncated bodies and accepts
-//!   HTTP/1.0 responses (why not surf/async-h1).
+//! - `hyper` (client, http1, http2): HTTP/1.1 framing that rejects truncated bodies and
+//!   accepts HTTP/1.0 responses (why not surf/async-h1), and HTTP/2; `h2` for its error
+//!   type (the protocol's proofs that nothing was processed).
+//! - `async-executor`, `async-lock`, `async-channel`: the one executor thread of HTTP/2
+//!   connections, the lock that lets one caller open an endpoint's HTTP/2 connection, and
+//!   the word of how a connection's task ended (all three already under async-std and
+//!   smol).
+//! - `baton-tls`: the one TLS trust rule of every adapter.
 //! - `async-io`: the reactor-registered TCP socket and timers shared by async-std and smol.
 //! - `blocking`: the thread pool for the OS resolver, so DNS never blocks an executor.
 //! - `futures-io`, `futures-core`: the runtime-neutral I/O and stream traits (also the
 //!   `Stream` of event streams).
-//! - `futures-rustls`, `webpki-roots`: TLS on futures-io streams, with Mozilla's roots.
+//! - `futures-rustls`: TLS on futures-io streams.
 //! - `smallvec`: in-flight attempts stored inline (the healthy path allocates less).
 //! - `sync_wrapper`: keeps a streamed request body (which need not be `Sync`) from making
 //!   responses and errors `!Sync`, without `unsafe` here.
@@ -148,6 +171,7 @@ mod classify;
 mod connect;
 mod driver;
 mod error;
+mod exec;
 mod io;
 mod pool;
 mod request;
@@ -174,7 +198,9 @@ pub use sse::{EventStream, EventsError};
 pub(crate) struct Inner {
     pub(crate) engine: Arc<Engine>,
     pub(crate) pool: Arc<pool::Pool>,
-    pub(crate) tls: Arc<ClientConfig>,
+    /// Each endpoint's wire: its TLS (with its client identity), the same without the
+    /// identity (for another origin), and its HTTP version.
+    pub(crate) wires: Vec<Wire>,
     pub(crate) http1: Arc<hyper::client::conn::http1::Builder>,
     pub(crate) targets: Vec<Arc<connect::Target>>,
     /// The environment's proxies (for redirect targets on another origin).
@@ -185,6 +211,48 @@ pub(crate) struct Inner {
     pub(crate) events: Option<EventSink>,
     /// The token provider of endpoints with a credential slot (SPEC 9).
     pub(crate) tokens: Option<auth::TokenProvider>,
+}
+
+/// One endpoint's wire settings (SPEC 9).
+pub(crate) struct Wire {
+    pub(crate) tls: Arc<ClientConfig>,
+    /// The same trust without the client identity, for a redirect to another origin.
+    pub(crate) bare: Arc<ClientConfig>,
+    pub(crate) version: baton_core::HttpVersion,
+}
+
+/// Each endpoint's [`Wire`]: baton-tls's trust and identity (or a configuration given
+/// whole), ALPN by the endpoint's HTTP version, no early data.
+fn wires(policy: &Policy, given: Option<ClientConfig>) -> Result<Vec<Wire>, BuildError> {
+    let tls = baton_tls::for_policy(policy).map_err(|e| BuildError::Tls(e.to_string()))?;
+    if given.is_some() && tls.iter().any(|t| t.files().is_set()) {
+        return Err(BuildError::Setting {
+            setting: "tls",
+            reason: "the policy's TLS files cannot be applied to a TLS configuration given \
+                     whole (ClientBuilder::tls_config)"
+                .into(),
+        });
+    }
+    let mut out = Vec::with_capacity(tls.len());
+    for (i, t) in tls.iter().enumerate() {
+        let version = policy.http_version_for(i);
+        let config = |t: &baton_tls::TlsConfig| {
+            let base = given.clone().unwrap_or_else(|| t.client_config(version));
+            Arc::new(connect::harden(base, version))
+        };
+        let own = config(t);
+        let bare = if t.has_identity() {
+            config(&t.without_identity())
+        } else {
+            own.clone()
+        };
+        out.push(Wire {
+            tls: own,
+            bare,
+            version,
+        });
+    }
+    Ok(out)
 }
 
 /// A failover HTTP client; cheap to clone (clones share endpoint health, the retry budget
@@ -474,8 +542,10 @@ impl ClientBuilder {
         self
     }
 
-    /// A TLS configuration of your own (custom roots, client certificates). Early data is
-    /// turned off and ALPN set to `http/1.1` whatever it says.
+    /// A TLS configuration of your own, used for every endpoint instead of baton's trust
+    /// rule (the platform's store plus `ca_file`, SPEC 9); a policy with TLS files is then
+    /// refused. Early data is turned off and ALPN set by each endpoint's `http_version`
+    /// whatever it says.
     pub fn tls_config(mut self, config: ClientConfig) -> Self {
         self.tls = Some(config);
         self
@@ -540,10 +610,7 @@ impl ClientBuilder {
             })?;
             targets.push(Arc::new(t));
         }
-        let tls = match self.tls {
-            Some(c) => c,
-            None => connect::default_tls().map_err(BuildError::Tls)?,
-        };
+        let wires = wires(&policy, self.tls)?;
         let ids = policy
             .endpoints()
             .iter()
@@ -555,7 +622,7 @@ impl ClientBuilder {
                 // OS randomness once per client; a seed set in the policy wins.
                 engine: Arc::new(Engine::with_entropy(policy, baton_core::os_entropy())),
                 pool: Arc::new(pool::Pool::new(n, self.max_idle, self.idle_timeout)),
-                tls: Arc::new(connect::harden(tls)),
+                wires,
                 http1: Arc::new(hyper::client::conn::http1::Builder::new()),
                 targets,
                 proxies,

@@ -1,5 +1,12 @@
 //! Keep-alive connections, reused per endpoint.
 //!
+//! An HTTP/2 connection is one per endpoint, shared by every call at once (see
+//! [`crate::exec`] for the task that drives it): the pool keeps its sender behind an async
+//! lock that also makes one caller at a time open it, so concurrent calls wait for that
+//! connection instead of each opening their own. What ALPN agreed with an `auto` endpoint
+//! is remembered, so an endpoint that answered `http/1.1` goes straight to the HTTP/1.1
+//! connections below.
+//!
 //! A connection is hyper's request sender plus its connection future (the "driver"),
 //! which this adapter polls *inline*, from whatever future is using the connection (the
 //! attempt while it waits for the headers, then the [`Response`](crate::Response) while
@@ -16,11 +23,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use hyper::client::conn::http1::{Connection, SendRequest};
+use hyper::client::conn::http2;
 
 use crate::attempt::Alarm;
 use crate::body::OutBody;
@@ -71,9 +80,19 @@ struct Idle {
     since: Instant,
 }
 
+/// The sender of an endpoint's shared HTTP/2 connection, if one is open.
+pub(crate) type H2Slot = async_lock::Mutex<Option<http2::SendRequest<OutBody>>>;
+
+/// What an endpoint's origin agreed by ALPN: not known yet, HTTP/2, HTTP/1.1.
+const UNKNOWN: u8 = 0;
+const H2: u8 = 1;
+const H1: u8 = 2;
+
 /// Idle connections per endpoint (index in the policy).
 pub(crate) struct Pool {
     slots: Box<[Mutex<Vec<Idle>>]>,
+    h2: Box<[H2Slot]>,
+    agreed: Box<[AtomicU8]>,
     max_idle: usize,
     idle_timeout: Duration,
 }
@@ -82,8 +101,31 @@ impl Pool {
     pub(crate) fn new(endpoints: usize, max_idle: usize, idle_timeout: Duration) -> Self {
         Pool {
             slots: (0..endpoints).map(|_| Mutex::new(Vec::new())).collect(),
+            h2: (0..endpoints)
+                .map(|_| async_lock::Mutex::new(None))
+                .collect(),
+            agreed: (0..endpoints).map(|_| AtomicU8::new(UNKNOWN)).collect(),
             max_idle,
             idle_timeout,
+        }
+    }
+
+    /// The HTTP/2 slot of `endpoint` (none in a pool without slots: a redirect's).
+    pub(crate) fn h2(&self, endpoint: usize) -> Option<&H2Slot> {
+        self.h2.get(endpoint)
+    }
+
+    /// Whether `endpoint`'s origin agreed HTTP/1.1 by ALPN.
+    pub(crate) fn speaks_h1(&self, endpoint: usize) -> bool {
+        self.agreed
+            .get(endpoint)
+            .is_some_and(|a| a.load(Ordering::Relaxed) == H1)
+    }
+
+    /// Remembers what `endpoint`'s origin agreed by ALPN.
+    pub(crate) fn agreed(&self, endpoint: usize, h2: bool) {
+        if let Some(a) = self.agreed.get(endpoint) {
+            a.store(if h2 { H2 } else { H1 }, Ordering::Relaxed);
         }
     }
 
@@ -140,7 +182,8 @@ impl Pool {
     }
 }
 
-/// A connection lent to a response until its body has been read.
+/// An HTTP/1.1 connection lent to a response until its body has been read (an HTTP/2
+/// response needs none: its connection's task reads for it).
 pub(crate) struct Lease {
     pub(crate) conn: Conn,
     pub(crate) pool: Arc<Pool>,

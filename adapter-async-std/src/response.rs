@@ -58,7 +58,7 @@ impl Response {
         let mut r = Response {
             head,
             body: Some(body),
-            lease: Some(lease),
+            lease,
             endpoint,
             attempt,
             report,

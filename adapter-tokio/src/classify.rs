@@ -254,22 +254,16 @@ fn chain_facts(err: &(dyn StdError + 'static)) -> Facts {
     facts
 }
 
-/// How an HTTP/2 stream ended, from h2's error: only the server's own refusals (a
-/// remote `REFUSED_STREAM`, a remote `GOAWAY`) and resets are read; I/O errors carry no
-/// proof and are left to the I/O rules.
+/// How an HTTP/2 stream ended, from h2's error, by core's reading
+/// ([`baton_core::H2StreamError::end`]).
 pub(crate) fn h2_end(e: &h2::Error) -> Option<H2End> {
-    if !e.is_remote() {
-        return None;
+    baton_core::H2StreamError {
+        remote: e.is_remote(),
+        go_away: e.is_go_away(),
+        reset: e.is_reset(),
+        code: e.reason().map(u32::from),
     }
-    if e.is_go_away() {
-        // h2 gives a remote GOAWAY's error only to streams above its last stream id.
-        return Some(H2End::GoAway { above_last: true });
-    }
-    if e.is_reset() {
-        let code = e.reason().map_or(u32::MAX, u32::from);
-        return Some(H2End::Reset { code });
-    }
-    None
+    .end()
 }
 
 /// The most specific kind of an I/O error: an `Other` error wrapping another I/O error

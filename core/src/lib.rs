@@ -133,4 +133,4 @@ pub use report::{
 };
 pub use retry_after::{parse_retry_after, retry_after_from_headers, MAX_RETRY_AFTER_VALUE};
 pub use status::StatusSet;
-pub use wire::{H2End, HttpVersion, Tls, REFUSED_STREAM};
+pub use wire::{H2End, H2StreamError, HttpVersion, Tls, REFUSED_STREAM};

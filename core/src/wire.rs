@@ -186,6 +186,55 @@ pub enum H2End {
     ConnectionLost,
 }
 
+/// What an HTTP/2 library says about a stream's error, in its own predicates (h2's
+/// `Error::is_remote`, `is_go_away`, `is_reset`, `reason`): the adapters read their
+/// client's error into it and [`end`](Self::end) gives the [`H2End`].
+///
+/// ```
+/// use baton_core::{FailureClass, H2End, H2StreamError, REFUSED_STREAM};
+/// let refused = H2StreamError { remote: true, go_away: false, reset: true, code: Some(REFUSED_STREAM) };
+/// assert_eq!(refused.end(), Some(H2End::Reset { code: REFUSED_STREAM }));
+/// let goaway = H2StreamError { remote: true, go_away: true, reset: false, code: Some(0) };
+/// assert_eq!(goaway.end().map(H2End::class), Some(FailureClass::Undelivered));
+/// // Our own side's errors prove nothing about the server.
+/// let local = H2StreamError { remote: false, go_away: true, reset: false, code: Some(0) };
+/// assert_eq!(local.end(), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct H2StreamError {
+    /// The peer (the server) sent it.
+    pub remote: bool,
+    /// It came from a `GOAWAY` frame.
+    pub go_away: bool,
+    /// It came from a `RST_STREAM` frame.
+    pub reset: bool,
+    /// The HTTP/2 error code, if any.
+    pub code: Option<u32>,
+}
+
+impl H2StreamError {
+    /// The end this error proves, if any. A remote `GOAWAY` error reaches a stream only
+    /// when its id is above the frame's last stream id (h2 delivers it to those streams
+    /// alone; a stream at or below it that the connection then loses gets an I/O error),
+    /// so it is read as `GoAway { above_last: true }`. A remote reset carries its code.
+    /// Anything else (our own side's errors, I/O) is `None`: no proof, left to the
+    /// adapter's phase rules.
+    pub fn end(self) -> Option<H2End> {
+        if !self.remote {
+            return None;
+        }
+        if self.go_away {
+            return Some(H2End::GoAway { above_last: true });
+        }
+        if self.reset {
+            return Some(H2End::Reset {
+                code: self.code.unwrap_or(u32::MAX),
+            });
+        }
+        None
+    }
+}
+
 impl H2End {
     /// SPEC 9: `REFUSED_STREAM` before a response head, and a `GOAWAY` below the stream,
     /// prove that nothing was processed (undelivered), as does a connection closed before

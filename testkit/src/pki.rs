@@ -156,6 +156,34 @@ impl TestPki {
         }
     }
 
+    /// A new PKI and its files, written to a directory of its own under the system's
+    /// temporary directory (named by `tag`, the process and the thread, so parallel tests
+    /// never share one).
+    pub fn temp(tag: &str) -> (TestPki, PkiFiles) {
+        let pki = TestPki::new();
+        let dir = std::env::temp_dir().join(format!(
+            "testkit-pki-{tag}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let files = pki.write(&dir);
+        (pki, files)
+    }
+
+    /// A TLS front presenting `identity` with ALPN `alpn` in front of `h1` and `h2`
+    /// upstreams (see [`TlsFront`](crate::TlsFront)); `require_client` asks for a client
+    /// certificate this CA signed.
+    pub fn front(
+        &self,
+        identity: &Identity,
+        alpn: &[&str],
+        require_client: bool,
+        h1: Option<std::net::SocketAddr>,
+        h2: Option<std::net::SocketAddr>,
+    ) -> crate::TlsFront {
+        crate::TlsFront::start(self.server_config(identity, alpn, require_client), h1, h2)
+    }
+
     /// The CA's certificate (PEM).
     pub fn ca_pem(&self) -> String {
         self.ca.pem()
