@@ -5,7 +5,12 @@
 //!   or never finished (the request was never handed over), or hyper-util's legacy client
 //!   says the error happened while connecting (`is_connect()`, feature `hyper-util`);
 //! - a caller's hook ([`BatonBuilder::classify_error`](crate::BatonBuilder::classify_error))
-//!   decides first, for services whose errors it knows (tonic, alloy transports);
+//!   decides first, for services whose errors it knows (alloy transports, ...);
+//! - HTTP/2's own proofs (feature `h2`, SPEC 9): an `h2::Error` anywhere in the chain is
+//!   read by core's rule ([`baton_core::H2StreamError`]): a remote `REFUSED_STREAM`, or a
+//!   remote `GOAWAY` (which h2 delivers only to streams above its last stream id), is
+//!   undelivered; any other reset is ambiguous. This holds for hyper's and hyper-util's
+//!   HTTP/2 clients and for tonic's `Channel`, whose errors keep h2's as their source;
 //! - everything else is *ambiguous*: the request may have reached the provider. An
 //!   [`io::Error`](std::io::Error) of kind "refused" or "unreachable" is no proof: on an
 //!   established connection the kernel reports a stored ICMP error the same way, after the
@@ -27,6 +32,10 @@ pub(crate) fn classify(
     if let Some(class) = hook.and_then(|h| h(e)) {
         return class;
     }
+    #[cfg(feature = "h2")]
+    if let Some(end) = h2_end(e) {
+        return end.class();
+    }
     #[cfg(feature = "hyper-util")]
     {
         let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
@@ -43,6 +52,25 @@ pub(crate) fn classify(
         }
     }
     FailureClass::Ambiguous
+}
+
+/// The HTTP/2 end an error chain proves, if any.
+#[cfg(feature = "h2")]
+fn h2_end(e: &(dyn StdError + 'static)) -> Option<baton_core::H2End> {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<h2::Error>() {
+            return baton_core::H2StreamError {
+                remote: h.is_remote(),
+                go_away: h.is_go_away(),
+                reset: h.is_reset(),
+                code: h.reason().map(u32::from),
+            }
+            .end();
+        }
+        cur = err.source();
+    }
+    None
 }
 
 #[cfg(test)]

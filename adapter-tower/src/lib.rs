@@ -16,6 +16,15 @@
 //!   endpoint order (tonic `Channel`s, alloy transports): the attempt goes to its
 //!   endpoint's service, with the same URI and header rules.
 //!
+//! gRPC through tonic (tested in `tests/tonic.rs`): one `Channel` per endpoint with
+//! [`Baton::from_services`] (the `Channel` takes `tonic::body::Body`: map the
+//! [`ReplayBody`] with `tonic::body::Body::new`), `url_mode = base` (the method is the
+//! request's path), and [`BatonBuilder::buffer_body`] (a unary request body is a stream to
+//! tonic: buffered, it can be sent again after a refusal). The `te: trailers` header gRPC
+//! sends is the one framing value a caller may set. A stream the server refuses
+//! (`REFUSED_STREAM`), or a `GOAWAY` below it, fails over even for a non-idempotent RPC;
+//! a reset after the request does not, and the error says it may have executed.
+//!
 //! ```
 //! use std::time::Duration;
 //! use baton_core::{Endpoint, Policy};
@@ -63,9 +72,10 @@
 //!
 //! ## Classification
 //! See [`classify`](crate#classification): undelivered only with proof (a failed
-//! `poll_ready`, hyper-util's `is_connect()`, a refused or unreachable connect in the
-//! error chain, or the caller's [`BatonBuilder::classify_error`]); everything else,
-//! attempt timeouts included, is ambiguous. Responses are classified by the policy's own
+//! `poll_ready`, hyper-util's `is_connect()`, HTTP/2's own proofs read from an `h2::Error`
+//! in the chain by core's rule (feature `h2`: `REFUSED_STREAM`, a `GOAWAY` below the
+//! stream), or the caller's [`BatonBuilder::classify_error`]); everything else, attempt
+//! timeouts and other HTTP/2 resets included, is ambiguous. Responses are classified by the policy's own
 //! rules, and its classifier sees status and headers: a gRPC error in a trailers-only
 //! response (its `grpc-status` header) can trigger a failover:
 //!
@@ -99,6 +109,7 @@
 //! - `smallvec`: the in-flight attempts of one call, inline.
 //! - `tokio` (feature `tokio`): [`TokioSleep`].
 //! - `hyper-util` (feature `hyper-util`): its client error's `is_connect()`.
+//! - `h2` (feature `h2`): its error type, HTTP/2's proofs that nothing was processed.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -110,8 +110,8 @@ pub use id::{
 pub use kit::{os_entropy, poll_slot};
 pub use limit::{LimitScope, Limiter, OnLimit, RateLimit};
 pub use limits::{
-    append_request_header, check_request, check_response_head, is_framing_header, LimitError,
-    FRAMING_HEADERS, MAX_ENDPOINT_HEADERS, MAX_METHOD_LEN, MAX_REQUEST_HEADERS,
+    append_request_header, check_request, check_response_head, frames_message, is_framing_header,
+    LimitError, FRAMING_HEADERS, MAX_ENDPOINT_HEADERS, MAX_METHOD_LEN, MAX_REQUEST_HEADERS,
     MAX_REQUEST_HEADER_BYTES, MAX_RESPONSE_HEADERS, MAX_RESPONSE_HEADER_BYTES,
 };
 pub use permission::{is_safe_method, Permission, PermissionOverride, PermissionSource};

@@ -17,7 +17,8 @@
 //! | response headers | [`MAX_RESPONSE_HEADERS`] | on the response head |
 //! | response header section | [`MAX_RESPONSE_HEADER_BYTES`] | on the response head |
 //!
-//! Framing headers (`content-length`, `transfer-encoding`, `connection`, `te`, `upgrade`)
+//! Framing headers (`content-length`, `transfer-encoding`, `connection`, `te` other than
+//! `te: trailers`, `upgrade`)
 //! belong to the HTTP client, which frames the body it actually sends: a caller's or an
 //! endpoint's value could cut the body short or smuggle a second request, so they are
 //! rejected from callers, endpoint headers and header-name settings; `host` is rejected as
@@ -87,6 +88,26 @@ pub enum LimitError {
     },
 }
 
+/// Whether a caller's header frames the message: one of the [`FRAMING_HEADERS`], except
+/// `te: trailers`. That one value is what HTTP/2 allows of `te` (RFC 9113 8.2.2) and what
+/// gRPC requires on every request; it announces that the client accepts trailers and
+/// frames nothing. Any other `te` is refused.
+///
+/// ```
+/// let v = |s: &'static str| http::HeaderValue::from_static(s);
+/// assert!(!baton_core::frames_message("te", &v("trailers")));
+/// assert!(baton_core::frames_message("TE", &v("gzip")));
+/// assert!(baton_core::frames_message("content-length", &v("8")));
+/// assert!(!baton_core::frames_message("x-api-key", &v("k")));
+/// ```
+pub fn frames_message(name: &str, value: &HeaderValue) -> bool {
+    is_framing_header(name)
+        && !(name.eq_ignore_ascii_case("te")
+            && value
+                .to_str()
+                .is_ok_and(|v| v.trim().eq_ignore_ascii_case("trailers")))
+}
+
 /// Whether `name` is one of the [`FRAMING_HEADERS`].
 ///
 /// ```
@@ -118,7 +139,7 @@ pub fn append_request_header(
     name: HeaderName,
     value: HeaderValue,
 ) -> Result<(), LimitError> {
-    if is_framing_header(name.as_str()) {
+    if frames_message(name.as_str(), &value) {
         return Err(LimitError::Framing(name.as_str().to_string()));
     }
     if headers.len() >= MAX_REQUEST_HEADERS {
@@ -155,7 +176,7 @@ fn check_request_headers(method: &Method, headers: &HeaderMap) -> Result<(), Lim
             max: MAX_METHOD_LEN,
         });
     }
-    if let Some(name) = headers.keys().find(|n| is_framing_header(n.as_str())) {
+    if let Some((name, _)) = headers.iter().find(|(n, v)| frames_message(n.as_str(), v)) {
         return Err(LimitError::Framing(name.as_str().to_string()));
     }
     if headers.len() > MAX_REQUEST_HEADERS {
@@ -237,6 +258,22 @@ mod tests {
                 Err(LimitError::Framing(name.to_string()))
             );
         }
+    }
+
+    #[test]
+    fn te_trailers_is_the_one_framing_value_a_caller_may_send() {
+        let mut h = HeaderMap::new();
+        let te = HeaderName::from_static("te");
+        append_request_header(&mut h, te.clone(), HeaderValue::from_static("trailers")).unwrap();
+        assert_eq!(check_request(&Method::POST, &h), Ok(()));
+        assert!(
+            append_request_header(&mut h, te.clone(), HeaderValue::from_static("gzip")).is_err()
+        );
+        h.append(te, HeaderValue::from_static("trailers, deflate"));
+        assert_eq!(
+            check_request(&Method::POST, &h),
+            Err(LimitError::Framing("te".to_string()))
+        );
     }
 
     #[test]

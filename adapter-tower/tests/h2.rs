@@ -1,0 +1,73 @@
+//! baton-tower in front of hyper-util's HTTP/2 client (prior knowledge), against
+//! testkit's HTTP/2 provider on loopback: the protocol's own proofs that nothing was
+//! processed (SPEC 9) read from the inner service's errors.
+
+use std::time::Duration;
+
+use baton_core::{AttemptResult, Endpoint, FailureClass, Policy, Report};
+use baton_tower::{BatonLayer, ReplayBody};
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use testkit::{H2Behaviour, H2Provider};
+use tower_layer::Layer;
+use tower_service::Service;
+
+type Body = BoxBody<Bytes, baton_tower::BoxError>;
+
+/// An unkeyed POST through the layer to a primary that ends it with `fault` and a
+/// healthy backup; the report and what each provider processed.
+async fn post_against(fault: H2Behaviour) -> (Report, usize, usize) {
+    let a = H2Provider::start(fault);
+    let b = H2Provider::start(H2Behaviour::ok());
+    let inner: Client<HttpConnector, ReplayBody<Body>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build(HttpConnector::new());
+    let policy = Policy::builder()
+        .endpoint(Endpoint::new("a", a.url()))
+        .endpoint(Endpoint::new("b", b.url()))
+        .attempt_timeout(Duration::from_secs(3));
+    let mut svc = BatonLayer::new(policy).unwrap().layer(inner);
+    let body = Full::new(Bytes::from_static(b"amount=1"))
+        .map_err(|e| match e {})
+        .boxed();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri("/charges")
+        .body(body)
+        .unwrap();
+    let report = match svc.call(request).await {
+        Ok(resp) => resp.extensions().get::<Report>().cloned().unwrap(),
+        Err(e) => e.report().clone(),
+    };
+    (report, a.processed(), b.processed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_stream_or_a_goaway_below_fails_over_and_nothing_was_processed() {
+    for fault in [H2Behaviour::refuse_stream(), H2Behaviour::go_away_below()] {
+        let (report, a, b) = post_against(fault.clone()).await;
+        let results: Vec<_> = report.attempts.iter().map(|r| r.result).collect();
+        assert_eq!(
+            results[0],
+            AttemptResult::Failed(FailureClass::Undelivered),
+            "{fault:?}"
+        );
+        assert_eq!(report.result_endpoint(), Some("b"), "{fault:?}");
+        assert_eq!((a, b), (0, 1), "{fault:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_after_the_request_is_ambiguous_and_does_not_fail_over() {
+    for fault in [
+        H2Behaviour::reset_after_request(),
+        H2Behaviour::go_away_at(),
+    ] {
+        let (report, a, b) = post_against(fault.clone()).await;
+        assert!(report.may_have_executed, "{fault:?}");
+        assert_eq!(report.attempts.len(), 1, "{fault:?}");
+        assert_eq!((a, b), (1, 0), "{fault:?}");
+    }
+}
