@@ -272,6 +272,13 @@ impl ClientBuilder {
         let mut connect = Vec::with_capacity(n);
         let mut anonymous = vec![None];
         let origins = policy.endpoints().iter().map(|e| e.uri().clone()).collect();
+        let first = (0..n)
+            .map(|i| {
+                let alpn = policy.endpoints()[i].uri().scheme_str() == Some("https")
+                    && policy.http_version_for(i) == HttpVersion::Auto;
+                alpn.then(FirstConnection::default)
+            })
+            .collect();
         match self.http {
             HttpSource::Client(c) => {
                 if self.read_timeout.is_some() {
@@ -331,6 +338,7 @@ impl ClientBuilder {
                     connect,
                     anonymous,
                     origins,
+                    first,
                 },
             }),
         })
@@ -475,6 +483,23 @@ pub(crate) struct HttpClients {
     anonymous: Vec<Option<usize>>,
     /// Each endpoint's URL (its origin decides whether its identity goes along).
     origins: Vec<Uri>,
+    /// Per endpoint whose version ALPN decides (`auto` on https): the gate of its first
+    /// connection (see [`FirstConnection`]).
+    first: Vec<Option<FirstConnection>>,
+}
+
+/// One request at a time until an endpoint's first response arrived.
+///
+/// Before its first connection, reqwest cannot know that an `auto` https endpoint will
+/// agree HTTP/2, so concurrent calls would each open a connection of their own (32 callers,
+/// 32 connections). Until the endpoint has answered once, its requests pass one at a time
+/// (each waiting inside its attempt's timer, before anything is written); from then on
+/// they go concurrently and share the connection reqwest keeps (one multiplexed HTTP/2
+/// connection, or HTTP/1.1 keep-alive ones).
+#[derive(Default)]
+struct FirstConnection {
+    answered: std::sync::atomic::AtomicBool,
+    one_at_a_time: tokio::sync::Mutex<()>,
 }
 
 impl HttpClients {
@@ -503,8 +528,24 @@ impl Transport for HttpClients {
         endpoint: usize,
         request: reqwest::Request,
     ) -> impl std::future::Future<Output = Result<reqwest::Response, SendError>> + Send {
+        use std::sync::atomic::Ordering;
         let fut = self.client_for(endpoint, &request).execute(request);
-        async move { fut.await.map_err(SendError::Reqwest) }
+        let first = self
+            .first
+            .get(endpoint)
+            .and_then(Option::as_ref)
+            .filter(|f| !f.answered.load(Ordering::Relaxed));
+        async move {
+            let Some(first) = first else {
+                return fut.await.map_err(SendError::Reqwest);
+            };
+            let _turn = first.one_at_a_time.lock().await;
+            let sent = fut.await;
+            if sent.is_ok() {
+                first.answered.store(true, Ordering::Relaxed);
+            }
+            sent.map_err(SendError::Reqwest)
+        }
     }
 
     fn connect_timeout(&self, endpoint: usize) -> Option<Duration> {

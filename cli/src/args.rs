@@ -188,6 +188,28 @@ pub struct ClientArgs {
     /// Hedge reads: start the next endpoint after this many milliseconds (or "150ms", "1s").
     #[arg(long, value_name = "MS", value_parser = parse_millis)]
     pub hedge_after: Option<Duration>,
+    /// HTTP/1.1 only, on every endpoint (`http_version = "http1"`).
+    #[arg(long = "http1.1", group = "http_version")]
+    pub http1_1: bool,
+    /// HTTP/2 where the provider agrees, as curl's flag: https offers h2 and http/1.1 by
+    /// ALPN (`http_version = "auto"`, the default; http:// stays HTTP/1.1: no Upgrade).
+    #[arg(long = "http2", group = "http_version")]
+    pub http2: bool,
+    /// HTTP/2 only (`http_version = "http2"`): h2 with prior knowledge on http://, ALPN
+    /// h2 alone on https://. The blocking runtime (HTTP/1.1 only) refuses it.
+    #[arg(long = "http2-prior-knowledge", group = "http_version")]
+    pub http2_prior_knowledge: bool,
+    /// Trust the PEM certificates of FILE on top of the platform's trust store, for every
+    /// endpoint (`[policy.tls] ca_file`).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Present the PEM client certificate (chain) of FILE to every endpoint (mTLS;
+    /// `[policy.tls] client_cert`); needs --key.
+    #[arg(long, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+    /// The unencrypted PEM private key of --cert (`[policy.tls] client_key`).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
 }
 
 /// Per-call options of `request` (the batch line fields mirror them).

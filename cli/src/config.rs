@@ -1,7 +1,7 @@
 //! The client's configuration: the TOML file (`--config`) and the flags that override it.
 //!
 //! The file holds `[[endpoint]]` tables (id, url, optional group, tier and weight, timeouts,
-//! attempts per round, backoff, headers) and a
+//! attempts per round, backoff, headers, `http_version`, `[endpoint.tls]`) and a
 //! `[policy]` table that is exactly the serde form of `baton_core::Settings` (every key
 //! optional, defaults of SPEC 8, unknown keys rejected). `cli/examples/policy.toml` is a
 //! complete commented example. Flags are applied on top, then the core validates the
@@ -74,6 +74,13 @@ pub struct EndpointConfig {
     /// This endpoint's attempts per round.
     #[serde(default)]
     pub attempts_per_endpoint: Option<u32>,
+    /// This endpoint's HTTP version (`auto`, `http1`, `http2`; else the policy's).
+    #[serde(default)]
+    pub http_version: Option<baton_core::HttpVersion>,
+    /// This endpoint's TLS files (`[endpoint.tls]`: `ca_file`, `client_cert`,
+    /// `client_key`; over the policy's key by key).
+    #[serde(default)]
+    pub tls: Option<baton_core::Tls>,
     /// This endpoint's backoff (`[endpoint.backoff]`, the keys of `[policy.backoff]`).
     #[serde(default)]
     pub backoff: Option<baton_core::BackoffOverride>,
@@ -120,6 +127,12 @@ impl EndpointConfig {
         }
         for (k, v) in &self.headers {
             e = e.header(k, v);
+        }
+        if let Some(v) = self.http_version {
+            e = e.http_version(v);
+        }
+        if let Some(t) = &self.tls {
+            e = e.tls(t.clone());
         }
         e
     }
@@ -296,6 +309,22 @@ pub fn apply_flags(s: &mut Settings, args: &ClientArgs) {
     }
     if let Some(n) = args.max_attempts {
         s.max_attempts = Some(n);
+    }
+    if args.http1_1 {
+        s.http_version = baton_core::HttpVersion::Http1;
+    }
+    if args.http2 {
+        s.http_version = baton_core::HttpVersion::Auto;
+    }
+    if args.http2_prior_knowledge {
+        s.http_version = baton_core::HttpVersion::Http2;
+    }
+    if let Some(f) = &args.cacert {
+        s.tls.ca_file = Some(f.clone());
+    }
+    if args.cert.is_some() || args.key.is_some() {
+        s.tls.client_cert = args.cert.clone();
+        s.tls.client_key = args.key.clone();
     }
     if args.no_env_proxies {
         s.env_proxies = false;

@@ -89,6 +89,11 @@
 //! | `--cooldown SECS` | breaker: base open time |
 //! | `--cooldown-mode last\|skip` | endpoints in cooldown are tried last (default) or skipped |
 //! | `--hedge-after MS` | hedge reads after MS milliseconds (not with `--runtime blocking`, which runs one attempt at a time and refuses it: exit 2) |
+//! | `--http1.1` | HTTP/1.1 only (`http_version = "http1"`) |
+//! | `--http2` | HTTP/2 where the provider agrees by ALPN on https (the default, `"auto"`); http:// stays HTTP/1.1 |
+//! | `--http2-prior-knowledge` | HTTP/2 only (`"http2"`): prior knowledge on http://, ALPN h2 alone on https://; `--runtime blocking` (HTTP/1.1 only) refuses it: exit 2 |
+//! | `--cacert FILE` | trust FILE's PEM certificates on top of the platform's store, on every runtime (`[policy.tls] ca_file`) |
+//! | `--cert FILE`, `--key FILE` | a client identity (mTLS) for every endpoint (`[policy.tls] client_cert`, `client_key`); an endpoint's `[endpoint.tls]` overrides it |
 //!
 //! SECS accepts `1.5`, `250ms`, `2s`, `1m`; MS accepts `150` or a value with a unit.
 //!
@@ -133,7 +138,8 @@
 //!
 //! ```text
 //! {"id": .., "request_id": "..", "status": 200|null, "endpoint": "a"|null,
-//!  "attempts": [{"endpoint": "a", "outcome": "undelivered", "status": null, "elapsed_ms": 0.4}],
+//!  "attempts": [{"endpoint": "a", "outcome": "undelivered", "status": null, "elapsed_ms": 0.4,
+//!                "http_version": null}],
 //!  "error": null | {"kind": "failover", "message": ".."},
 //!  "stop_reason": "answered", "may_have_executed": true, "elapsed_ms": 1.2, "body": "..."|null}
 //! ```

@@ -1,10 +1,12 @@
 //! The `batch` output line.
 //!
 //! `{"id", "request_id", "status", "endpoint", "attempts": [{"endpoint", "outcome",
-//! "status", "elapsed_ms"}], "error": null | {"kind", "message"}, "stop_reason",
+//! "status", "elapsed_ms", "http_version"}], "error": null | {"kind", "message"}, "stop_reason",
 //! "may_have_executed", "elapsed_ms", "body"}`, plus `"redirects": [{"attempt", "status",
 //! "from", "to", "cross_origin"}]` when an attempt followed redirects (URLs as
-//! `scheme://host:port` only). `status` and `endpoint` are those of the
+//! `scheme://host:port` only). `http_version` is the protocol of the attempt's response
+//! as ALPN names it (`"http/1.1"`, `"h2"`; null without a response). `status` and
+//! `endpoint` are those of the
 //! returned response (null when the call returned none); `body` is the response body as
 //! text, or null; a body that is not valid UTF-8 is null there and given whole as
 //! `body_base64` (standard base64, padded). Times are milliseconds (fractions
@@ -15,6 +17,17 @@ use serde_json::{json, Value};
 
 use crate::call::CallResult;
 use crate::events::millis;
+
+/// An HTTP version as ALPN names it: `http/1.0`, `http/1.1`, `h2`, `h3`.
+pub fn version_name(v: http::Version) -> &'static str {
+    match v {
+        http::Version::HTTP_09 => "http/0.9",
+        http::Version::HTTP_10 => "http/1.0",
+        http::Version::HTTP_2 => "h2",
+        http::Version::HTTP_3 => "h3",
+        _ => "http/1.1",
+    }
+}
 
 /// The output line of one batch call.
 pub fn batch_line(id: &Value, r: &CallResult) -> Value {
@@ -27,6 +40,7 @@ pub fn batch_line(id: &Value, r: &CallResult) -> Value {
                     "outcome": a.result.as_str(),
                     "status": a.result.status().map(|s| s.as_u16()),
                     "elapsed_ms": millis(a.elapsed),
+                    "http_version": a.http_version.map(version_name),
                 })
             })
             .collect()
