@@ -56,7 +56,13 @@
 //! Faults (`fault = ...`): `refuse` (connection refused), `dns` (the endpoint's host does not
 //! resolve), `reset` (reads the request, then resets), `close` (reads the request, then
 //! closes), `black_hole` (reads the request, never answers), `stall` (sends headers, never the
-//! body), `half_body` (sends headers and half the body, then closes). Without `fault`, a step
+//! body), `half_body` (sends headers and half the body, then closes). HTTP/2 faults (SPEC 9;
+//! the vector's policy says `http_version = "http2"`, and the real runners serve every
+//! endpoint with testkit's HTTP/2 provider, h2c with prior knowledge): `refused_stream`
+//! (`RST_STREAM(REFUSED_STREAM)` on the HEADERS: undelivered), `goaway_below` (`GOAWAY`
+//! below the request's stream: undelivered), `goaway_at` (the whole request read, then
+//! `GOAWAY` at its stream: ambiguous), `stream_reset` (the whole request read, then
+//! `RST_STREAM(INTERNAL_ERROR)`: ambiguous); `black_hole` and answers work there too. Without `fault`, a step
 //! answers `status` (default 200) with `headers` and `body` after `delay`; a `refuse` or
 //! `dns` with a `delay` fails then (at most at the connect timeout: on the simulator only,
 //! as `baton check` writes a connect that never completes). `refuse` and `dns`
@@ -119,6 +125,7 @@
 //! | 3 request id (caller, generated, invalid), key, attempt header | 21, 22, 51, 59 |
 //! | 3 Host, credentials, URL modes | 23, 24, 25, 26, 31 |
 //! | 3 redirects: same origin, another host (credentials dropped), `return`, `max_redirects` 0, 307/303 methods, loop and limit, one-shot body, failing target, hops sharing the attempt timeout | 65-72, 74 |
+//! | 9 HTTP/2: `REFUSED_STREAM` and `GOAWAY` below the stream undelivered, `GOAWAY` at the stream and a reset after the request ambiguous (an unkeyed POST stops, a keyed one stays pinned) | 76-79 (not on blocking: HTTP/1.1 only) |
 //!
 //! Not expressible as data, and covered by `baton-core`'s and the adapters' own tests
 //! instead: the permission and response-classifier functions, a body copy failing at run
@@ -259,12 +266,49 @@ pub enum Fault {
     Stall,
     /// Sends the headers and half the body, then closes (a response; the body is cut).
     HalfBody,
+    /// HTTP/2: `RST_STREAM(REFUSED_STREAM)` on the request's HEADERS (undelivered).
+    RefusedStream,
+    /// HTTP/2: `GOAWAY` whose last stream id is below the request's stream, then the
+    /// connection closes (undelivered).
+    GoawayBelow,
+    /// HTTP/2: the whole request is read, then `GOAWAY` at its stream and the connection
+    /// closes (ambiguous).
+    GoawayAt,
+    /// HTTP/2: the whole request is read, then `RST_STREAM(INTERNAL_ERROR)` (ambiguous).
+    StreamReset,
 }
 
 impl Fault {
     /// Whether the request reaches the provider.
     pub fn delivered(self) -> bool {
-        !matches!(self, Fault::Refuse | Fault::Dns)
+        !matches!(
+            self,
+            Fault::Refuse | Fault::Dns | Fault::RefusedStream | Fault::GoawayBelow
+        )
+    }
+
+    /// Whether the fault exists only in HTTP/2 (a vector with one sets
+    /// `http_version = "http2"` in its policy; the real runners then serve every endpoint
+    /// with testkit's HTTP/2 provider, with prior knowledge).
+    pub fn is_h2(self) -> bool {
+        matches!(
+            self,
+            Fault::RefusedStream | Fault::GoawayBelow | Fault::GoawayAt | Fault::StreamReset
+        )
+    }
+
+    /// The HTTP/2 end this fault shows the client, read by core's rule.
+    fn h2_end(self) -> Option<baton_core::H2End> {
+        use baton_core::H2End;
+        Some(match self {
+            Fault::RefusedStream => H2End::Reset {
+                code: baton_core::REFUSED_STREAM,
+            },
+            Fault::GoawayBelow => H2End::GoAway { above_last: true },
+            Fault::GoawayAt => H2End::GoAway { above_last: false },
+            Fault::StreamReset => H2End::Reset { code: 0x2 },
+            _ => return None,
+        })
     }
 }
 
@@ -1072,6 +1116,19 @@ fn play_step(step: &StepSpec, left: Duration, connect: Duration) -> (Duration, S
     let delay = step.delay.unwrap_or_default();
     match step.fault {
         Some(Fault::Refuse) | Some(Fault::Dns) => (delay.min(connect), SimReply::Undelivered),
+        Some(
+            f @ (Fault::RefusedStream | Fault::GoawayBelow | Fault::GoawayAt | Fault::StreamReset),
+        ) if delay < left => {
+            let class = f.h2_end().map(baton_core::H2End::class);
+            let reply = match class {
+                Some(FailureClass::Undelivered) => SimReply::Undelivered,
+                _ => SimReply::Ambiguous,
+            };
+            (delay, reply)
+        }
+        Some(Fault::RefusedStream | Fault::GoawayBelow | Fault::GoawayAt | Fault::StreamReset) => {
+            (left, SimReply::Timeout)
+        }
         Some(Fault::Reset) | Some(Fault::Close) if delay < left => (delay, SimReply::Ambiguous),
         Some(Fault::BlackHole) | Some(Fault::Reset) | Some(Fault::Close) => {
             (left, SimReply::Timeout)

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::{PolicyBuilder, Report};
-use testkit::{Behaviour, Provider};
+use baton_core::{HttpVersion, PolicyBuilder, Report};
+use testkit::{Behaviour, H2Behaviour, H2Provider, Provider};
 
 use crate::{check, CallSpec, Fault, Observed, SeenRequest, StepSpec, Vector};
 
@@ -35,6 +35,9 @@ const SETTLE: Duration = Duration::from_millis(15);
 enum Backend {
     /// A provider playing the script (also the refusing state: the port is closed).
     Provider(Provider),
+    /// An HTTP/2 provider (h2c, prior knowledge) playing the script: the vector's policy
+    /// says `http_version = "http2"`.
+    H2(H2Provider),
     /// A URL whose host never resolves.
     Dns,
 }
@@ -77,6 +80,34 @@ pub fn behaviour(step: &StepSpec) -> Result<Behaviour, String> {
                 "{f:?} is a state of the whole endpoint, not one request's fault"
             ))
         }
+        Some(f) => {
+            return Err(format!(
+                "{f:?} is an HTTP/2 fault: the vector's policy needs http_version = \"http2\""
+            ))
+        }
+    };
+    Ok(match step.delay {
+        Some(d) => b.delay(d),
+        None => b,
+    })
+}
+
+/// The HTTP/2 provider's behaviour for one scripted step, or why it has none.
+pub fn h2_behaviour(step: &StepSpec) -> Result<H2Behaviour, String> {
+    let b = match step.fault {
+        None => {
+            let mut b = H2Behaviour::status(step.status.unwrap_or(200));
+            for (k, v) in &step.headers {
+                b = b.header(k, v);
+            }
+            b.body(step.body.clone().unwrap_or_default())
+        }
+        Some(Fault::RefusedStream) => H2Behaviour::refuse_stream(),
+        Some(Fault::GoawayBelow) => H2Behaviour::go_away_below(),
+        Some(Fault::GoawayAt) => H2Behaviour::go_away_at(),
+        Some(Fault::StreamReset) => H2Behaviour::reset_after_request(),
+        Some(Fault::BlackHole) => H2Behaviour::black_hole(),
+        Some(f) => return Err(format!("{f:?} is not played by the HTTP/2 provider")),
     };
     Ok(match step.delay {
         Some(d) => b.delay(d),
@@ -87,8 +118,24 @@ pub fn behaviour(step: &StepSpec) -> Result<Behaviour, String> {
 fn backend_url(b: &Backend) -> String {
     match b {
         Backend::Provider(p) => p.url(),
+        Backend::H2(p) => p.url(),
         Backend::Dns => testkit::unresolvable_url(),
     }
+}
+
+/// An HTTP/2 provider playing endpoint `e`'s script.
+fn start_h2(e: &crate::EndpointSpec) -> Result<Backend, String> {
+    let mut b = H2Provider::builder();
+    let n = e.script.len();
+    for (i, step) in e.script.iter().enumerate() {
+        let beh = h2_behaviour(step).map_err(|why| format!("endpoint {}: {why}", e.id))?;
+        b = if i + 1 == n {
+            b.otherwise(beh)
+        } else {
+            b.then(beh)
+        };
+    }
+    Ok(Backend::H2(b.start()))
 }
 
 /// The real counterpart of one endpoint's (or host's) script.
@@ -134,10 +181,11 @@ impl Scenario {
             let i = vector.hosts.iter().position(|h| h.id == id)?;
             Some(authority(&hosts[i]))
         });
+        let h2 = vector.policy.http_version == HttpVersion::Http2;
         let mut backends = pre
             .endpoints
             .iter()
-            .map(start_backend)
+            .map(|e| if h2 { start_h2(e) } else { start_backend(e) })
             .collect::<Result<Vec<_>, _>>()?;
         backends.extend(hosts);
         let vector = pre.resolve(|id| {
@@ -192,6 +240,7 @@ impl Scenario {
                 .iter()
                 .map(|b| match b {
                     Backend::Provider(p) => p.requests().len(),
+                    Backend::H2(p) => p.processed(),
                     Backend::Dns => 0,
                 })
                 .collect(),
@@ -207,8 +256,8 @@ impl Scenario {
         o.body_error = body_error;
         let all = self.vector.endpoints.iter().chain(&self.vector.hosts);
         for (i, e) in all.enumerate() {
-            if let Backend::Provider(p) = &self.backends[i] {
-                let reqs: Vec<SeenRequest> = p
+            let reqs: Vec<SeenRequest> = match &self.backends[i] {
+                Backend::Provider(p) => p
                     .requests()
                     .into_iter()
                     .skip(mark.0[i])
@@ -220,10 +269,22 @@ impl Scenario {
                         method: r.method,
                         headers: r.headers,
                     })
-                    .collect();
-                if !reqs.is_empty() {
-                    o.seen.insert(e.id.clone(), reqs);
-                }
+                    .collect(),
+                // The requests an HTTP/2 provider processed (a refused stream never was).
+                Backend::H2(p) => p
+                    .requests()
+                    .into_iter()
+                    .skip(mark.0[i])
+                    .map(|r| SeenRequest {
+                        target: r.path,
+                        method: r.method,
+                        headers: r.headers,
+                    })
+                    .collect(),
+                Backend::Dns => Vec::new(),
+            };
+            if !reqs.is_empty() {
+                o.seen.insert(e.id.clone(), reqs);
             }
         }
         o

@@ -40,8 +40,11 @@ async fn run(sc: &Scenario) -> Result<Vec<Observed>, String> {
     let mut connector = HttpConnector::new();
     // A connect that fails is a connect error (undelivered), as on the other adapters.
     connector.set_connect_timeout(Some(connect));
-    let client: Client<_, baton_tower::ReplayBody<Body>> =
-        Client::builder(TokioExecutor::new()).build(connector);
+    // An HTTP/2 vector's providers speak h2c: the client uses prior knowledge.
+    let h2 = policy.settings_ref().http_version == baton_core::HttpVersion::Http2;
+    let client: Client<_, baton_tower::ReplayBody<Body>> = Client::builder(TokioExecutor::new())
+        .http2_only(h2)
+        .build(connector);
     let layer = baton_tower::BatonLayer::new(policy).map_err(|e| format!("build: {e}"))?;
     let mut svc = layer.layer(client);
     let mut out = Vec::new();

@@ -273,6 +273,10 @@ fn step_of(sent: &Sent, world: &World) -> VectorStep {
         Fault::Reset => faulted("reset", None),
         Fault::BlackHole => faulted("black_hole", None),
         Fault::BrokenBody => faulted("half_body", None),
+        Fault::RefusedStream => faulted("refused_stream", None),
+        Fault::GoAwayBelow => faulted("goaway_below", None),
+        Fault::GoAwayAt => faulted("goaway_at", None),
+        Fault::StreamReset => faulted("stream_reset", None),
         other => {
             let (status, headers) = other.response(world).unwrap_or((200, Vec::new()));
             VectorStep {

@@ -17,11 +17,11 @@ use crate::time::add;
 use super::judge::{judge, understated_by_receipts, Violation};
 
 /// What a provider does with one attempt: every failure class of SPEC 1, the statuses of
-/// SPEC 2.3 and 2.6, and slow answers.
+/// SPEC 2.3 and 2.6, slow answers, and the HTTP/2 ends of SPEC 9.
 ///
 /// ```
 /// use baton_core::verify::Fault;
-/// assert_eq!(Fault::ALL.len(), 18);
+/// assert_eq!(Fault::ALL.len(), 22);
 /// assert_eq!(Fault::Reset.as_str(), "reset");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,6 +62,14 @@ pub enum Fault {
     BusyDate,
     /// 200 after three quarters of the attempt timeout.
     Slow,
+    /// HTTP/2: `RST_STREAM(REFUSED_STREAM)` on the request's HEADERS (undelivered).
+    RefusedStream,
+    /// HTTP/2: `GOAWAY` below the request's stream (undelivered).
+    GoAwayBelow,
+    /// HTTP/2: the whole request read, then `GOAWAY` at its stream (ambiguous).
+    GoAwayAt,
+    /// HTTP/2: the whole request read, then `RST_STREAM(INTERNAL_ERROR)` (ambiguous).
+    StreamReset,
 }
 
 const DATE: &str = "Wed, 21 Oct 2015 07:28:00 GMT";
@@ -69,7 +77,7 @@ const DATE_PLUS_2: &str = "Wed, 21 Oct 2015 07:28:02 GMT";
 
 impl Fault {
     /// Every fault, simplest first (shrinking replaces a fault with an earlier one).
-    pub const ALL: [Fault; 18] = [
+    pub const ALL: [Fault; 22] = [
         Fault::Ok,
         Fault::Refused,
         Fault::Dns,
@@ -88,6 +96,10 @@ impl Fault {
         Fault::LimitedDate,
         Fault::BusyDate,
         Fault::Slow,
+        Fault::RefusedStream,
+        Fault::GoAwayBelow,
+        Fault::GoAwayAt,
+        Fault::StreamReset,
     ];
 
     /// The fault's name in `baton check` output.
@@ -111,12 +123,23 @@ impl Fault {
             Fault::LimitedDate => "429_retry_after_date",
             Fault::BusyDate => "503_retry_after_date",
             Fault::Slow => "slow",
+            Fault::RefusedStream => "refused_stream",
+            Fault::GoAwayBelow => "goaway_below",
+            Fault::GoAwayAt => "goaway_at",
+            Fault::StreamReset => "stream_reset",
         }
     }
 
     /// Whether the request reaches the provider.
     pub fn delivered(self) -> bool {
-        !matches!(self, Fault::Refused | Fault::Dns | Fault::ConnectTimeout)
+        !matches!(
+            self,
+            Fault::Refused
+                | Fault::Dns
+                | Fault::ConnectTimeout
+                | Fault::RefusedStream
+                | Fault::GoAwayBelow
+        )
     }
 
     /// The status and headers of a fault that answers.
@@ -144,7 +167,11 @@ impl Fault {
             | Fault::Dns
             | Fault::ConnectTimeout
             | Fault::Reset
-            | Fault::BlackHole => return None,
+            | Fault::BlackHole
+            | Fault::RefusedStream
+            | Fault::GoAwayBelow
+            | Fault::GoAwayAt
+            | Fault::StreamReset => return None,
         })
     }
 
@@ -155,6 +182,10 @@ impl Fault {
             Fault::ConnectTimeout => (Reply::ConnectTimeout, Duration::ZERO),
             Fault::Reset => (Reply::Reset, Duration::ZERO),
             Fault::BlackHole => (Reply::BlackHole, Duration::ZERO),
+            Fault::RefusedStream => (Reply::RefusedStream, Duration::ZERO),
+            Fault::GoAwayBelow => (Reply::GoAway { above_last: true }, Duration::ZERO),
+            Fault::GoAwayAt => (Reply::GoAway { above_last: false }, Duration::ZERO),
+            Fault::StreamReset => (Reply::StreamReset, Duration::ZERO),
             Fault::Slow => (Reply::Status(200, Vec::new()), w.slow),
             other => {
                 let (status, headers) = other.response(w).unwrap_or((200, Vec::new()));
