@@ -17,6 +17,13 @@
 //!   `pinned_attempts` (3) times; a GET at most once per attempt of its one round;
 //! - the call returned by its deadline plus 100 ms.
 //!
+//! The same matrix runs over HTTP/2 (SPEC 9) on every path that speaks it (tokio,
+//! async-std, smol, tower): every endpoint is testkit's HTTP/2 provider (h2c, prior
+//! knowledge), and the faults are the protocol's own (`REFUSED_STREAM`, `GOAWAY` below and
+//! at the stream, a reset after the whole request) beside a black hole, a delay past the
+//! attempt timeout, a 503 and a refused port. A request counts as executed when the
+//! provider processed it (its whole body arrived).
+//!
 //! The totals (calls, faults injected, duplicates found) are printed per path. Set
 //! `FAULT_MATRIX_SEED` to replay a run, `FAULT_MATRIX_ROUNDS` to change the rounds.
 
@@ -25,8 +32,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use baton_core::{Backoff, CallOptions, Endpoint, Jitter, Policy, PolicyBuilder, Report};
-use testkit::{Behaviour, Provider};
+use baton_core::{
+    Backoff, CallOptions, Endpoint, HttpVersion, Jitter, Policy, PolicyBuilder, Report,
+};
+use testkit::{Behaviour, H2Behaviour, H2Provider, Provider};
 
 const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(200);
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(150);
@@ -52,7 +61,23 @@ enum Fault {
     HalfBody,
     DelayPastTimeout,
     Status503,
+    RefusedStream,
+    GoAwayBelow,
+    GoAwayAt,
+    StreamReset,
 }
+
+/// The HTTP/2 matrix's faults.
+const H2_FAULTS: [Fault; 8] = [
+    Fault::RefusedStream,
+    Fault::GoAwayBelow,
+    Fault::GoAwayAt,
+    Fault::StreamReset,
+    Fault::BlackHole,
+    Fault::DelayPastTimeout,
+    Fault::Status503,
+    Fault::Refuse,
+];
 
 const FAULTS: [Fault; 9] = [
     Fault::Refuse,
@@ -102,11 +127,13 @@ struct Job {
     second: bool,
     round: usize,
     seed: u64,
+    h2: bool,
 }
 
 /// One endpoint's provider (or the unresolvable name).
 enum Backend {
     Provider(Provider),
+    H2(H2Provider),
     Dns,
 }
 
@@ -114,14 +141,40 @@ impl Backend {
     fn url(&self) -> String {
         match self {
             Backend::Provider(p) => p.url(),
+            Backend::H2(p) => p.url(),
             Backend::Dns => testkit::unresolvable_url(),
         }
     }
     fn count(&self, request_id: &str) -> usize {
         match self {
             Backend::Provider(p) => p.count_with_header("x-request-id", request_id),
+            Backend::H2(p) => p.count_with_header("x-request-id", request_id),
             Backend::Dns => 0,
         }
+    }
+}
+
+/// The provider of a faulty HTTP/2 endpoint.
+fn faulty_h2(fault: Fault, rng: &mut Rng) -> Backend {
+    let small = rng.ms(0, 40);
+    let b = match fault {
+        Fault::Refuse => return Backend::Provider(Provider::start(Behaviour::refuse())),
+        Fault::RefusedStream => H2Behaviour::refuse_stream(),
+        Fault::GoAwayBelow => H2Behaviour::go_away_below(),
+        Fault::GoAwayAt => H2Behaviour::go_away_at(),
+        Fault::StreamReset => H2Behaviour::reset_after_request(),
+        Fault::BlackHole => H2Behaviour::black_hole(),
+        Fault::DelayPastTimeout => H2Behaviour::ok().delay(ATTEMPT_TIMEOUT + rng.ms(50, 300)),
+        _ => H2Behaviour::status(503),
+    };
+    Backend::H2(H2Provider::start(b.delay(small)))
+}
+
+/// A healthy provider, answering after `delay`.
+fn healthy(h2: bool, delay: Duration) -> Backend {
+    match h2 {
+        true => Backend::H2(H2Provider::start(H2Behaviour::ok().delay(delay))),
+        false => Backend::Provider(Provider::start(Behaviour::ok().delay(delay))),
     }
 }
 
@@ -140,6 +193,9 @@ fn faulty(fault: Fault, rng: &mut Rng) -> Backend {
             .delay(small),
         Fault::DelayPastTimeout => Behaviour::ok().delay(ATTEMPT_TIMEOUT + rng.ms(50, 300)),
         Fault::Status503 => Behaviour::status(503).delay(small),
+        Fault::RefusedStream | Fault::GoAwayBelow | Fault::GoAwayAt | Fault::StreamReset => {
+            unreachable!("HTTP/2 faults run in the HTTP/2 matrix")
+        }
     };
     Backend::Provider(Provider::start(b))
 }
@@ -174,7 +230,9 @@ fn run_round(job: Job, send: &Sender<'_>, totals: &Totals) {
     let leader_429 = rng.below(2) == 0;
     let mut backends = Vec::new();
     for pos in 0..3 {
-        let b = if pos == fault_at {
+        let b = if pos == fault_at && job.h2 {
+            faulty_h2(job.fault, &mut rng)
+        } else if pos == fault_at {
             faulty(job.fault, &mut rng)
         } else if pos == 0 {
             // The fault is at the second endpoint: the first fails in a way every call may
@@ -185,7 +243,7 @@ fn run_round(job: Job, send: &Sender<'_>, totals: &Totals) {
                 Backend::Provider(Provider::start(Behaviour::refuse()))
             }
         } else {
-            Backend::Provider(Provider::start(Behaviour::ok().delay(rng.ms(0, 30))))
+            healthy(job.h2, rng.ms(0, 30))
         };
         backends.push(b);
     }
@@ -201,6 +259,9 @@ fn run_round(job: Job, send: &Sender<'_>, totals: &Totals) {
         .connect_timeout(CONNECT_TIMEOUT)
         .configure(|s| {
             s.seed = Some(seed);
+            if job.h2 {
+                s.http_version = HttpVersion::Http2;
+            }
             s.backoff = Backoff {
                 initial: Duration::from_millis(10),
                 multiplier: 2.0,
@@ -329,6 +390,15 @@ fn base_seed() -> u64 {
 }
 
 fn run_matrix(path: &str, send: &Sender<'_>) {
+    run_faults(path, &FAULTS, false, send);
+}
+
+/// The matrix over HTTP/2 (see the module docs).
+fn run_h2_matrix(path: &str, send: &Sender<'_>) {
+    run_faults(&format!("{path} over HTTP/2"), &H2_FAULTS, true, send);
+}
+
+fn run_faults(path: &str, faults: &[Fault], h2: bool, send: &Sender<'_>) {
     let _one = ONE_PATH.lock().unwrap_or_else(|e| e.into_inner());
     let rounds = std::env::var("FAULT_MATRIX_ROUNDS")
         .ok()
@@ -337,7 +407,7 @@ fn run_matrix(path: &str, send: &Sender<'_>) {
     let seed = base_seed();
     let mut rng = Rng(seed);
     let mut jobs = Vec::new();
-    for fault in FAULTS {
+    for &fault in faults {
         for kind in KINDS {
             for second in [false, true] {
                 for round in 0..rounds {
@@ -347,6 +417,7 @@ fn run_matrix(path: &str, send: &Sender<'_>) {
                         second,
                         round,
                         seed: rng.next(),
+                        h2,
                     });
                 }
             }
@@ -369,7 +440,7 @@ fn run_matrix(path: &str, send: &Sender<'_>) {
         "fault matrix, {path}: {} faults x {} call kinds x 2 positions x {rounds} rounds = {} rounds, \
          {} calls, {} faults injected (calls that attempted the faulty endpoint), {} duplicates found, \
          {} violations, {:.1?} (seed {seed:#x})",
-        FAULTS.len(),
+        faults.len(),
         KINDS.len(),
         jobs.len(),
         totals.calls.load(Ordering::Relaxed),
@@ -429,14 +500,29 @@ fn send_tokio(
     })
 }
 
-#[test]
-fn fault_matrix_tokio() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn fault_matrix_tokio() {
+    let rt = runtime();
     run_matrix("tokio", &|p, c| send_tokio(&rt, p, c));
+}
+
+#[test]
+fn fault_matrix_over_http2() {
+    let rt = runtime();
+    run_h2_matrix("tokio", &|p, c| send_tokio(&rt, p, c));
+    run_h2_matrix("async-std", &|p, c| {
+        async_std::task::block_on(send_async_io(p, c))
+    });
+    run_h2_matrix("smol", &|p, c| smol::block_on(send_async_io(p, c)));
+    run_h2_matrix("tower", &|p, c| send_tower(&rt, p, c));
 }
 
 fn send_blocking(policy: PolicyBuilder, calls: &[CallPlan]) -> Vec<Sent> {
@@ -534,10 +620,12 @@ fn send_tower(
     rt.block_on(async {
         let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
         connector.set_connect_timeout(Some(policy.settings_ref().connect_timeout));
+        let h2 = policy.settings_ref().http_version == HttpVersion::Http2;
         let client: hyper_util::client::legacy::Client<
             _,
             baton_tower::ReplayBody<Full<bytes::Bytes>>,
         > = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .http2_only(h2)
             .build(connector);
         let mut svc = match baton_tower::BatonLayer::new(policy) {
             Ok(l) => l.layer(client),
@@ -576,10 +664,6 @@ fn send_tower(
 
 #[test]
 fn fault_matrix_tower() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     run_matrix("tower", &|p, c| send_tower(&rt, p, c));
 }

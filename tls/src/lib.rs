@@ -148,26 +148,29 @@ impl TlsConfig {
     /// Loads the platform's trust store, `ca_file` and the client identity named by
     /// `files`. Errors name the setting and the file.
     pub fn load(files: &Tls) -> Result<TlsConfig, TlsError> {
-        let platform = platform_certificates();
+        let (platform, platform_roots) = platform_store();
         let extra = match &files.ca_file {
             Some(path) => read_certificates("tls.ca_file", path)?,
             None => Vec::new(),
         };
-        let mut roots = RootCertStore::empty();
-        // The platform's unusable entries are skipped, as every platform verifier does;
+        // The platform's unusable entries were skipped, as every platform verifier does;
         // an unusable certificate in `ca_file` is the user's error.
-        roots.add_parsable_certificates(platform.iter().cloned());
-        if let Some(path) = &files.ca_file {
-            for cert in &extra {
-                roots.add(cert.clone()).map_err(|e| {
-                    TlsError::new(
-                        "tls.ca_file",
-                        path,
-                        format!("not a usable CA certificate: {e}"),
-                    )
-                })?;
+        let roots = match &files.ca_file {
+            None => platform_roots,
+            Some(path) => {
+                let mut roots = (*platform_roots).clone();
+                for cert in &extra {
+                    roots.add(cert.clone()).map_err(|e| {
+                        TlsError::new(
+                            "tls.ca_file",
+                            path,
+                            format!("not a usable CA certificate: {e}"),
+                        )
+                    })?;
+                }
+                Arc::new(roots)
             }
-        }
+        };
         let trusted: Vec<_> = platform.iter().cloned().chain(extra).collect();
         let identity = match (&files.client_cert, &files.client_key) {
             (Some(cert), Some(key)) => Some(Arc::new(read_identity(cert, key)?)),
@@ -190,7 +193,7 @@ impl TlsConfig {
         Ok(TlsConfig {
             files: files.clone(),
             trusted: trusted.into(),
-            roots: Arc::new(roots),
+            roots,
             identity,
         })
     }
@@ -317,28 +320,30 @@ pub fn for_policy(policy: &baton_core::Policy) -> Result<Vec<TlsConfig>, Endpoin
     Ok(out)
 }
 
-/// The platform's trusted certificates, read once per value of `SSL_CERT_FILE` and
-/// `SSL_CERT_DIR`; entries that cannot be read or parsed are skipped.
-fn platform_certificates() -> Arc<[CertificateDer<'static>]> {
-    type Cache = Option<(
-        (Option<OsString>, Option<OsString>),
-        Arc<[CertificateDer<'static>]>,
-    )>;
-    static CACHE: Mutex<Cache> = Mutex::new(None);
+/// The platform's trusted certificates and their root store, read once per value of
+/// `SSL_CERT_FILE` and `SSL_CERT_DIR`; entries that cannot be read or parsed are skipped,
+/// as every platform verifier does.
+fn platform_store() -> (Arc<[CertificateDer<'static>]>, Arc<RootCertStore>) {
+    type Key = (Option<OsString>, Option<OsString>);
+    type Store = (Arc<[CertificateDer<'static>]>, Arc<RootCertStore>);
+    static CACHE: Mutex<Option<(Key, Store)>> = Mutex::new(None);
     let key = (
         std::env::var_os("SSL_CERT_FILE"),
         std::env::var_os("SSL_CERT_DIR"),
     );
     let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((k, certs)) = cache.as_ref() {
+    if let Some((k, store)) = cache.as_ref() {
         if *k == key {
-            return certs.clone();
+            return store.clone();
         }
     }
     let certs: Arc<[CertificateDer<'static>]> =
         rustls_native_certs::load_native_certs().certs.into();
-    *cache = Some((key, certs.clone()));
-    certs
+    let mut roots = RootCertStore::empty();
+    roots.add_parsable_certificates(certs.iter().cloned());
+    let store = (certs, Arc::new(roots));
+    *cache = Some((key, store.clone()));
+    store
 }
 
 fn read_file(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
