@@ -1,6 +1,6 @@
 //! # bench: baton side by side with the alternatives, on loopback
 //!
-//! One binary runs five scenarios against real testkit providers on 127.0.0.1 (and, for
+//! One binary runs six scenarios against real testkit providers on 127.0.0.1 (and, for
 //! the last one, the engine alone), each contender in the same run, interleaved (the order
 //! of the contenders rotates every repetition), several repetitions, and prints a markdown
 //! table of medians and ratios. The reading of the table is in `BENCHMARKS.md` at the
@@ -19,6 +19,7 @@
 //! | 3 | total outage (3 endpoints answer 503): attempts per call | baton with and without budget, reqwest-retry (2 retries), tower retry (2 retries, `TpsBudget`) |
 //! | 4 | primary slow (1 s) for 10 % of calls | baton with and without hedging |
 //! | 5 | the engine alone, 1 vs 2 threads sharing one `Engine` | breaker rules and budget on/off; control: one `Engine` per thread |
+//! | 6 | healthy provider over HTTP/2 (h2c, one multiplexed connection), 1 and 8 callers | baton-tokio vs the same `reqwest::Client` (prior knowledge); baton-async-std vs a bare hyper HTTP/2 connection, on async-std and on smol (`h2.rs`; scenario 1's row format) |
 //!
 //! Each run also draws three SVG charts (`chart.rs`, no plotting dependency): the latency
 //! of every call in scenario 2 (baton, the hand-written loop, reqwest-retry), attempts per
@@ -52,6 +53,7 @@ use std::time::{Duration, Instant};
 
 mod bare;
 mod chart;
+mod h2;
 mod interleave;
 mod runtimes;
 
@@ -1255,6 +1257,11 @@ fn main() {
     if run(5) {
         eprintln!("scenario 5: shared engine");
         engine_only(scale, &mut rows);
+    }
+    if run(6) {
+        eprintln!("scenario 6: healthy over HTTP/2");
+        rt.block_on(h2::tokio(scale, &mut rows));
+        h2::async_std_and_smol(scale, &mut rows);
     }
     println!(
         "{} run: {} repetitions per scenario, contenders interleaved (order rotates each \

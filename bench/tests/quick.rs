@@ -58,6 +58,23 @@ fn quick_run_prints_every_scenario_row() {
             "5 shared engine",
             "baton-core, failure-rate rule, budget off",
         ),
+        (
+            "6 healthy over HTTP/2",
+            "plain reqwest over HTTP/2, same request bytes",
+        ),
+        ("6 healthy over HTTP/2", "baton-tokio over HTTP/2"),
+        (
+            "6 healthy over HTTP/2",
+            "bare hyper HTTP/2 on async-std, same request bytes",
+        ),
+        (
+            "6 healthy over HTTP/2",
+            "baton-async-std over HTTP/2 on async-std",
+        ),
+        (
+            "6 healthy over HTTP/2",
+            "baton-async-std over HTTP/2 on smol",
+        ),
     ];
     for (scenario, contender) in rows {
         let prefix = format!("| {scenario} | {contender}");
@@ -68,8 +85,8 @@ fn quick_run_prints_every_scenario_row() {
     }
     let table_rows = stdout.lines().filter(|l| l.starts_with("| ")).count();
     // Header plus 51 rows (scenario 1: 5 reqwest and 3 hyper-util contenders and 3 per
-    // other runtime, at two shapes).
-    assert_eq!(table_rows, 52, "{stdout}");
+    // other runtime, at two shapes), and 18 of scenario 6 (3 per runtime and shape).
+    assert_eq!(table_rows, 70, "{stdout}");
     // A quick run draws its charts under target/ (a full run's are in docs/charts/).
     let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-charts");
     for name in [

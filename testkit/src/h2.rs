@@ -189,11 +189,23 @@ impl H2Request {
 }
 
 /// Builds an [`H2Provider`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct H2ProviderBuilder {
     script: Vec<H2Behaviour>,
     otherwise: Option<H2Behaviour>,
     max_concurrent_streams: Option<u32>,
+    recording: bool,
+}
+
+impl Default for H2ProviderBuilder {
+    fn default() -> Self {
+        H2ProviderBuilder {
+            script: Vec::new(),
+            otherwise: None,
+            max_concurrent_streams: None,
+            recording: true,
+        }
+    }
 }
 
 impl H2ProviderBuilder {
@@ -215,6 +227,13 @@ impl H2ProviderBuilder {
         self
     }
 
+    /// Whether processed requests are kept ([`H2Provider::requests`]; default on). Off,
+    /// only their count is (for long benchmarks).
+    pub fn recording(mut self, on: bool) -> Self {
+        self.recording = on;
+        self
+    }
+
     /// Advertises `SETTINGS_MAX_CONCURRENT_STREAMS`.
     pub fn max_concurrent_streams(mut self, n: u32) -> Self {
         self.max_concurrent_streams = Some(n);
@@ -233,6 +252,8 @@ impl H2ProviderBuilder {
             otherwise: self.otherwise.unwrap_or_else(H2Behaviour::ok),
             max_concurrent_streams: self.max_concurrent_streams,
             requests: Mutex::new(Vec::new()),
+            recording: self.recording,
+            processed: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             graceful: AtomicBool::new(false),
@@ -276,6 +297,8 @@ struct Shared {
     otherwise: H2Behaviour,
     max_concurrent_streams: Option<u32>,
     requests: Mutex<Vec<H2Request>>,
+    recording: bool,
+    processed: AtomicU64,
     connections: AtomicU64,
     stop: AtomicBool,
     graceful: AtomicBool,
@@ -334,7 +357,7 @@ impl H2Provider {
 
     /// Requests processed so far.
     pub fn processed(&self) -> usize {
-        lock(&self.shared.requests).len()
+        self.shared.processed.load(Ordering::SeqCst) as usize
     }
 
     /// The processed requests, in order.
@@ -655,7 +678,10 @@ impl<'a> Conn<'a> {
             stream: id,
             connection: self.number,
         };
-        lock(&self.shared.requests).push(request);
+        self.shared.processed.fetch_add(1, Ordering::SeqCst);
+        if self.shared.recording {
+            lock(&self.shared.requests).push(request);
+        }
         self.last_processed = self.last_processed.max(id);
         match behaviour.kind {
             Kind::GoAwayAt => {

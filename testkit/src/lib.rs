@@ -1,4 +1,5 @@
-//! Fault-injecting HTTP/1.1 providers on loopback, for baton's tests, demos and benchmarks.
+//! Fault-injecting HTTP/1.1 and HTTP/2 providers on loopback, TLS in front of them and
+//! test certificates, for baton's tests, demos and benchmarks.
 //!
 //! A [`Provider`] is a real HTTP/1.1 server bound to `127.0.0.1:0` (an ephemeral port),
 //! running on its own threads (one accept thread, one thread per connection), with a
@@ -46,6 +47,17 @@
 //!
 //! In every ambiguous case the request bytes reached the server and were recorded, which is
 //! exactly why a client must not assume it was not executed.
+//!
+//! # HTTP/2 and TLS
+//!
+//! [`H2Provider`] speaks HTTP/2 (h2c with prior knowledge) and plays the protocol's own
+//! faults: `REFUSED_STREAM` on the HEADERS and a `GOAWAY` below the stream (nothing
+//! processed: undelivered), a `GOAWAY` at the stream or a reset after the whole request
+//! (processed: ambiguous); it counts the requests it processed. [`TlsFront`] puts TLS in
+//! front of a plain provider (HTTP/1.1 or HTTP/2, by ALPN) with a certificate from
+//! [`TestPki`], optionally requiring a client certificate, and counts the handshakes that
+//! completed and failed. The bad identities of [`TestPki`] (another CA, a wrong name,
+//! expired) are the certificates a client must reject.
 //!
 //! # HTTP/1.1 support
 //!
