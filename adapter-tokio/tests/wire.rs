@@ -307,3 +307,41 @@ async fn a_client_identity_never_follows_a_redirect_to_another_origin() {
     assert!(other.failed_handshakes() >= 1);
     assert_eq!(target.processed(), 0);
 }
+
+#[tokio::test]
+async fn a_stream_limit_of_one_queues_concurrent_calls_on_the_one_connection() {
+    let h2 = H2Provider::builder()
+        .max_concurrent_streams(1)
+        .otherwise(H2Behaviour::ok().delay(std::time::Duration::from_millis(5)))
+        .start();
+    let c = client(
+        Policy::builder().endpoint(Endpoint::new("a", h2.url()).http_version(HttpVersion::Http2)),
+    );
+    let calls = (0..8).map(|_| {
+        let c = c.clone();
+        tokio::spawn(async move { c.get("/").send().await.map(|r| r.status()) })
+    });
+    for call in calls {
+        assert_eq!(call.await.unwrap().unwrap(), 200);
+    }
+    assert_eq!(h2.processed(), 8);
+    assert_eq!(h2.connection_count(), 1);
+}
+
+#[tokio::test]
+async fn after_a_graceful_shutdown_new_calls_go_to_the_next_endpoint() {
+    let a = H2Provider::start(H2Behaviour::ok());
+    let b = H2Provider::start(H2Behaviour::ok());
+    let c = client(
+        policy(&[("a", a.url()), ("b", b.url())])
+            .configure(|s| s.http_version = HttpVersion::Http2),
+    );
+    assert_eq!(c.post("/").body("1").send().await.unwrap().endpoint(), "a");
+    a.shut_down_gracefully();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The connection was told to go away and a's port is closed: nothing reaches a, and
+    // an unkeyed POST may fail over (refused: undelivered).
+    let r = c.post("/").body("2").send().await.unwrap();
+    assert_eq!(r.endpoint(), "b");
+    assert_eq!((a.processed(), b.processed()), (1, 1));
+}

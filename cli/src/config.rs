@@ -488,6 +488,32 @@ mod tests {
     }
 
     #[test]
+    fn endpoint_tables_take_http_version_and_tls_files() {
+        let file = parse(
+            "[[endpoint]]\nid = \"push\"\nurl = \"https://push.example/\"\n\
+             http_version = \"http2\"\n[endpoint.tls]\nclient_cert = \"c.pem\"\n\
+             client_key = \"c.key\"\n[policy]\nhttp_version = \"http1\"\n\
+             [policy.tls]\nca_file = \"ca.pem\"\n",
+        )
+        .unwrap();
+        let policy = Policy::builder()
+            .endpoints(file.endpoints.iter().map(|e| e.to_endpoint()))
+            .settings(file.policy.clone())
+            .build()
+            .unwrap();
+        assert_eq!(policy.http_version_for(0), baton_core::HttpVersion::Http2);
+        assert_eq!(
+            policy.settings().http_version,
+            baton_core::HttpVersion::Http1
+        );
+        let tls = policy.tls_for(0);
+        assert_eq!(tls.ca_file.as_deref(), Some(Path::new("ca.pem")));
+        assert_eq!(tls.client_key.as_deref(), Some(Path::new("c.key")));
+        let err = parse("[policy]\nhttp_version = \"http3\"\n").unwrap_err();
+        assert!(err.contains("http3"), "{err}");
+    }
+
+    #[test]
     fn endpoint_flag_needs_id_and_url() {
         assert!(endpoint_flag("a=http://x/").is_ok());
         assert!(endpoint_flag("http://x/").is_err());
