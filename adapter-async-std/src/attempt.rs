@@ -147,7 +147,7 @@ type Failure = (Phase, BoxError);
 async fn open(ctx: &AttemptCtx) -> Result<Taken, Failure> {
     let stream = connect::connect(&ctx.target, &ctx.tls)
         .await
-        .map_err(|(p, e)| (crate::classify::proven(p, &e), e.into()))?;
+        .map_err(|(p, e)| (crate::classify::proven(p, &e, true), e.into()))?;
     let h2 = match &ctx.target.tls {
         Some(_) => connect::agreed_h2(&stream),
         None => ctx.version == HttpVersion::Http2,
@@ -197,7 +197,7 @@ async fn take(ctx: &AttemptCtx, connect_by: Instant) -> Result<Taken, AttemptEnd
     let open_by = |ctx| async move {
         match timeout_at(connect_by, Box::pin(open(ctx))).await {
             None => Err(timed_out()),
-            Some(r) => r.map_err(|(p, e)| ctx.failed(p, e)),
+            Some(r) => r.map_err(|(p, e)| ctx.failed(p, e, true)),
         }
     };
     if let (true, Some(slot)) = (h2_possible(ctx), ctx.pool.h2(ctx.endpoint)) {
@@ -222,8 +222,9 @@ async fn take(ctx: &AttemptCtx, connect_by: Instant) -> Result<Taken, AttemptEnd
 }
 
 impl AttemptCtx {
-    fn failed(&self, phase: Phase, e: Box<dyn std::error::Error + Send + Sync>) -> AttemptEnd {
-        let phase = crate::classify::proven(phase, &*e);
+    /// A failure in `phase` (`fresh`: on a connection this attempt opened).
+    fn failed(&self, phase: Phase, e: BoxError, fresh: bool) -> AttemptEnd {
+        let phase = crate::classify::proven(phase, &*e, fresh);
         AttemptEnd::Failed(TransportError::new(
             self.endpoint_id.clone(),
             self.number,
@@ -240,7 +241,7 @@ impl AttemptCtx {
     fn exchange(&self, res: http::Response<Incoming>, lease: Option<Lease>) -> AttemptEnd {
         // One table of response limits on every adapter (`baton_core::limits`).
         if let Err(e) = baton_core::check_response_head(res.headers()) {
-            return self.failed(Phase::Exchange, Box::new(e));
+            return self.failed(Phase::Exchange, Box::new(e), false);
         }
         let (head, body) = res.into_parts();
         AttemptEnd::Response(Box::new(Exchange { head, body, lease }))
@@ -267,6 +268,7 @@ pub(crate) async fn run(ctx: AttemptCtx, mut req: http::Request<OutBody>) -> Att
     ctx.failed(
         Phase::NotSent,
         "every pooled connection closed before the request was sent".into(),
+        false,
     )
 }
 
@@ -285,7 +287,7 @@ async fn send_h1(
     .await;
     match ready {
         None => return Sent::Done(AttemptEnd::Failed(ctx.timeout_error(Phase::NotSent))),
-        Some(Err(e)) if fresh => return Sent::Done(ctx.failed(Phase::NotSent, e.into())),
+        Some(Err(e)) if fresh => return Sent::Done(ctx.failed(Phase::NotSent, e.into(), true)),
         Some(Err(_)) => return Sent::Again(Box::new(req)),
         Some(Ok(())) => {}
     }
@@ -311,8 +313,8 @@ async fn send_h1(
         Some(Err(mut e)) => match e.take_message() {
             // Handed back unsent: no byte of it was written.
             Some(r) if !fresh => return Sent::Again(Box::new(r)),
-            Some(_) => ctx.failed(Phase::NotSent, e.into_error().into()),
-            None => ctx.failed(Phase::Exchange, e.into_error().into()),
+            Some(_) => ctx.failed(Phase::NotSent, e.into_error().into(), fresh),
+            None => ctx.failed(Phase::Exchange, e.into_error().into(), fresh),
         },
     })
 }
@@ -324,8 +326,8 @@ async fn send_h2(
     req: http::Request<OutBody>,
     respond_by: Instant,
 ) -> Sent {
-    // Room for a stream (the server's concurrency limit), or a connection found closed,
-    // before anything of the request is sent.
+    // A connection found closed before anything of the request is sent (the server's
+    // stream limit is waited for inside the send, by h2).
     let ready = timeout_at(respond_by, poll_fn(|cx| sender.poll_ready(cx))).await;
     match ready {
         None => return Sent::Done(AttemptEnd::Failed(ctx.timeout_error(Phase::NotSent))),
@@ -333,7 +335,7 @@ async fn send_h2(
             let Some(died) = died else {
                 return Sent::Again(Box::new(req));
             };
-            return Sent::Done(ctx.failed(Phase::NotSent, why(&died, e, respond_by).await));
+            return Sent::Done(ctx.failed(Phase::NotSent, why(&died, e, respond_by).await, true));
         }
         Some(Ok(())) => {}
     }
@@ -348,10 +350,10 @@ async fn send_h2(
                     None => return Sent::Again(Box::new(relative(r))),
                     Some(died) => {
                         let cause = why(died, e.into_error(), respond_by).await;
-                        ctx.failed(Phase::NotSent, cause)
+                        ctx.failed(Phase::NotSent, cause, true)
                     }
                 },
-                None => ctx.failed(Phase::Exchange, e.into_error().into()),
+                None => ctx.failed(Phase::Exchange, e.into_error().into(), died.is_some()),
             },
         },
     )

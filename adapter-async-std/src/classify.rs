@@ -158,10 +158,11 @@ impl TransportError {
 }
 
 /// The phase a failure really happened in, by what its error proves: a certificate
-/// rejected in the handshake (whatever phase saw it), or an HTTP/2 refusal of the
-/// request (core's rule) instead of an exchange failure.
-pub(crate) fn proven(phase: Phase, err: &(dyn StdError + 'static)) -> Phase {
-    if baton_tls::rejection(err).is_some() {
+/// rejected in the handshake (our verdict, whatever phase saw it; the server's alert
+/// refusing our identity only on a connection this attempt opened, `fresh`), or an
+/// HTTP/2 refusal of the request (core's rule) instead of an exchange failure.
+pub(crate) fn proven(phase: Phase, err: &(dyn StdError + 'static), fresh: bool) -> Phase {
+    if baton_tls::rejection(err).is_some_and(|r| !r.is_server_alert() || fresh) {
         return Phase::Certificate;
     }
     if phase != Phase::Exchange {

@@ -458,27 +458,7 @@ fn follow(
     *req.method_mut() = hop.method.clone();
     *req.uri_mut() = target.request_uri(path);
     *req.headers_mut() = h;
-    let now = Instant::now();
-    let left = flight.respond_by.saturating_duration_since(now);
-    // Another origin never sees the endpoint's client identity (SPEC 9).
-    let wire = &inner.wires[endpoint];
-    let ctx = AttemptCtx {
-        pool,
-        tls: if hop.cross_origin {
-            wire.bare.clone()
-        } else {
-            wire.tls.clone()
-        },
-        http1: inner.http1.clone(),
-        target,
-        endpoint: if hop.cross_origin { 0 } else { endpoint },
-        endpoint_id: inner.ids[endpoint].clone(),
-        version: wire.version,
-        number: flight.number,
-        start: now,
-        connect_timeout: flight.connect_timeout.min(left),
-        timeout: left,
-    };
+    let ctx = hop_ctx(inner, flight, target, pool, hop.cross_origin);
     // A hop within the endpoint's origin carries its token; one to another origin never.
     flight.fut = Some(
         if hop.cross_origin || inner.engine.credential(endpoint).is_none() {
@@ -488,6 +468,38 @@ fn follow(
         },
     );
     Ok(())
+}
+
+/// The context of a redirect hop of `flight`, within what is left of its attempt time.
+/// Another origin gets a connection of its own with the same trust, never the endpoint's
+/// client identity (SPEC 9), and its own protocol by ALPN.
+fn hop_ctx(
+    inner: &Inner,
+    flight: &Flight,
+    target: Arc<connect::Target>,
+    pool: Arc<Pool>,
+    cross_origin: bool,
+) -> AttemptCtx {
+    let now = Instant::now();
+    let left = flight.respond_by.saturating_duration_since(now);
+    let wire = &inner.wires[flight.endpoint];
+    let (tls, endpoint, version) = match cross_origin {
+        true => (wire.bare.clone(), 0, baton_core::HttpVersion::Auto),
+        false => (wire.tls.clone(), flight.endpoint, wire.version),
+    };
+    AttemptCtx {
+        pool,
+        tls,
+        http1: inner.http1.clone(),
+        target,
+        endpoint,
+        endpoint_id: inner.ids[flight.endpoint].clone(),
+        version,
+        number: flight.number,
+        start: now,
+        connect_timeout: flight.connect_timeout.min(left),
+        timeout: left,
+    }
 }
 
 fn body_kind_of(body: &Source) -> BodyKind {

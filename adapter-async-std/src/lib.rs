@@ -241,10 +241,11 @@ fn wires(policy: &Policy, given: Option<ClientConfig>) -> Result<Vec<Wire>, Buil
             Arc::new(connect::harden(base, version))
         };
         let own = config(t);
-        let bare = if t.has_identity() {
-            config(&t.without_identity())
-        } else {
-            own.clone()
+        let bare = match &given {
+            // A configuration given whole may carry an identity of its own.
+            Some(_) => Arc::new(baton_tls::without_client_identity((*own).clone())),
+            None if t.has_identity() => config(&t.without_identity()),
+            None => own.clone(),
         };
         out.push(Wire {
             tls: own,

@@ -61,6 +61,8 @@ struct Slot {
     phase: Phase,
     /// Depth of nested connector runs (a CONNECT proxy runs the chain again inside).
     depth: u32,
+    /// The attempt opened its own connection (the connector ran for it).
+    fresh: bool,
     /// End of the connect budget (resolve + connect).
     connect_until: Option<Instant>,
     /// Attempt timeout, started when the connection becomes ready.
@@ -75,6 +77,7 @@ const DISARMED: Slot = Slot {
     armed: false,
     phase: Phase::Idle,
     depth: 0,
+    fresh: false,
     connect_until: None,
     response_budget: std::time::Duration::ZERO,
     deadline: None,
@@ -140,6 +143,7 @@ pub(crate) fn begin(
             armed: true,
             phase: Phase::Idle,
             depth: 0,
+            fresh: false,
             connect_until: min_opt(connect_until, deadline),
             response_budget: timeout,
             deadline,
@@ -150,11 +154,17 @@ pub(crate) fn begin(
 
 /// Disarms the slot and returns how far the attempt got.
 pub(crate) fn end() -> Phase {
+    end_fresh().0
+}
+
+/// [`end`], and whether the attempt opened its own connection.
+pub(crate) fn end_fresh() -> (Phase, bool) {
     forward_through(None);
     with_slot(|s| {
         let phase = if s.armed { s.phase } else { Phase::Unknown };
+        let fresh = s.armed && s.fresh;
         *s = DISARMED;
-        phase
+        (phase, fresh)
     })
 }
 
@@ -169,6 +179,9 @@ fn advance(to: Phase) {
             return;
         }
         s.phase = to;
+        if to == Phase::Connecting && s.depth == 0 {
+            s.fresh = true;
+        }
         if to == Phase::Ready {
             let now = Instant::now();
             s.response_until = min_opt(now.checked_add(s.response_budget), s.deadline);
@@ -198,12 +211,13 @@ fn connect_until() -> Option<Instant> {
 /// before anything happened is rejected locally, anything else is undelivered. After:
 /// a timeout is a response timeout, anything else ambiguous. An unknown phase is
 /// ambiguous.
-pub(crate) fn classify(err: &ureq::Error, phase: Phase) -> AttemptOutcome {
+pub(crate) fn classify(err: &ureq::Error, phase: Phase, fresh: bool) -> AttemptOutcome {
     use ureq::Error as E;
-    // SPEC 9: a certificate rejected in the handshake, or a client identity the server
-    // refused with a handshake alert (which in TLS 1.3 can arrive after the client
-    // finished its side): nothing was processed, and the endpoint would fail the same way.
-    if rejected(err).is_some() {
+    // SPEC 9: a certificate we rejected in the handshake, or a client identity the server
+    // refused with a handshake alert on the connection this attempt opened (in TLS 1.3
+    // the alert can arrive after the client finished its side): nothing was processed,
+    // and the endpoint would fail the same way.
+    if rejected(err).is_some_and(|r| !r.is_server_alert() || fresh) {
         return AttemptOutcome::Failure(FailureClass::Untrusted);
     }
     match phase {
@@ -510,7 +524,7 @@ mod tests {
     #[test]
     fn refused_connection_is_undelivered() {
         let e = io(io::ErrorKind::ConnectionRefused);
-        assert_eq!(class(classify(&e, Phase::Connecting)), UNDELIVERED);
+        assert_eq!(class(classify(&e, Phase::Connecting, false)), UNDELIVERED);
     }
 
     #[test]
@@ -518,9 +532,13 @@ mod tests {
         // ureq 3 reports a failed lookup as an uncategorised I/O error (or HostNotFound):
         // the phase, not the text, decides.
         let e = ureq::Error::Io(io::Error::other("failed to lookup address information"));
-        assert_eq!(class(classify(&e, Phase::Resolving)), UNDELIVERED);
+        assert_eq!(class(classify(&e, Phase::Resolving, false)), UNDELIVERED);
         assert_eq!(
-            class(classify(&ureq::Error::HostNotFound, Phase::Resolving)),
+            class(classify(
+                &ureq::Error::HostNotFound,
+                Phase::Resolving,
+                false
+            )),
             UNDELIVERED
         );
     }
@@ -531,7 +549,10 @@ mod tests {
             io::ErrorKind::HostUnreachable,
             io::ErrorKind::NetworkUnreachable,
         ] {
-            assert_eq!(class(classify(&io(kind), Phase::Connecting)), UNDELIVERED);
+            assert_eq!(
+                class(classify(&io(kind), Phase::Connecting, false)),
+                UNDELIVERED
+            );
         }
     }
 
@@ -540,7 +561,7 @@ mod tests {
         for t in [Timeout::Connect, Timeout::Resolve, Timeout::Global] {
             let e = ureq::Error::Timeout(t);
             assert_eq!(
-                class(classify(&e, Phase::Connecting)),
+                class(classify(&e, Phase::Connecting, false)),
                 "Timeout(Connect)",
                 "{t:?}"
             );
@@ -550,9 +571,9 @@ mod tests {
     #[test]
     fn tls_handshake_failure_is_undelivered() {
         let e = ureq::Error::Tls("handshake alert");
-        assert_eq!(class(classify(&e, Phase::Connecting)), UNDELIVERED);
+        assert_eq!(class(classify(&e, Phase::Connecting, false)), UNDELIVERED);
         let e = io(io::ErrorKind::InvalidData);
-        assert_eq!(class(classify(&e, Phase::Connecting)), UNDELIVERED);
+        assert_eq!(class(classify(&e, Phase::Connecting, false)), UNDELIVERED);
     }
 
     #[test]
@@ -563,7 +584,10 @@ mod tests {
             Timeout::PerRead,
         ] {
             let e = ureq::Error::Timeout(t);
-            assert_eq!(class(classify(&e, Phase::Ready)), "Timeout(Response)");
+            assert_eq!(
+                class(classify(&e, Phase::Ready, false)),
+                "Timeout(Response)"
+            );
         }
     }
 
@@ -575,20 +599,21 @@ mod tests {
             io::ErrorKind::BrokenPipe,
             io::ErrorKind::ConnectionAborted,
         ] {
-            assert_eq!(class(classify(&io(kind), Phase::Ready)), AMBIGUOUS);
+            assert_eq!(class(classify(&io(kind), Phase::Ready, false)), AMBIGUOUS);
         }
     }
 
     #[test]
     fn tls_alert_or_protocol_error_after_ready_is_ambiguous() {
         assert_eq!(
-            class(classify(&ureq::Error::Tls("alert"), Phase::Ready)),
+            class(classify(&ureq::Error::Tls("alert"), Phase::Ready, false)),
             AMBIGUOUS
         );
         assert_eq!(
             class(classify(
                 &ureq::Error::LargeResponseHeader(1, 2),
-                Phase::Ready
+                Phase::Ready,
+                false
             )),
             AMBIGUOUS
         );
@@ -598,9 +623,16 @@ mod tests {
     fn body_errors_are_ambiguous() {
         // A body failure is after the head: the connection was ready.
         let e = ureq::Error::Timeout(Timeout::RecvBody);
-        assert_eq!(class(classify(&e, Phase::Ready)), "Timeout(Response)");
         assert_eq!(
-            class(classify(&io(io::ErrorKind::UnexpectedEof), Phase::Ready)),
+            class(classify(&e, Phase::Ready, false)),
+            "Timeout(Response)"
+        );
+        assert_eq!(
+            class(classify(
+                &io(io::ErrorKind::UnexpectedEof),
+                Phase::Ready,
+                false
+            )),
             AMBIGUOUS
         );
     }
@@ -608,13 +640,18 @@ mod tests {
     #[test]
     fn unknown_phase_is_ambiguous() {
         assert_eq!(
-            class(classify(&ureq::Error::ConnectionFailed, Phase::Unknown)),
+            class(classify(
+                &ureq::Error::ConnectionFailed,
+                Phase::Unknown,
+                false
+            )),
             AMBIGUOUS
         );
         assert_eq!(
             class(classify(
                 &ureq::Error::Timeout(Timeout::Global),
-                Phase::Unknown
+                Phase::Unknown,
+                false
             )),
             "Timeout(Unknown)"
         );
@@ -623,9 +660,12 @@ mod tests {
     #[test]
     fn building_errors_before_the_wire_are_rejected_locally() {
         let e = ureq::Error::BadUri("no host".into());
-        assert_eq!(class(classify(&e, Phase::Idle)), "Failure(RejectedLocally)");
+        assert_eq!(
+            class(classify(&e, Phase::Idle, false)),
+            "Failure(RejectedLocally)"
+        );
         // The same error after resolving started is not a building error.
-        assert_eq!(class(classify(&e, Phase::Resolving)), UNDELIVERED);
+        assert_eq!(class(classify(&e, Phase::Resolving, false)), UNDELIVERED);
     }
 
     #[test]

@@ -519,7 +519,7 @@ fn exec<B: AsSendBody>(
     );
     classify::forward_through(forward);
     let result = agent.run(request);
-    let phase = classify::end();
+    let (phase, fresh) = classify::end_fresh();
     match result {
         // One table of response limits on every adapter (`baton_core::limits`): an
         // over-limit head is a protocol failure after the request was sent.
@@ -530,6 +530,6 @@ fn exec<B: AsSendBody>(
                 Some(ureq::Error::Other(Box::new(e))),
             ),
         },
-        Err(e) => Sent::Failed(classify(&e, phase), Some(e)),
+        Err(e) => Sent::Failed(classify(&e, phase, fresh), Some(e)),
     }
 }

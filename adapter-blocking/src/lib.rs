@@ -54,7 +54,21 @@
 //! connect timeout, TLS handshake); anything later (a timeout waiting, reset, closed,
 //! protocol error) is *ambiguous*; an unobserved phase is ambiguous. std opens no TCP Fast
 //! Open connection and ureq's rustls configuration sends no TLS early data, so nothing
-//! leaves before the handshake completes.
+//! leaves before the handshake completes. A certificate rejected in the handshake (unknown
+//! issuer, name mismatch, expired), or a client identity the server refused with a
+//! handshake alert on a connection the attempt opened itself, is *untrusted*: undelivered,
+//! no further attempt at that endpoint in the call, and the error's message names the
+//! reason (SPEC 9).
+//!
+//! ## HTTP version and TLS
+//! ureq speaks HTTP/1.1 only: an endpoint whose `http_version` is `http2` is refused at
+//! build ([`BuildError::Http2Unsupported`]); `auto` is HTTP/1.1 here (ureq offers no ALPN).
+//! TLS follows baton's one trust rule (`baton-tls`): the platform's trust store
+//! (`SSL_CERT_FILE`, `SSL_CERT_DIR`) plus the policy's or endpoint's `ca_file`, the same
+//! certificates as every other adapter, and the endpoint's client identity
+//! (`client_cert`, `client_key`). One agent serves each distinct set of TLS files; an
+//! agent with an identity has a twin without it for requests that left the endpoint's
+//! origin (redirects).
 //!
 //! ## Timeouts
 //! Each attempt runs with ureq's per-phase budgets, never a global one (a global timeout
@@ -75,8 +89,11 @@
 //! proxy and its transport rewrites each request line; SPEC 3) and builds the client's own agent from it with
 //! ureq's default connector and resolver wrapped as above; ureq does not expose an agent's
 //! connector or connection pool, so a bespoke connector must be handed over with
-//! [`ClientBuilder::parts`]. The client's agent ([`Client::agent`]) keeps one keep-alive
-//! pool for all calls.
+//! [`ClientBuilder::parts`]. Each agent the client builds (one per distinct set of TLS
+//! files; [`Client::agent`] is the first endpoint's) keeps its own keep-alive pool. A
+//! configuration given whole keeps its own TLS, so a policy with TLS files is then refused
+//! ([`BuildError::TlsWithGivenConfig`]); [`ClientBuilder::configure_ureq`] adjusts the
+//! agents baton builds and keeps the trust rule.
 //!
 //! ## Choices where the spec is silent
 //! - **Hedging** needs several attempts in flight: this adapter runs one at a time, so a
@@ -112,6 +129,8 @@
 //! - `ureq` 3: the blocking HTTP/1.1 client, with its pluggable resolver and connector
 //!   (the `unversioned` API, pinned by the `3.5` requirement) for exact phases.
 //! - `http`: the request and response types ureq and baton-core share.
+//! - `baton-tls`: the one TLS trust rule of every adapter (root certificates, client
+//!   identities, the reason a certificate was rejected).
 //! - optional `serde` + `serde_json` (`json`, default): [`RequestBuilder::send_json`].
 //! - optional `tracing` (`tracing`): forwarding events.
 //!

@@ -18,11 +18,12 @@
 //!   refused streams is turned off in the clients baton builds, so each refusal is an
 //!   attempt in the report.
 //! - *untrusted* (SPEC 9): a certificate rejected during the handshake (unknown issuer,
-//!   name mismatch, expired), or a client identity the server refused with a handshake
-//!   alert, read by [`baton_tls::rejection`] from the rustls error in the chain. In TLS
-//!   1.3 the server's refusal of the client's certificate arrives after the client
-//!   finished its side of the handshake, so the request may have been written; the
-//!   server never completed the handshake, so it processed nothing.
+//!   name mismatch, expired), read by [`baton_tls::rejection`] from the rustls error in
+//!   the chain, or a client identity the server refused with a handshake alert while
+//!   connecting. In TLS 1.3 that alert arrives after the client finished its side of the
+//!   handshake, outside reqwest's connect phase; reqwest does not say whether the
+//!   connection it came on was opened by this attempt, so it stays ambiguous here (the
+//!   async-std and blocking adapters, which know, read it as untrusted).
 //!
 //! This module never decides whether to retry: it only names what happened. The
 //! [`FailureCause`] is a finer label (refused, DNS, TLS, reset, ...) for error messages;
@@ -57,7 +58,8 @@ pub enum FailureCause {
     /// The TLS handshake failed (undelivered).
     Tls,
     /// The TLS handshake failed on a certificate (undelivered, and the endpoint gets no
-    /// further attempt in the call).
+    /// further attempt in the call). The server's alert refusing our identity is proof
+    /// only while connecting; later it is reported with this cause, ambiguous.
     Certificate(baton_tls::Rejection),
     /// HTTP/2: the server refused the stream (`REFUSED_STREAM`; undelivered).
     RefusedStream,
@@ -112,8 +114,13 @@ impl FailureCause {
         }
     }
 
-    /// Whether an attempt that ended this way may have done the work on the server.
+    /// Whether an attempt that ended this way may have done the work on the server (the
+    /// server's refusal of our identity is read as such only while connecting: the cause
+    /// alone cannot prove it).
     pub fn may_have_executed(self) -> bool {
+        if let FailureCause::Certificate(r) = self {
+            return r.is_server_alert();
+        }
         !matches!(
             self,
             FailureCause::Refused
@@ -121,7 +128,6 @@ impl FailureCause {
                 | FailureCause::Unreachable
                 | FailureCause::ConnectTimeout
                 | FailureCause::Tls
-                | FailureCause::Certificate(_)
                 | FailureCause::RefusedStream
                 | FailureCause::GoAway
                 | FailureCause::Connect
@@ -287,9 +293,17 @@ fn io_kind(e: &io::Error) -> io::ErrorKind {
 /// is an attempt timeout in the connect phase); everything else is ambiguous.
 pub(crate) fn from_facts(f: Facts) -> Classified {
     use io::ErrorKind as K;
+    // Our own verdict on the server's certificate is proof at any point; the server's
+    // alert refusing our identity only while connecting: reqwest cannot tell whether a
+    // later error came from a connection this attempt opened (baton_tls::Rejection).
     if let Some(r) = f.rejected {
+        let proven = !r.is_server_alert() || f.connect;
+        let class = match proven {
+            true => FailureClass::Untrusted,
+            false => FailureClass::Ambiguous,
+        };
         return Classified {
-            kind: Kind::Failure(FailureClass::Untrusted),
+            kind: Kind::Failure(class),
             cause: FailureCause::Certificate(r),
         };
     }

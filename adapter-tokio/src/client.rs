@@ -152,7 +152,11 @@ impl ClientBuilder {
     ///
     /// Build it with `redirect(reqwest::redirect::Policy::none())`: redirects are the
     /// engine's decision, and a client that follows them itself would carry the endpoint's
-    /// headers (credentials) to wherever it is redirected.
+    /// headers (credentials) to wherever it is redirected. Build it with
+    /// `retry(reqwest::retry::never())` too: reqwest's default re-sends a refused HTTP/2
+    /// stream itself, unseen by the engine and the report (SPEC 9). Its TLS is its own:
+    /// the policy's TLS files are refused with it, and a client identity it carries goes
+    /// to every origin it connects to.
     pub fn reqwest_client(mut self, client: reqwest::Client) -> Self {
         self.http = HttpSource::Client(client);
         self
@@ -255,6 +259,15 @@ impl ClientBuilder {
         }
         let sink = self.sink();
         let shared = Self::shared(self.policy, sink, self.buffer_limit, self.tokens)?;
+        let policy = shared.engine.policy();
+        if (0..policy.endpoints().len()).any(|i| policy.tls_for(i).is_set()) {
+            return Err(BuildError::Setting {
+                setting: "tls",
+                reason: "a middleware sends through its reqwest-middleware stack's client: \
+                         configure that client's TLS instead of the policy's TLS files"
+                    .into(),
+            });
+        }
         Ok(crate::BatonMiddleware::from_shared(shared))
     }
 
@@ -281,6 +294,14 @@ impl ClientBuilder {
             .collect();
         match self.http {
             HttpSource::Client(c) => {
+                if (0..n).any(|i| policy.tls_for(i).is_set()) {
+                    return Err(BuildError::Setting {
+                        setting: "tls",
+                        reason: "the policy's TLS files cannot be applied to a reqwest client \
+                                 given with `reqwest_client`; configure its TLS yourself"
+                            .into(),
+                    });
+                }
                 if self.read_timeout.is_some() {
                     return Err(BuildError::Setting {
                         setting: "read_timeout",
@@ -294,34 +315,17 @@ impl ClientBuilder {
                 connect.resize(n, None);
             }
             source => {
+                let configure = match &source {
+                    HttpSource::Configure(f) => Some(f),
+                    _ => None,
+                };
                 let groups = client_groups(policy, self.read_timeout)?;
                 for (k, g) in groups.keys.iter().enumerate() {
-                    let mut b = reqwest::Client::builder();
-                    if let HttpSource::Configure(f) = &source {
-                        b = f(b);
-                    }
-                    // Redirects are the engine's decision (SPEC 3): reqwest follows none.
-                    // A refused stream is an attempt of the engine's (SPEC 9): reqwest
-                    // re-sends none itself.
-                    b = b
-                        .connect_timeout(g.connect)
-                        .redirect(reqwest::redirect::Policy::none())
-                        .retry(reqwest::retry::never())
-                        .no_proxy();
-                    // SPEC 9: ALPN decides for https under `auto` (HTTP/1.1 for http);
-                    // `http2` is prior knowledge on http and h2-only ALPN on https.
-                    b = match g.version {
-                        HttpVersion::Http1 => b.http1_only(),
-                        HttpVersion::Http2 => b.http2_prior_knowledge(),
-                        HttpVersion::Auto => b,
+                    let b = reqwest_builder(g, &groups.tls[k], configure, &proxies)?;
+                    let b = match self.read_timeout {
+                        Some(rt) => b.read_timeout(rt),
+                        None => b,
                     };
-                    b = with_tls(b, &groups.tls[k], g.version)?;
-                    for proxy in env_proxies(&proxies) {
-                        b = b.proxy(proxy);
-                    }
-                    if let Some(rt) = self.read_timeout {
-                        b = b.read_timeout(rt);
-                    }
                     clients.push(b.build().map_err(BuildError::Reqwest)?);
                 }
                 of_endpoint = groups.of_endpoint;
@@ -343,6 +347,38 @@ impl ClientBuilder {
             }),
         })
     }
+}
+
+/// The reqwest client of one group: the user's adjustments first, then baton's.
+fn reqwest_builder(
+    g: &GroupKey,
+    tls: &baton_tls::TlsConfig,
+    configure: Option<&Configure>,
+    proxies: &Arc<baton_core::ProxyEnv>,
+) -> Result<reqwest::ClientBuilder, BuildError> {
+    let mut b = reqwest::Client::builder();
+    if let Some(f) = configure {
+        b = f(b);
+    }
+    // Redirects are the engine's decision (SPEC 3): reqwest follows none. A refused stream
+    // is an attempt of the engine's (SPEC 9): reqwest re-sends none itself.
+    b = b
+        .connect_timeout(g.connect)
+        .redirect(reqwest::redirect::Policy::none())
+        .retry(reqwest::retry::never())
+        .no_proxy();
+    // SPEC 9: ALPN decides for https under `auto` (HTTP/1.1 for http); `http2` is prior
+    // knowledge on http and h2-only ALPN on https.
+    b = match g.version {
+        HttpVersion::Http1 => b.http1_only(),
+        HttpVersion::Http2 => b.http2_prior_knowledge(),
+        HttpVersion::Auto => b,
+    };
+    b = with_tls(b, tls, g.version)?;
+    for proxy in env_proxies(proxies) {
+        b = b.proxy(proxy);
+    }
+    Ok(b)
 }
 
 /// What sets one reqwest client apart from another: reqwest's connect timeout, HTTP
@@ -493,9 +529,10 @@ pub(crate) struct HttpClients {
 /// Before its first connection, reqwest cannot know that an `auto` https endpoint will
 /// agree HTTP/2, so concurrent calls would each open a connection of their own (32 callers,
 /// 32 connections). Until the endpoint has answered once, its requests pass one at a time
-/// (each waiting inside its attempt's timer, before anything is written); from then on
-/// they go concurrently and share the connection reqwest keeps (one multiplexed HTTP/2
-/// connection, or HTTP/1.1 keep-alive ones).
+/// (each waiting inside its attempt's timer, before anything is written, at most the
+/// endpoint's connect timeout: then it goes anyway); from then on they go concurrently and
+/// share the connection reqwest keeps (one multiplexed HTTP/2 connection, or HTTP/1.1
+/// keep-alive ones). A connection lost later is not gated again.
 #[derive(Default)]
 struct FirstConnection {
     answered: std::sync::atomic::AtomicBool,
@@ -529,6 +566,12 @@ impl Transport for HttpClients {
         request: reqwest::Request,
     ) -> impl std::future::Future<Output = Result<reqwest::Response, SendError>> + Send {
         use std::sync::atomic::Ordering;
+        let connect = self
+            .connect
+            .get(endpoint)
+            .copied()
+            .flatten()
+            .unwrap_or(Duration::from_secs(5));
         let fut = self.client_for(endpoint, &request).execute(request);
         let first = self
             .first
@@ -539,7 +582,12 @@ impl Transport for HttpClients {
             let Some(first) = first else {
                 return fut.await.map_err(SendError::Reqwest);
             };
-            let _turn = first.one_at_a_time.lock().await;
+            // Waiting is bounded by the connect timeout: past it the request goes anyway
+            // (its own connect then decides), so a slow first answer never makes a
+            // queued request's timer fire while nothing of it was written.
+            let _turn = tokio::time::timeout(connect, first.one_at_a_time.lock())
+                .await
+                .ok();
             let sent = fut.await;
             if sent.is_ok() {
                 first.answered.store(true, Ordering::Relaxed);

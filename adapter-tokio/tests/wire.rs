@@ -196,13 +196,10 @@ async fn a_client_identity_opens_an_mtls_provider_and_without_it_nothing_is_proc
     );
     let without = client(policy(&[("a", front.url())]).configure(|s| s.tls = trusting(&files)));
     let e = without.get("/").send().await.unwrap_err();
-    assert_eq!(e.report().attempts.len(), 1, "{e}");
-    assert_eq!(
-        results(&e),
-        [AttemptResult::Failed(FailureClass::Untrusted)],
-        "{e}"
-    );
-    assert!(!e.may_have_executed());
+    // TLS 1.3: the server's alert comes after reqwest's connect phase, and reqwest does not
+    // say which connection it came on: ambiguous, but the reason is named.
+    assert!(e.to_string().contains("client certificate refused"), "{e}");
+    assert!(results(&e).iter().all(|r| r.status().is_none()), "{e}");
     assert_eq!(h2.processed(), 0);
 
     let with = client(policy(&[("a", front.url())]).configure(|s| s.tls = with_identity(&files)));

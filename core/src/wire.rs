@@ -219,6 +219,13 @@ impl H2StreamError {
     /// so it is read as `GoAway { above_last: true }`. A remote reset carries its code.
     /// Anything else (our own side's errors, I/O) is `None`: no proof, left to the
     /// adapter's phase rules.
+    ///
+    /// A residual risk, in hyper's HTTP/2 client rather than in this rule: right after it
+    /// opens a request's stream, hyper checks the connection and hands that request the
+    /// connection's error if there is one; a `GOAWAY` read by the connection's task in
+    /// that instant is that error, and h2 reports it as a remote `GOAWAY` whatever the
+    /// stream's id. The window is one check long; baton-async-std closes it (a
+    /// connection's tasks run on one thread), on a multi-threaded tokio runtime it stays.
     pub fn end(self) -> Option<H2End> {
         if !self.remote {
             return None;

@@ -262,6 +262,35 @@ impl TlsConfig {
     }
 }
 
+/// `config` with no client identity: the configuration of a connection to another origin
+/// than the endpoint's (a redirect), when the endpoint's own presents one (SPEC 9). Its
+/// trust, ALPN and everything else stay.
+///
+/// ```
+/// let config = baton_tls::TlsConfig::load(&baton_core::Tls::default())
+///     .unwrap()
+///     .client_config(baton_core::HttpVersion::Auto);
+/// assert!(!baton_tls::without_client_identity(config).client_auth_cert_resolver.has_certs());
+/// ```
+pub fn without_client_identity(mut config: ClientConfig) -> ClientConfig {
+    #[derive(Debug)]
+    struct NoIdentity;
+    impl rustls::client::ResolvesClientCert for NoIdentity {
+        fn resolve(
+            &self,
+            _: &[&[u8]],
+            _: &[rustls::SignatureScheme],
+        ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+            None
+        }
+        fn has_certs(&self) -> bool {
+            false
+        }
+    }
+    config.client_auth_cert_resolver = Arc::new(NoIdentity);
+    config
+}
+
 /// An endpoint's TLS files could not be used: which endpoint, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointTlsError {
@@ -478,6 +507,24 @@ impl Rejection {
 }
 
 impl Rejection {
+    /// Whether the server said it (a handshake alert refusing our identity), rather than
+    /// our own verification of its certificate. Our verdict comes before the client's
+    /// side of the handshake ends, so before any request byte: always proof. The server's
+    /// alert is proof only on a connection this attempt opened and before anything of the
+    /// response arrived (in TLS 1.3 it comes after the client's side ended, with the
+    /// request possibly written but never read by a server that refused the handshake):
+    /// an adapter that cannot tell which connection an error came from reads it as
+    /// ambiguous.
+    ///
+    /// ```
+    /// use baton_tls::Rejection;
+    /// assert!(!Rejection::UnknownIssuer.is_server_alert());
+    /// assert!(Rejection::ClientIdentityRefused.is_server_alert());
+    /// ```
+    pub fn is_server_alert(self) -> bool {
+        self == Rejection::ClientIdentityRefused
+    }
+
     /// The reason with what it is about: `certificate rejected: unknown issuer`, ...
     pub fn message(self) -> &'static str {
         match self {

@@ -298,8 +298,9 @@ impl Judge<'_> {
 pub(crate) fn reached(result: &AttemptResult) -> bool {
     !matches!(
         result,
-        AttemptResult::Failed(FailureClass::Undelivered | FailureClass::RejectedLocally)
-            | AttemptResult::TimedOut(TimeoutPhase::Connect)
+        AttemptResult::Failed(
+            FailureClass::Undelivered | FailureClass::Untrusted | FailureClass::RejectedLocally,
+        ) | AttemptResult::TimedOut(TimeoutPhase::Connect)
             | AttemptResult::ReplayFailed
     )
 }
