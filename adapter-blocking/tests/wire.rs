@@ -8,14 +8,7 @@ use baton_core::{AttemptResult, Endpoint, FailureClass, HttpVersion, Policy, Pol
 use testkit::{Behaviour, PkiFiles, Provider, TestPki, TlsFront};
 
 fn pki() -> (TestPki, PkiFiles) {
-    let pki = TestPki::new();
-    let dir = std::env::temp_dir().join(format!(
-        "baton-blocking-wire-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let files = pki.write(&dir);
-    (pki, files)
+    TestPki::temp("blocking-wire")
 }
 
 fn trusting(files: &PkiFiles) -> Tls {

@@ -10,14 +10,7 @@ use http::Version;
 use testkit::{H2Behaviour, H2Provider, PkiFiles, TestPki, TlsFront};
 
 fn pki() -> (TestPki, PkiFiles) {
-    let pki = TestPki::new();
-    let dir = std::env::temp_dir().join(format!(
-        "baton-tokio-wire-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let files = pki.write(&dir);
-    (pki, files)
+    TestPki::temp("tokio-wire")
 }
 
 fn trusting(files: &PkiFiles) -> Tls {

@@ -40,7 +40,9 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use crate::served::{lock, Served};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -62,10 +64,6 @@ const NO_ERROR: u32 = 0x0;
 const INTERNAL_ERROR: u32 = 0x2;
 const REFUSED_STREAM: u32 = 0x7;
 const MAX_FRAME: usize = 16_384;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// What the provider does with one request (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,33 +253,21 @@ impl H2ProviderBuilder {
             recording: self.recording,
             processed: AtomicU64::new(0),
             connections: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
             graceful: AtomicBool::new(false),
-            sockets: Mutex::new(Vec::new()),
-            threads: Mutex::new(Vec::new()),
+            served: Served::default(),
         });
         let s = shared.clone();
         let accept = std::thread::spawn(move || {
             for stream in listener.incoming() {
-                if s.stop.load(Ordering::SeqCst) || s.graceful.load(Ordering::SeqCst) {
+                if s.served.stopping() || s.graceful.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(stream) = stream else { continue };
                 let number = s.connections.fetch_add(1, Ordering::SeqCst) + 1;
-                if let Ok(clone) = stream.try_clone() {
-                    lock(&s.sockets).push(clone);
-                }
                 let s2 = s.clone();
-                let h = std::thread::spawn(move || {
-                    // The provider keeps a handle of every socket (to close it when
-                    // dropped): a connection that ends shuts its socket, not just its handle.
-                    let _ = Conn::new(&s2, stream, number).and_then(|mut c| {
-                        let served = c.serve();
-                        let _ = c.sock.shutdown(Shutdown::Both);
-                        served
-                    });
+                s.served.spawn(stream, move |stream| {
+                    let _ = Conn::new(&s2, stream, number).and_then(|mut c| c.serve());
                 });
-                lock(&s.threads).push(h);
             }
         });
         H2Provider {
@@ -300,10 +286,8 @@ struct Shared {
     recording: bool,
     processed: AtomicU64,
     connections: AtomicU64,
-    stop: AtomicBool,
     graceful: AtomicBool,
-    sockets: Mutex<Vec<TcpStream>>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    served: Served,
 }
 
 impl Shared {
@@ -388,18 +372,7 @@ impl H2Provider {
 
 impl Drop for H2Provider {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
-        for s in lock(&self.shared.sockets).drain(..) {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        let threads: Vec<_> = lock(&self.shared.threads).drain(..).collect();
-        for t in threads {
-            let _ = t.join();
-        }
+        self.shared.served.stop(self.addr, self.accept.take());
     }
 }
 
@@ -469,7 +442,7 @@ impl<'a> Conn<'a> {
         }
         self.buf.drain(..PREFACE.len());
         loop {
-            if self.shared.stop.load(Ordering::SeqCst) {
+            if self.shared.served.stopping() {
                 return Ok(());
             }
             if self.shared.graceful.load(Ordering::SeqCst) && !self.going_away {
@@ -495,7 +468,7 @@ impl<'a> Conn<'a> {
     fn fill(&mut self, n: usize) -> io::Result<bool> {
         let mut chunk = [0u8; 16 * 1024];
         while self.buf.len() < n {
-            if self.shared.stop.load(Ordering::SeqCst) {
+            if self.shared.served.stopping() {
                 return Err(io::ErrorKind::ConnectionAborted.into());
             }
             match self.sock.read(&mut chunk) {

@@ -111,6 +111,7 @@ mod http;
 pub mod pki;
 mod provider;
 mod proxy_server;
+mod served;
 pub mod sse;
 pub mod tls_front;
 

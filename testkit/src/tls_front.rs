@@ -18,16 +18,14 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::served::{lock, Served};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rustls::{ServerConfig, ServerConnection};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// One server-side TLS connection, readable on one thread and writable from another: the
 /// rustls state is shared behind a lock, each thread holds its own handle of the socket.
@@ -169,10 +167,8 @@ struct Shared {
     config: Arc<ServerConfig>,
     h1: Option<SocketAddr>,
     h2: Option<SocketAddr>,
-    stop: AtomicBool,
     stats: Stats,
-    sockets: Mutex<Vec<TcpStream>>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    served: Served,
 }
 
 /// A TLS terminator on `127.0.0.1:0` in front of plain providers (see the module docs).
@@ -210,25 +206,19 @@ impl TlsFront {
             config,
             h1,
             h2,
-            stop: AtomicBool::new(false),
             stats: Stats::default(),
-            sockets: Mutex::new(Vec::new()),
-            threads: Mutex::new(Vec::new()),
+            served: Served::default(),
         });
         let s = shared.clone();
         let accept = std::thread::spawn(move || {
             for stream in listener.incoming() {
-                if s.stop.load(Ordering::SeqCst) {
+                if s.served.stopping() {
                     break;
                 }
                 let Ok(stream) = stream else { continue };
                 s.stats.connections.fetch_add(1, Ordering::SeqCst);
-                if let Ok(clone) = stream.try_clone() {
-                    lock(&s.sockets).push(clone);
-                }
                 let s2 = s.clone();
-                let handle = std::thread::spawn(move || serve(&s2, stream));
-                lock(&s.threads).push(handle);
+                s.served.spawn(stream, move |stream| serve(&s2, stream));
             }
         });
         TlsFront {
@@ -266,18 +256,7 @@ impl TlsFront {
 
 impl Drop for TlsFront {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
-        for s in lock(&self.shared.sockets).drain(..) {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        let threads: Vec<_> = lock(&self.shared.threads).drain(..).collect();
-        for t in threads {
-            let _ = t.join();
-        }
+        self.shared.served.stop(self.addr, self.accept.take());
     }
 }
 
@@ -296,7 +275,7 @@ fn serve(shared: &Shared, stream: TcpStream) {
                 while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
                 let _ = s.shutdown(Shutdown::Both);
             }
-            if !shared.stop.load(Ordering::SeqCst) {
+            if !shared.served.stopping() {
                 shared.stats.failed.fetch_add(1, Ordering::SeqCst);
             }
             return;
