@@ -269,7 +269,8 @@ pub struct CheckArgs {
     /// One JSON object on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Where counterexample vector files are written.
+    /// Where counterexample vector files are written (created, as `mkdir -p` would, when
+    /// missing).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub out: PathBuf,
 }

@@ -4,7 +4,8 @@
 //!
 //! Exit status: 0 clean, 1 lints only, 2 invalid usage or configuration, 8 a safety
 //! violation; each violating class's shortest counterexample is written as a vector file
-//! (`--out DIR`, default the current directory: `baton-check-writes.toml`, ...), and its
+//! (`--out DIR`, default the current directory, created when missing:
+//! `baton-check-writes.toml`, ...), and its
 //! path printed (a file that cannot be written is reported on stderr, and the status
 //! stays 8); 23 when the report cannot be written to stdout.
 
@@ -76,8 +77,15 @@ fn path_of<'a>(written: &'a [(CallClass, PathBuf)], c: &ClassReport) -> Option<&
         .map(|(_, p)| p.as_path())
 }
 
-/// Writes a counterexample as `baton-check-<class>.toml` in `dir`.
+/// Writes a counterexample as `baton-check-<class>.toml` in `dir`, created first when it
+/// does not exist (as `mkdir -p` would); a file in its way is an error that says so.
 fn write_vector(dir: &Path, cx: &Counterexample) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        format!(
+            "cannot create the directory {} for the counterexample (--out): {e}",
+            dir.display()
+        )
+    })?;
     let name = format!("baton-check-{}.toml", cx.class.as_str().replace(' ', "-"));
     let path = dir.join(name);
     let body = toml::to_string(&cx.vector)

@@ -1435,6 +1435,21 @@ fn check_of_an_unsafe_policy_exits_8_with_counterexamples_that_fail_the_conforma
 }
 
 #[test]
+fn check_creates_its_out_directory_as_mkdir_p_would() {
+    let dir = temp_dir("mkdir");
+    let config = dir.join("unsafe.toml");
+    std::fs::write(&config, UNSAFE).unwrap();
+    let nested = dir.join("new").join("dir");
+    let o = check_in(&nested, &["--config", config.to_str().unwrap()]);
+    assert_eq!(code(&o), 8, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        nested.join("baton-check-writes.toml").exists(),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn check_rejects_a_bad_configuration_with_exit_2() {
     let dir = temp_dir("bad");
     let config = dir.join("bad.toml");
@@ -1452,21 +1467,23 @@ fn check_stays_8_when_its_counterexample_cannot_be_written_and_refuses_zero_call
     let dir = temp_dir("unwritable");
     let config = dir.join("unsafe.toml");
     std::fs::write(&config, UNSAFE).unwrap();
-    let missing = dir.join("no-such-dir");
+    // A file where the directory should be: the report stands, the error says why.
+    let in_the_way = dir.join("a-file");
+    std::fs::write(&in_the_way, "not a directory").unwrap();
     let o = run(
         &[
             "check",
             "--config",
             config.to_str().unwrap(),
             "--out",
-            missing.to_str().unwrap(),
+            in_the_way.to_str().unwrap(),
         ],
         "",
     );
     assert_eq!(code(&o), 8, "{}{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("SAFETY writes"), "{}", stdout(&o));
     assert!(
-        stderr(&o).contains("cannot write the counterexample"),
+        stderr(&o).contains("cannot create the directory") && stderr(&o).contains("--out"),
         "{}",
         stderr(&o)
     );
