@@ -1,11 +1,13 @@
 //! The `batch` output line.
 //!
 //! `{"id", "request_id", "status", "endpoint", "attempts": [{"endpoint", "outcome",
-//! "status", "elapsed_ms", "http_version"}], "error": null | {"kind", "message"}, "stop_reason",
+//! "status", "elapsed_ms", "http_version", "credential_refused"}], "error": null | {"kind", "message"}, "stop_reason",
 //! "may_have_executed", "elapsed_ms", "body"}`, plus `"redirects": [{"attempt", "status",
 //! "from", "to", "cross_origin"}]` when an attempt followed redirects (URLs as
 //! `scheme://host:port` only). `http_version` is the protocol of the attempt's response
-//! as ALPN names it (`"http/1.1"`, `"h2"`; null without a response). `status` and
+//! as ALPN names it (`"http/1.1"`, `"h2"`; null without a response). `credential_refused`
+//! is true when the endpoint refused its credential after the attempt's own refresh (it
+//! got no further attempt in the call). `status` and
 //! `endpoint` are those of the
 //! returned response (null when the call returned none); `body` is the response body as
 //! text, or null; a body that is not valid UTF-8 is null there and given whole as
@@ -41,6 +43,7 @@ pub fn batch_line(id: &Value, r: &CallResult) -> Value {
                     "status": a.result.status().map(|s| s.as_u16()),
                     "elapsed_ms": millis(a.elapsed),
                     "http_version": a.http_version.map(version_name),
+                    "credential_refused": a.credential_refused,
                 })
             })
             .collect()

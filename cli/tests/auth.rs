@@ -82,6 +82,53 @@ fn a_token_command_runs_once_for_a_whole_batch_on_every_runtime() {
 }
 
 #[test]
+fn a_revoked_credential_costs_at_most_two_token_runs_and_returns_the_401_on_every_runtime() {
+    for runtime in ["tokio", "blocking", "async-std"] {
+        // Accepts a token no command ever prints: every token is refused.
+        let a = AuthServer::start("revoked-never-issued");
+        let dir = std::env::temp_dir().join(format!(
+            "baton-auth-revoked-{}-{runtime}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let count = dir.join("runs");
+        let _ = std::fs::remove_file(&count);
+        let cmd = format!(
+            "echo run >> {f}; printf 'tok-%s' \"$(wc -l < {f})\"",
+            f = count.display()
+        );
+        let ep = format!("a={}/", a.url());
+        let out = baton(
+            &[
+                "batch",
+                "-e",
+                &ep,
+                "--runtime",
+                runtime,
+                "--max-attempts",
+                "3",
+                "--auth-command",
+                &cmd,
+            ],
+            "{\"id\": 1}\n",
+        );
+        let stdout = text(&out.stdout);
+        let line: serde_json::Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("{runtime}: {e}: {stdout} {}", text(&out.stderr)));
+        assert_eq!(line["status"], 401, "{runtime}: {line}");
+        let runs = std::fs::read_to_string(&count).unwrap().lines().count();
+        assert!(
+            (1..=2).contains(&runs),
+            "{runtime}: {runs} token runs for one call"
+        );
+        let attempts = line["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 1, "{runtime}: {line}");
+        assert_eq!(attempts[0]["credential_refused"], true, "{runtime}: {line}");
+        assert!(a.seen().len() <= 2, "{runtime}: {:?}", a.seen());
+    }
+}
+
+#[test]
 fn a_config_file_auth_table_with_its_own_scheme() {
     let a = AuthServer::start("abc");
     let dir = std::env::temp_dir().join(format!("baton-auth-cfg-{}", std::process::id()));

@@ -87,6 +87,7 @@ fn floor_call(f: &Floor) -> bool {
             result: AttemptResult::Response(response.status),
             elapsed,
             http_version: None,
+            credential_refused: false,
         }],
         redirects: Vec::new(),
         elapsed,

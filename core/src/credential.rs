@@ -17,7 +17,9 @@
 //!   newer one. The attempt then refreshes once and re-sends once to the same endpoint
 //!   when its body can be replayed (a 401 is a refusal: nothing was processed). A 401 right
 //!   after a fresh token is that endpoint's failure: the call fails over where permitted,
-//!   or returns the 401.
+//!   or returns the 401, and that endpoint gets no further attempt in the call (its
+//!   record says `credential_refused`), so one call runs the provider at most twice per
+//!   endpoint, as Google's and Azure's client libraries bound their refreshes.
 //! - **Failures are not cached**: a failed refresh keeps an unexpired token in use, backs
 //!   off ([`CredentialSettings::failure_backoff`]) before the provider is asked again, and
 //!   an attempt that has no usable token fails undelivered (nothing was sent), so the call

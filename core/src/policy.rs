@@ -339,7 +339,8 @@ impl Endpoint {
     /// current token, and never sent to another endpoint. See
     /// [`credential`](crate::credential). With a credential anywhere in the policy, a 401
     /// (and a 403 with `refresh_on_403`) is a refusal: it triggers and counts as not
-    /// processed, so the call fails over where permitted after the one refresh.
+    /// processed, so the call fails over where permitted after the one refresh; the
+    /// endpoint that refused gets no further attempt in the call.
     pub fn credential(mut self, settings: crate::credential::CredentialSettings) -> Self {
         self.credential = Some(settings);
         self

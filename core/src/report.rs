@@ -170,8 +170,15 @@ impl fmt::Display for AttemptResult {
 /// use std::time::Duration;
 /// use baton_core::{AttemptRecord, AttemptResult};
 /// let r = AttemptRecord { endpoint: 0, endpoint_id: "a".into(), number: 1, http_version: None,
-///     result: AttemptResult::Response(http::StatusCode::OK), elapsed: Duration::from_millis(3) };
+///     result: AttemptResult::Response(http::StatusCode::OK), elapsed: Duration::from_millis(3),
+///     credential_refused: false };
 /// assert_eq!(r.to_string(), "#1 a: status 200 after 3ms");
+/// let refused = AttemptRecord {
+///     result: AttemptResult::Response(http::StatusCode::UNAUTHORIZED),
+///     credential_refused: true,
+///     ..r
+/// };
+/// assert_eq!(refused.to_string(), "#1 a: status 401, credential refused, after 3ms");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptRecord {
@@ -188,13 +195,21 @@ pub struct AttemptRecord {
     /// The HTTP version of the attempt's response (`None` without a response, or when the
     /// adapter does not say).
     pub http_version: Option<http::Version>,
+    /// The endpoint refused its credential (401, or 403 where configured) after the
+    /// attempt's own refresh (SPEC 9): the endpoint got no further attempt in the call.
+    pub credential_refused: bool,
 }
 
 impl fmt::Display for AttemptRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let refused = if self.credential_refused {
+            ", credential refused,"
+        } else {
+            ""
+        };
         write!(
             f,
-            "#{} {}: {} after {:?}",
+            "#{} {}: {}{refused} after {:?}",
             self.number, self.endpoint_id, self.result, self.elapsed
         )
     }

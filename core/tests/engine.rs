@@ -291,6 +291,56 @@ fn a_rejected_certificate_fails_over_and_is_never_retried_at_its_endpoint() {
 }
 
 #[test]
+fn a_refused_credential_ends_its_endpoint_for_the_call() {
+    use baton_core::credential::CredentialSettings;
+    let with_slot = |ids: &[&str], max: u32| {
+        let mut b = Policy::builder().jitter(Jitter::None).seed(7).max_attempts(max);
+        for id in ids {
+            b = b.endpoint(
+                Endpoint::new(*id, format!("https://{id}.example/"))
+                    .credential(CredentialSettings::default()),
+            );
+        }
+        sim(b)
+    };
+    // One endpoint answering 401 to every token: the schedule would give it 3 attempts;
+    // the first refusal (after the attempt's own refresh) returns the 401.
+    let mut s = with_slot(&["a"], 3);
+    s.script("a", Script::status(401));
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["a"]);
+    assert_eq!(run.report.stop_reason, StopReason::AttemptsExhausted);
+    assert!(
+        matches!(run.report.outcome, Outcome::Response { status, .. } if status == StatusCode::UNAUTHORIZED),
+        "{:?}",
+        run.report.outcome
+    );
+    let first = &run.report.attempts[0];
+    assert!(first.credential_refused, "{first}");
+    assert!(first.to_string().contains("credential refused"), "{first}");
+    // Several rounds: later rounds skip it; a POST fails over too (a 401 is a refusal),
+    // and b's 503 may have executed it.
+    for (method, want) in [
+        (Method::GET, &["a", "b", "b", "b"][..]),
+        (Method::POST, &["a", "b"][..]),
+    ] {
+        let mut s = with_slot(&["a", "b"], 4);
+        s.script("a", Script::status(401))
+            .script("b", Script::status(503));
+        let run = s.run(method.clone(), CallOptions::default());
+        assert_eq!(run.endpoints_attempted(), want, "{method}");
+        assert!(!run.report.attempts[1].credential_refused);
+    }
+    // A 403 is not a refusal unless configured, and an endpoint without a slot keeps
+    // its schedule.
+    let mut s = sim(endpoints(&["a"]).max_attempts(3).extend_trigger_statuses(&[401]));
+    s.script("a", Script::status(401));
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["a", "a", "a"]);
+    assert!(run.report.attempts.iter().all(|r| !r.credential_refused));
+}
+
+#[test]
 fn h2_refusals_fail_over_and_resets_after_the_request_do_not() {
     for (script, failover) in [
         (Script::refused_stream(), true),

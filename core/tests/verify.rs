@@ -272,6 +272,7 @@ fn a_retained_answer_returned_after_a_later_possible_execution_is_hidden() {
         result,
         elapsed: Duration::from_millis(1),
         http_version: None,
+        credential_refused: false,
     };
     let status = http::StatusCode::SERVICE_UNAVAILABLE;
     let report = Report {

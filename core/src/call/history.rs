@@ -203,13 +203,48 @@ impl<R> History<R> {
         b
     }
 
+    /// Endpoints whose credential the call saw refused after the attempt's own refresh
+    /// (SPEC 9): an attempt to an endpoint with a credential slot, not redirected, answered
+    /// with a refusal (`refusal`: 401, or 403 where configured, at an endpoint with a
+    /// slot). The adapter already refreshed and re-sent once inside that attempt when the
+    /// token it sent was one it held, so the refusal came for a token just refreshed (or
+    /// no refresh could be had): another attempt there would only run the token provider
+    /// again for the same answer.
+    pub(crate) fn credential_refused(&self, refusal: impl Fn(usize, StatusCode) -> bool) -> Bits {
+        let mut b = Bits(0);
+        for (i, r) in self.records.iter().enumerate() {
+            if self.refused_credential(i, r, &refusal) {
+                b.set(r.endpoint as usize);
+            }
+        }
+        b
+    }
+
+    /// Whether record `i` (`r`) is a credential refusal (see
+    /// [`credential_refused`](Self::credential_refused)).
+    fn refused_credential(
+        &self,
+        i: usize,
+        r: &Rec,
+        refusal: &impl Fn(usize, StatusCode) -> bool,
+    ) -> bool {
+        matches!(r.result, AttemptResult::Response(s) if refusal(r.endpoint as usize, s))
+            && !self.redirected(i as u32 + 1)
+    }
+
     /// Whether attempt `number` followed a redirect.
     pub(crate) fn redirected(&self, number: u32) -> bool {
         self.redirects.iter().any(|r| r.attempt == number)
     }
 
-    /// The public records of every attempt, each with its endpoint's id (from `ids`).
-    pub(crate) fn report_records(&self, ids: &[EndpointId]) -> SmallVec<[AttemptRecord; 2]> {
+    /// The public records of every attempt, each with its endpoint's id (from `ids`);
+    /// `refusal` tells a credential refusal (see
+    /// [`credential_refused`](Self::credential_refused)).
+    pub(crate) fn report_records(
+        &self,
+        ids: &[EndpointId],
+        refusal: impl Fn(usize, StatusCode) -> bool,
+    ) -> SmallVec<[AttemptRecord; 2]> {
         let mut out = SmallVec::new();
         for (i, r) in self.records.iter().enumerate() {
             out.push(AttemptRecord {
@@ -219,6 +254,7 @@ impl<R> History<R> {
                 result: r.result,
                 elapsed: Duration::from_nanos(r.elapsed_ns),
                 http_version: r.version,
+                credential_refused: self.refused_credential(i, r, &refusal),
             });
         }
         out

@@ -448,12 +448,30 @@ impl<R> Call<'_, R> {
     }
 
     /// Whether `e` can take another attempt in this round (not in flight, not skipped, not
-    /// yet tried in it, and it did not reject the call's TLS handshake).
+    /// yet tried in it, and not [`closed`](Self::closed)).
     fn open_in_round(&self, e: usize, in_flight: Bits) -> bool {
         !in_flight.has(e)
             && !self.order.skipped.has(e)
             && self.round_count(e) == 0
-            && !self.history.untrusted().has(e)
+            && !self.closed().has(e)
+    }
+
+    /// Endpoints that get no further attempt in this call, since another would fail the
+    /// same way (SPEC 9): those that rejected the call's TLS handshake on a certificate,
+    /// and those that refused a credential the attempt had just refreshed.
+    pub(crate) fn closed(&self) -> Bits {
+        let refused = self
+            .history
+            .credential_refused(|e, status| self.is_credential_refusal(e, status));
+        Bits(self.history.untrusted().0 | refused.0)
+    }
+
+    /// Whether `status` at endpoint `e` refuses its credential (401, or 403 where
+    /// configured); never for an endpoint without a credential slot.
+    pub(crate) fn is_credential_refusal(&self, e: usize, status: http::StatusCode) -> bool {
+        self.engine.policy.endpoints[e]
+            .credential_settings()
+            .is_some_and(|c| c.is_refusal(status))
     }
 
     /// The kind of a later attempt at `e`: a retry when the call already attempted it, else
@@ -502,10 +520,10 @@ impl<R> Call<'_, R> {
             self.round_count(current) < self.per_endpoint(current)
         };
         let hedged_in_flight = !self.history.flights.is_empty();
-        // An endpoint that rejected the TLS handshake on a certificate fails the same way
-        // again: no retry there within this call (SPEC 9).
-        let untrusted = self.history.untrusted().has(current);
-        if limit_ok && !hedged_in_flight && !untrusted {
+        // An endpoint that rejected the TLS handshake on a certificate, or refused a
+        // credential just refreshed, fails the same way again: no retry there (SPEC 9).
+        let closed = self.closed().has(current);
+        if limit_ok && !hedged_in_flight && !closed {
             if self.allowed(current) {
                 let wait = self.wait_for(current, WaitReason::Retry, now)?;
                 return Ok(Some(Next {
@@ -559,9 +577,9 @@ impl<R> Call<'_, R> {
     fn new_round(&mut self, now: Instant, mut refused: bool) -> Result<Option<Next>, Stop> {
         if self.history.made() < self.order.max_attempts {
             self.build_round(now);
-            let untrusted = self.history.untrusted();
+            let closed = self.closed();
             let first = self.order.round.iter().find(|&e| {
-                if untrusted.has(e) {
+                if closed.has(e) {
                     return false;
                 }
                 let ok = self.allowed(e);

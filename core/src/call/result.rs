@@ -178,7 +178,9 @@ impl<R> Call<'_, R> {
                         RequestId::taken(),
                     ),
                     idempotency_key: self.class.identity.key.take(),
-                    attempts: self.history.report_records(&self.engine.ids),
+                    attempts: self
+                        .history
+                        .report_records(&self.engine.ids, |e, s| self.is_credential_refusal(e, s)),
                     redirects: std::mem::take(&mut self.history.redirects),
                     elapsed: ending.elapsed,
                     stop_reason: ending.reason,
