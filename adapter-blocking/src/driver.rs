@@ -440,29 +440,16 @@ fn send_plain(
     }
 }
 
-/// Runs one request with the attempt's budgets, observing its phase.
-fn exec<B: AsSendBody>(
+/// How `request` goes out under the environment's proxies (SPEC 3), for calls and probes
+/// alike: https through ureq's CONNECT tunnel; http forwarded in absolute form (the
+/// connection goes to the proxy, see `classify`), with the proxy's credentials added to
+/// the request. Arm the forward with [`classify::forward_through`] for the run.
+pub(crate) fn route<B>(
     inner: &Inner,
-    mut request: Request<B>,
-    attempt: &Attempt,
-    deadline: Option<Instant>,
-) -> Sent {
-    // SPEC 3: a tunnel through ureq's CONNECT proxy for https; for http, the request is
-    // forwarded in absolute form (the connection goes to the proxy, see `classify`).
-    let route = inner.proxies.route(request.uri());
-    let tunnel = match route {
-        Route::Tunnel(p) => match ureq::Proxy::new(&p.url_with_credentials()) {
-            Ok(proxy) => Some(proxy),
-            Err(e) => {
-                return Sent::Failed(
-                    AttemptOutcome::Failure(FailureClass::RejectedLocally),
-                    Some(e),
-                )
-            }
-        },
-        _ => None,
-    };
-    let forward = match route {
+    request: &mut Request<B>,
+) -> Result<(Option<ureq::Proxy>, Option<classify::Forward>), ureq::Error> {
+    match inner.proxies.route(request.uri()) {
+        Route::Tunnel(p) => Ok((Some(ureq::Proxy::new(&p.url_with_credentials())?), None)),
         Route::Forward(p) => {
             if let Some(a) = p.authorization() {
                 request
@@ -470,12 +457,31 @@ fn exec<B: AsSendBody>(
                     .insert(ureq::http::header::PROXY_AUTHORIZATION, a.clone());
             }
             let authority = request.uri().authority().map_or("", |a| a.as_str());
-            Some(classify::Forward {
+            let forward = classify::Forward {
                 proxy: p.url(),
                 absolute: format!("http://{authority}"),
-            })
+            };
+            Ok((None, Some(forward)))
         }
-        _ => None,
+        _ => Ok((None, None)),
+    }
+}
+
+/// Runs one request with the attempt's budgets, observing its phase.
+fn exec<B: AsSendBody>(
+    inner: &Inner,
+    mut request: Request<B>,
+    attempt: &Attempt,
+    deadline: Option<Instant>,
+) -> Sent {
+    let (tunnel, forward) = match route(inner, &mut request) {
+        Ok(r) => r,
+        Err(e) => {
+            return Sent::Failed(
+                AttemptOutcome::Failure(FailureClass::RejectedLocally),
+                Some(e),
+            )
+        }
     };
     // The policy's body timeout, and the agent's own if shorter (ureq's body timer starts
     // when the body is read, right after the headers).

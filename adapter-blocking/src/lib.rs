@@ -310,7 +310,7 @@ impl Client {
     /// the endpoint with `id`, under its breaker: a healthy answer is a success, anything
     /// else a failure, as for a call's attempt. Refused when the breaker is open and not
     /// yet due, or its probe slot is taken. No redirect is followed and no retry made; the
-    /// request goes straight to the endpoint (the environment's proxies are not used).
+    /// request is routed as a call's attempt is (the environment's proxies, SPEC 3).
     pub fn probe(&self, id: &str) -> Result<ProbeResult, ProbeRefused> {
         let probe = self.inner.engine.probe(id, Instant::now())?;
         let outcome = self.send_probe(&probe);
@@ -333,9 +333,12 @@ impl Client {
             .policy()
             .endpoint_index(probe.endpoint_id())
             .unwrap_or(0);
+        let (tunnel, forward) = driver::route(&self.inner, &mut request)
+            .map_err(|e| baton_core::scrub_urls(&e.to_string()))?;
         let agent = self.inner.agent(index, &probe.uri);
         let request = agent
             .configure_request(request)
+            .proxy(tunnel)
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(probe.connect_timeout + probe.timeout))
@@ -343,6 +346,7 @@ impl Client {
             .timeout_recv_response(Some(probe.timeout))
             .build();
         classify::begin(Instant::now(), probe.connect_timeout, probe.timeout, None);
+        classify::forward_through(forward);
         let result = agent.run(request);
         classify::end();
         match result {

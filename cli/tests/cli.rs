@@ -1246,6 +1246,62 @@ fn probe_checks_every_endpoint_and_exits_3_when_one_is_unhealthy() {
     assert_eq!(code(&only_a), 0);
 }
 
+/// Probes route as calls do (SPEC 3): with `HTTP_PROXY` set, every runtime's probe of an
+/// http endpoint goes through the proxy, in absolute form; with `--no-env-proxies`, straight.
+#[test]
+fn probe_goes_through_http_proxy_on_every_runtime() {
+    let a = Provider::start(ok("up"));
+    let proxy = testkit::ProxyServer::start();
+    let target = format!("{}/", a.url());
+    for runtime in ["tokio", "blocking", "async-std"] {
+        let before = proxy.requests().len();
+        let args = [
+            "probe",
+            "-e",
+            &ep("a", &a.url()),
+            "--json",
+            "--runtime",
+            runtime,
+        ];
+        let mut cmd = Command::new(BATON);
+        cmd.args(args).stdin(Stdio::null());
+        for var in [
+            "http_proxy",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+        ] {
+            cmd.env_remove(var);
+        }
+        let o = cmd
+            .env("HTTP_PROXY", proxy.url())
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 0, "{runtime}: {}", stderr(&o));
+        assert_eq!(lines(&o)[0]["healthy"], true, "{runtime}");
+        let seen = proxy.requests();
+        assert_eq!(seen.len(), before + 1, "{runtime}: {seen:?}");
+        assert_eq!(seen[before].method, "GET", "{runtime}");
+        assert_eq!(seen[before].target, target, "{runtime}: absolute form");
+        let direct = Command::new(BATON)
+            .args(args)
+            .arg("--no-env-proxies")
+            .env("HTTP_PROXY", proxy.url())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(code(&direct), 0, "{runtime}: {}", stderr(&direct));
+        assert_eq!(
+            proxy.requests().len(),
+            before + 1,
+            "{runtime}: --no-env-proxies"
+        );
+    }
+}
+
 #[test]
 fn batch_probe_due_probes_endpoints_whose_open_time_passed() {
     let a = Provider::builder()

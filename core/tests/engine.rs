@@ -294,7 +294,10 @@ fn a_rejected_certificate_fails_over_and_is_never_retried_at_its_endpoint() {
 fn a_refused_credential_ends_its_endpoint_for_the_call() {
     use baton_core::credential::CredentialSettings;
     let with_slot = |ids: &[&str], max: u32| {
-        let mut b = Policy::builder().jitter(Jitter::None).seed(7).max_attempts(max);
+        let mut b = Policy::builder()
+            .jitter(Jitter::None)
+            .seed(7)
+            .max_attempts(max);
         for id in ids {
             b = b.endpoint(
                 Endpoint::new(*id, format!("https://{id}.example/"))
@@ -333,7 +336,9 @@ fn a_refused_credential_ends_its_endpoint_for_the_call() {
     }
     // A 403 is not a refusal unless configured, and an endpoint without a slot keeps
     // its schedule.
-    let mut s = sim(endpoints(&["a"]).max_attempts(3).extend_trigger_statuses(&[401]));
+    let mut s = sim(endpoints(&["a"])
+        .max_attempts(3)
+        .extend_trigger_statuses(&[401]));
     s.script("a", Script::status(401));
     let run = s.run(Method::GET, CallOptions::default());
     assert_eq!(run.endpoints_attempted(), ["a", "a", "a"]);
