@@ -125,6 +125,7 @@
 //! | 3 request id (caller, generated, invalid), key, attempt header | 21, 22, 51, 59 |
 //! | 3 Host, credentials, URL modes | 23, 24, 25, 26, 31 |
 //! | 3 redirects: same origin, another host (credentials dropped), `return`, `max_redirects` 0, 307/303 methods, loop and limit, one-shot body, failing target, hops sharing the attempt timeout | 65-72, 74 |
+//! | 9 tiers and weights: failover through the rest of a tier (by weight) before the next tier, a preferred endpoint first from any tier, each call's order drawn by weight from its seeded source (the policy's `seed`); per-endpoint attempts and backoff | 80-83 |
 //! | 9 HTTP/2: `REFUSED_STREAM` and `GOAWAY` below the stream undelivered, `GOAWAY` at the stream and a reset after the request ambiguous (an unkeyed POST stops, a keyed one stays pinned) | 76-79 (not on blocking: HTTP/1.1 only) |
 //!
 //! Not expressible as data, and covered by `baton-core`'s and the adapters' own tests
