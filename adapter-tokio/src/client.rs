@@ -333,6 +333,7 @@ impl ClientBuilder {
                 anonymous = groups.anonymous;
             }
         }
+        let peek = shared.engine.policy().settings().classify_body;
         Ok(Client {
             inner: Arc::new(Inner {
                 shared,
@@ -343,6 +344,7 @@ impl ClientBuilder {
                     anonymous,
                     origins,
                     first,
+                    peek,
                 },
             }),
         })
@@ -522,6 +524,8 @@ pub(crate) struct HttpClients {
     /// Per endpoint whose version ALPN decides (`auto` on https): the gate of its first
     /// connection (see [`FirstConnection`]).
     first: Vec<Option<FirstConnection>>,
+    /// Bytes of a body read before the engine decides (`Settings::classify_body`).
+    peek: usize,
 }
 
 /// One request at a time until an endpoint's first response arrived.
@@ -578,6 +582,8 @@ impl Transport for HttpClients {
             .get(endpoint)
             .and_then(Option::as_ref)
             .filter(|f| !f.answered.load(Ordering::Relaxed));
+        let peek = self.peek;
+        let fut = async move { crate::peek::body(fut.await?, peek).await };
         async move {
             let Some(first) = first else {
                 return fut.await.map_err(SendError::Reqwest);

@@ -183,6 +183,12 @@ impl Answer for Reply {
     fn version(&self) -> Option<http::Version> {
         Some(self.0.version())
     }
+    fn body(&self) -> Option<&[u8]> {
+        self.0
+            .extensions()
+            .get::<crate::peek::Peeked>()
+            .map(|p| &p.0[..])
+    }
 }
 
 /// One attempt's send under its timer.

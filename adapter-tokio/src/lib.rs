@@ -142,6 +142,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
+#[cfg(feature = "alloy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloy")))]
+pub mod alloy;
 mod body;
 mod classify;
 mod client;
@@ -151,6 +154,7 @@ mod error;
 mod events;
 #[cfg(feature = "middleware")]
 mod middleware;
+mod peek;
 mod response;
 mod sse;
 

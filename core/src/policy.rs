@@ -24,6 +24,8 @@ use crate::status::StatusSet;
 /// set of providers" baton is for.
 pub const MAX_ENDPOINTS: usize = 64;
 
+/// Most bytes of a body the response classifier may read (`classify_body`: 16 MiB).
+pub const MAX_CLASSIFY_BODY: usize = 16 << 20;
 /// Most redirects one attempt follows (`max_redirects`).
 pub const MAX_REDIRECTS: u32 = 32;
 
@@ -829,6 +831,13 @@ pub struct Settings {
     /// Whether the adapters honour `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and `NO_PROXY`
     /// (SPEC 3; default true).
     pub env_proxies: bool,
+    /// Bytes of a response body the response classifier may read (default 0: it sees the
+    /// head only; at most [`MAX_CLASSIFY_BODY`]). With a limit, an adapter that supports it
+    /// (baton-tokio) reads a body of at most that many bytes within the attempt's time
+    /// before the engine decides, and hands it to the classifier
+    /// ([`ResponseView::body`]); a longer body stays unread and the classifier sees none.
+    /// What JSON-RPC providers need: their outages come as errors in a 200's body.
+    pub classify_body: usize,
     /// Redirects followed within one attempt (SPEC 3; default 10, at most
     /// [`MAX_REDIRECTS`]; 0 returns every 3xx as the answer).
     pub max_redirects: u32,
@@ -948,6 +957,7 @@ impl Default for Settings {
             attempt_header: None,
             body_timeout: None,
             env_proxies: true,
+            classify_body: 0,
             max_redirects: 10,
             cross_origin_redirects: CrossOrigin::Follow,
             seed: None,
@@ -1001,6 +1011,10 @@ pub struct ResponseView<'a> {
     pub headers: &'a HeaderMap,
     /// Whether an earlier attempt of this call ended ambiguous.
     pub earlier_ambiguous: bool,
+    /// The whole response body, when the policy lets the classifier read bodies
+    /// ([`Settings::classify_body`]), the adapter read it, and it is no longer than that;
+    /// `None` otherwise.
+    pub body: Option<&'a [u8]>,
 }
 
 /// A response classifier's verdict.
@@ -1831,6 +1845,12 @@ fn check_counts_and_timeouts(s: &Settings) -> Result<(), ConfigError> {
         "max_redirects",
         s.max_redirects,
         "at most 32 redirects are followed in one attempt",
+    )?;
+    require(
+        s.classify_body <= MAX_CLASSIFY_BODY,
+        "classify_body",
+        s.classify_body,
+        "the classifier reads at most 16 MiB (16777216 bytes) of a body",
     )?;
     check_timeout("connect_timeout", s.connect_timeout)?;
     check_timeout("attempt_timeout", s.attempt_timeout)?;

@@ -106,6 +106,7 @@
 
 pub mod auth;
 mod behaviour;
+mod fault_proxy;
 pub mod h2;
 mod http;
 pub mod pki;
@@ -116,6 +117,7 @@ pub mod sse;
 pub mod tls_front;
 
 pub use behaviour::Behaviour;
+pub use fault_proxy::{FaultMode, FaultProxy};
 pub use h2::{H2Behaviour, H2Provider, H2ProviderBuilder, H2Request};
 pub use pki::{Identity, PkiFiles, TestPki};
 pub use provider::{Provider, ProviderBuilder, Request};

@@ -56,6 +56,10 @@ impl<R: Answer> Call<'_, R> {
                 headers: response.headers(),
                 // This attempt's own record is a response: never ambiguous.
                 earlier_ambiguous: self.history.any_ambiguous(),
+                body: response.body().filter(|b| {
+                    let limit = self.engine.policy.settings.classify_body;
+                    limit > 0 && b.len() <= limit
+                }),
             })
         });
         let mut kept = Kept {

@@ -56,6 +56,11 @@ pub trait Answer {
     fn version(&self) -> Option<http::Version> {
         None
     }
+    /// The whole body, when the adapter read it before the engine decides
+    /// ([`Settings::classify_body`](crate::Settings::classify_body); default `None`).
+    fn body(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// A response head with nothing behind it: what the simulator, the conformance runner and
@@ -73,6 +78,8 @@ pub struct Head {
     pub status: StatusCode,
     /// Headers.
     pub headers: HeaderMap,
+    /// The body, for a classifier that reads bodies (`Settings::classify_body`).
+    pub body: Option<bytes::Bytes>,
 }
 
 impl Head {
@@ -81,12 +88,23 @@ impl Head {
         Head {
             status,
             headers: HeaderMap::new(),
+            body: None,
         }
     }
 
     /// A head with `status` and `headers`.
     pub fn with_headers(status: StatusCode, headers: HeaderMap) -> Self {
-        Head { status, headers }
+        Head {
+            status,
+            headers,
+            body: None,
+        }
+    }
+
+    /// The head with `body` behind it.
+    pub fn with_body(mut self, body: impl Into<bytes::Bytes>) -> Self {
+        self.body = Some(body.into());
+        self
     }
 }
 
@@ -96,6 +114,9 @@ impl Answer for Head {
     }
     fn headers(&self) -> &HeaderMap {
         &self.headers
+    }
+    fn body(&self) -> Option<&[u8]> {
+        self.body.as_deref()
     }
 }
 
