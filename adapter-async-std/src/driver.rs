@@ -428,20 +428,9 @@ fn follow(
     } else {
         OutBody::Empty
     };
-    let (target, pool) = if hop.cross_origin {
-        match connect::Target::routed(&hop.uri, &inner.proxies) {
-            // Another origin: a connection of its own, never pooled with the endpoint's.
-            Ok(t) => (
-                Arc::new(t),
-                Arc::new(Pool::new(0, 0, std::time::Duration::ZERO)),
-            ),
-            Err(_) => {
-                state.unfollow();
-                return Err(AttemptEnd::Response(ex));
-            }
-        }
-    } else {
-        (inner.targets[endpoint].clone(), inner.pool.clone())
+    let Some((target, pool)) = hop_target(inner, endpoint, &hop) else {
+        state.unfollow();
+        return Err(AttemptEnd::Response(ex));
     };
     if !h.contains_key(HOST) {
         h.insert(HOST, target.host_header.clone());
@@ -468,6 +457,22 @@ fn follow(
         },
     );
     Ok(())
+}
+
+/// Where a redirect hop of `endpoint` connects: the endpoint's own target and pool, or,
+/// for another origin, a connection of its own, never pooled with the endpoint's (`None`:
+/// the hop's URL cannot be routed).
+fn hop_target(
+    inner: &Inner,
+    endpoint: usize,
+    hop: &baton_core::Hop,
+) -> Option<(Arc<connect::Target>, Arc<Pool>)> {
+    if !hop.cross_origin {
+        return Some((inner.targets[endpoint].clone(), inner.pool.clone()));
+    }
+    let target = connect::Target::routed(&hop.uri, &inner.proxies).ok()?;
+    let pool = Pool::new(0, 0, std::time::Duration::ZERO);
+    Some((Arc::new(target), Arc::new(pool)))
 }
 
 /// The context of a redirect hop of `flight`, within what is left of its attempt time.

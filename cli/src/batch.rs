@@ -55,101 +55,17 @@ pub fn run(args: BatchArgs) -> u8 {
     };
     let workers = usize::from(args.concurrency);
     let (max_body, compressed) = (args.max_body, args.compressed);
-    let mut malformed: Option<(usize, String)> = None;
-    std::thread::scope(|scope| {
+    let malformed = std::thread::scope(|scope| {
         let (job_tx, job_rx) = mpsc::sync_channel::<Job>(0);
         let job_rx = Arc::new(Mutex::new(job_rx));
         let (out_tx, out_rx) = mpsc::channel::<(usize, Value)>();
         for _ in 0..workers {
-            let job_rx = Arc::clone(&job_rx);
-            let out_tx = out_tx.clone();
-            let runner = &runner;
-            scope.spawn(move || loop {
-                let job = match job_rx.lock() {
-                    Ok(rx) => rx.recv(),
-                    Err(_) => return,
-                };
-                let Ok((index, id, work)) = job else { return };
-                let spec = match work {
-                    Work::Call(spec) => spec,
-                    Work::ProbeDue => {
-                        let line = output::probe_line(&id, &runner.probe_due());
-                        if out_tx.send((index, line)).is_err() {
-                            return;
-                        }
-                        continue;
-                    }
-                };
-                // A panic in a call (a bug: no input should cause one) must neither hang
-                // the batch nor lose the lines of calls that did execute: it becomes this
-                // line's error, possibly executed, and the worker goes on.
-                let line = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let mut sink = Collect::new(max_body, compressed);
-                    let mut result = runner.run_into(&spec, &mut sink);
-                    result.body = sink.body;
-                    output::batch_line(&id, &result)
-                })) {
-                    Ok(line) => line,
-                    Err(_) => output::panic_line(&id, spec.options.request_id.as_deref()),
-                };
-                if out_tx.send((index, line)).is_err() {
-                    return;
-                }
-            });
+            let (job_rx, out_tx, runner) = (Arc::clone(&job_rx), out_tx.clone(), &runner);
+            scope.spawn(move || work(runner, &job_rx, &out_tx, max_body, compressed));
         }
         drop(out_tx);
-        scope.spawn(move || {
-            let mut next = 0usize;
-            let mut pending = BTreeMap::new();
-            let stdout = std::io::stdout();
-            for (index, line) in out_rx {
-                pending.insert(index, line);
-                while let Some(line) = pending.remove(&next) {
-                    let mut out = stdout.lock();
-                    let _ = writeln!(out, "{line}");
-                    let _ = out.flush();
-                    next += 1;
-                }
-            }
-        });
-        let stdin = std::io::stdin();
-        let mut index = 0usize;
-        for (n, line) in stdin.lock().lines().enumerate() {
-            let line_no = n + 1;
-            let line = match line {
-                Ok(l) => l,
-                Err(e) => {
-                    malformed = Some((line_no, format!("cannot read the line: {e}")));
-                    break;
-                }
-            };
-            if line.trim().is_empty() {
-                continue;
-            }
-            let parsed = match probe_request(&line) {
-                Some(probe) => probe.map(|id| (id, Work::ProbeDue)),
-                None => BatchLine::parse(&line).map(|l| {
-                    let mut spec = l.spec();
-                    if compressed {
-                        spec.ask_compressed();
-                    }
-                    (l.id, Work::Call(Box::new(spec)))
-                }),
-            };
-            match parsed {
-                Ok((id, work)) => {
-                    if job_tx.send((index, id, work)).is_err() {
-                        break;
-                    }
-                    index += 1;
-                }
-                Err(e) => {
-                    malformed = Some((line_no, e));
-                    break;
-                }
-            }
-        }
-        drop(job_tx);
+        scope.spawn(move || write_in_order(out_rx));
+        read_jobs(&job_tx, compressed)
     });
     match malformed {
         Some((line, why)) => {
@@ -158,6 +74,93 @@ pub fn run(args: BatchArgs) -> u8 {
         }
         None => 0,
     }
+}
+
+/// One worker: takes jobs until the input ends, sends each job's output line.
+fn work(
+    runner: &Runner,
+    jobs: &Mutex<mpsc::Receiver<Job>>,
+    out: &mpsc::Sender<(usize, Value)>,
+    max_body: usize,
+    compressed: bool,
+) {
+    loop {
+        let job = match jobs.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        let Ok((index, id, work)) = job else { return };
+        let line = match work {
+            Work::ProbeDue => output::probe_line(&id, &runner.probe_due()),
+            // A panic in a call (a bug: no input should cause one) must neither hang the
+            // batch nor lose the lines of calls that did execute: it becomes this line's
+            // error, possibly executed, and the worker goes on.
+            Work::Call(spec) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut sink = Collect::new(max_body, compressed);
+                let mut result = runner.run_into(&spec, &mut sink);
+                result.body = sink.body;
+                output::batch_line(&id, &result)
+            })) {
+                Ok(line) => line,
+                Err(_) => output::panic_line(&id, spec.options.request_id.as_deref()),
+            },
+        };
+        if out.send((index, line)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Writes the output lines in input order as they come.
+fn write_in_order(lines: mpsc::Receiver<(usize, Value)>) {
+    let mut next = 0usize;
+    let mut pending = BTreeMap::new();
+    let stdout = std::io::stdout();
+    for (index, line) in lines {
+        pending.insert(index, line);
+        while let Some(line) = pending.remove(&next) {
+            let mut out = stdout.lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+            next += 1;
+        }
+    }
+}
+
+/// Reads stdin's lines into jobs; stops at the first malformed line (returned with its
+/// number and why).
+fn read_jobs(jobs: &mpsc::SyncSender<Job>, compressed: bool) -> Option<(usize, String)> {
+    let stdin = std::io::stdin();
+    let mut index = 0usize;
+    for (n, line) in stdin.lock().lines().enumerate() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => return Some((n + 1, format!("cannot read the line: {e}"))),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed = match probe_request(&line) {
+            Some(probe) => probe.map(|id| (id, Work::ProbeDue)),
+            None => BatchLine::parse(&line).map(|l| {
+                let mut spec = l.spec();
+                if compressed {
+                    spec.ask_compressed();
+                }
+                (l.id, Work::Call(Box::new(spec)))
+            }),
+        };
+        match parsed {
+            Ok((id, work)) => {
+                if jobs.send((index, id, work)).is_err() {
+                    return None;
+                }
+                index += 1;
+            }
+            Err(e) => return Some((n + 1, e)),
+        }
+    }
+    None
 }
 
 /// A `{"probe": "due"}` line: its `id` (`None`: not a probe line; an error: a malformed

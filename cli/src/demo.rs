@@ -130,26 +130,9 @@ pub fn demo_config(primary: String, backup: String) -> Result<ClientConfig, Stri
     })
 }
 
-/// Runs the demo; returns the exit status.
-pub fn run(args: DemoArgs) -> u8 {
-    let t0 = Instant::now();
-    let primary = Provider::start(healthy("primary"));
-    let backup = Provider::start(healthy("backup"));
-    let config = match demo_config(primary.url(), backup.url()) {
-        Ok(c) => c,
-        Err(e) => return crate::usage_error(&e),
-    };
-    let collected = Arc::new(Mutex::new(Vec::new()));
-    let mut sink = events::collecting_sink(Arc::clone(&collected), t0);
-    if args.events {
-        sink = events::both(sink, events::stderr_sink(t0));
-    }
-    let runner = match Runner::new(args.runtime, config, Some(sink)) {
-        Ok(r) => r,
-        Err(e) => return crate::usage_error(&e),
-    };
-
-    let script = vec![
+/// The demo's script: the phases of the outage and the calls made in each.
+fn script() -> Vec<Step> {
+    vec![
         Step::Phase("healthy", "both providers answer"),
         get("/balance"),
         post("/payments", Some("pay-1001")),
@@ -171,40 +154,92 @@ pub fn run(args: DemoArgs) -> u8 {
         ),
         get("/balance"),
         get("/balance"),
-    ];
+    ]
+}
 
+/// What the calls came to, for the summary.
+#[derive(Default)]
+struct Tally {
+    calls: usize,
+    answered: std::collections::BTreeMap<String, u32>,
+    failed: usize,
+    unsafe_repeat_avoided: Vec<usize>,
+}
+
+/// The demo's run: its providers, its client, what it collects and prints.
+struct Demo {
+    primary: Provider,
+    backup: Provider,
+    runner: Runner,
+    collected: Arc<Mutex<Vec<Value>>>,
+    tally: Tally,
+}
+
+/// Runs the demo; returns the exit status.
+pub fn run(args: DemoArgs) -> u8 {
+    let t0 = Instant::now();
+    let primary = Provider::start(healthy("primary"));
+    let backup = Provider::start(healthy("backup"));
+    let config = match demo_config(primary.url(), backup.url()) {
+        Ok(c) => c,
+        Err(e) => return crate::usage_error(&e),
+    };
+    let collected = Arc::new(Mutex::new(Vec::new()));
+    let mut sink = events::collecting_sink(Arc::clone(&collected), t0);
+    if args.events {
+        sink = events::both(sink, events::stderr_sink(t0));
+    }
+    let runner = match Runner::new(args.runtime, config, Some(sink)) {
+        Ok(r) => r,
+        Err(e) => return crate::usage_error(&e),
+    };
+    let mut demo = Demo {
+        primary,
+        backup,
+        runner,
+        collected,
+        tally: Tally::default(),
+    };
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "baton demo: runtime {}, providers on 127.0.0.1: primary {}, backup {}",
-        args.runtime.as_str(),
-        primary.url(),
-        backup.url()
-    );
-    let _ = writeln!(
-        out,
-        "policy: attempt timeout 400 ms; cooldown after 2 consecutive failures, 1 s, doubled after a failed probe\n"
-    );
-    let _ = writeln!(
-        out,
-        "{:>2}  {:<10}  {:<28}  {:<34}  {:<36}  {:>7}  notes",
-        "#", "phase", "call", "attempts", "result", "time"
-    );
-    let _ = writeln!(out, "{}", "-".repeat(130));
-
+    demo.header(&mut out, args.runtime.as_str());
     let mut phase = "";
-    let mut n = 0;
-    let mut answered = std::collections::BTreeMap::<String, u32>::new();
-    let mut failed = 0;
-    let mut unsafe_repeat_avoided = Vec::new();
-    for step in script {
+    for step in script() {
+        demo.step(&mut out, step, &mut phase);
+    }
+    demo.summary(&mut out, t0);
+    0
+}
+
+impl Demo {
+    fn header(&self, out: &mut impl Write, runtime: &str) {
+        let _ = writeln!(
+            out,
+            "baton demo: runtime {runtime}, providers on 127.0.0.1: primary {}, backup {}",
+            self.primary.url(),
+            self.backup.url()
+        );
+        let _ = writeln!(
+            out,
+            "policy: attempt timeout 400 ms; cooldown after 2 consecutive failures, 1 s, doubled after a failed probe\n"
+        );
+        let _ = writeln!(
+            out,
+            "{:>2}  {:<10}  {:<28}  {:<34}  {:<36}  {:>7}  notes",
+            "#", "phase", "call", "attempts", "result", "time"
+        );
+        let _ = writeln!(out, "{}", "-".repeat(130));
+    }
+
+    /// One step of the script: a phase change (the primary's behaviour), a pause, or a
+    /// call and its row.
+    fn step(&mut self, out: &mut impl Write, step: Step, phase: &mut &'static str) {
         match step {
             Step::Phase(name, what) => {
-                phase = name;
+                *phase = name;
                 match name {
-                    "refusing" => primary.set_behaviour(Behaviour::refuse()),
-                    "black hole" => primary.set_behaviour(Behaviour::black_hole()),
-                    "recovered" => primary.set_behaviour(healthy("primary")),
+                    "refusing" => self.primary.set_behaviour(Behaviour::refuse()),
+                    "black hole" => self.primary.set_behaviour(Behaviour::black_hole()),
+                    "recovered" => self.primary.set_behaviour(healthy("primary")),
                     _ => {}
                 }
                 let _ = writeln!(out, "    == {name}: {what}");
@@ -218,82 +253,89 @@ pub fn run(args: DemoArgs) -> u8 {
                 let _ = out.flush();
                 std::thread::sleep(d);
             }
-            Step::Call(spec) => {
-                n += 1;
-                if let Ok(mut v) = collected.lock() {
-                    v.clear();
-                }
-                let started = Instant::now();
-                let r = runner.run(&spec);
-                let took = started.elapsed();
-                let evs = collected.lock().map(|v| v.clone()).unwrap_or_default();
-                let call = format!(
-                    "{} {}{}",
-                    spec.method,
-                    spec.path,
-                    spec.options
-                        .idempotency_key
-                        .as_ref()
-                        .map_or(String::new(), |k| format!(" key={k}"))
-                );
-                match (&r.response, &r.failure) {
-                    (Some(h), None) => *answered.entry(h.endpoint.clone()).or_default() += 1,
-                    _ => {
-                        failed += 1;
-                        if r.report.as_ref().is_some_and(|rep| rep.may_have_executed) {
-                            unsafe_repeat_avoided.push(n);
-                        }
-                    }
-                }
-                let _ = writeln!(
-                    out,
-                    "{:>2}  {:<10}  {:<28}  {:<34}  {:<36}  {:>4} ms  {}",
-                    n,
-                    phase,
-                    call,
-                    attempts_cell(&r),
-                    result_cell(&r),
-                    took.as_millis(),
-                    notes_cell(&evs)
-                );
-                let _ = out.flush();
-            }
+            Step::Call(spec) => self.call(out, &spec, phase),
         }
     }
-    let _ = writeln!(out, "{}", "-".repeat(130));
-    let by: Vec<String> = answered
-        .iter()
-        .map(|(k, v)| format!("{v} by {k}"))
-        .collect();
-    let _ = writeln!(
-        out,
-        "summary: {n} calls in {:.1} s; answered {}; {failed} failed",
-        t0.elapsed().as_secs_f64(),
-        by.join(", ")
-    );
-    let _ = writeln!(
-        out,
-        "requests received: primary {} (refused connections never arrive), backup {}",
-        primary.request_count(),
-        backup.request_count()
-    );
-    for c in &unsafe_repeat_avoided {
+
+    fn call(&mut self, out: &mut impl Write, spec: &CallSpec, phase: &str) {
+        let t = &mut self.tally;
+        t.calls += 1;
+        if let Ok(mut v) = self.collected.lock() {
+            v.clear();
+        }
+        let started = Instant::now();
+        let r = self.runner.run(spec);
+        let took = started.elapsed();
+        let evs = self.collected.lock().map(|v| v.clone()).unwrap_or_default();
+        let key = spec.options.idempotency_key.as_ref();
+        let call = format!(
+            "{} {}{}",
+            spec.method,
+            spec.path,
+            key.map_or(String::new(), |k| format!(" key={k}"))
+        );
+        match (&r.response, &r.failure) {
+            (Some(h), None) => *t.answered.entry(h.endpoint.clone()).or_default() += 1,
+            _ => {
+                t.failed += 1;
+                if r.report.as_ref().is_some_and(|rep| rep.may_have_executed) {
+                    t.unsafe_repeat_avoided.push(t.calls);
+                }
+            }
+        }
         let _ = writeln!(
             out,
-            "call {c}: ambiguous failure on a POST without an idempotency key: not repeated on backup (it may have executed on primary)"
+            "{:>2}  {:<10}  {:<28}  {:<34}  {:<36}  {:>4} ms  {}",
+            t.calls,
+            phase,
+            call,
+            attempts_cell(&r),
+            result_cell(&r),
+            took.as_millis(),
+            notes_cell(&evs)
+        );
+        let _ = out.flush();
+    }
+
+    fn summary(&self, out: &mut impl Write, t0: Instant) {
+        let t = &self.tally;
+        let _ = writeln!(out, "{}", "-".repeat(130));
+        let by: Vec<String> = t
+            .answered
+            .iter()
+            .map(|(k, v)| format!("{v} by {k}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "summary: {} calls in {:.1} s; answered {}; {} failed",
+            t.calls,
+            t0.elapsed().as_secs_f64(),
+            by.join(", "),
+            t.failed
+        );
+        let _ = writeln!(
+            out,
+            "requests received: primary {} (refused connections never arrive), backup {}",
+            self.primary.request_count(),
+            self.backup.request_count()
+        );
+        for c in &t.unsafe_repeat_avoided {
+            let _ = writeln!(
+                out,
+                "call {c}: ambiguous failure on a POST without an idempotency key: not repeated on backup (it may have executed on primary)"
+            );
+        }
+        let health = |id: &str| {
+            self.runner
+                .health(id)
+                .map_or("unknown", |h| h.state.as_str())
+                .to_string()
+        };
+        let _ = writeln!(
+            out,
+            "endpoint health now: primary {}, backup {}",
+            health("primary"),
+            health("backup")
         );
     }
-    let health = |id: &str| {
-        runner
-            .health(id)
-            .map_or("unknown", |h| h.state.as_str())
-            .to_string()
-    };
-    let _ = writeln!(
-        out,
-        "endpoint health now: primary {}, backup {}",
-        health("primary"),
-        health("backup")
-    );
-    0
 }

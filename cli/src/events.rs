@@ -31,128 +31,131 @@ pub fn to_json(e: &Event<'_>, t0: Instant) -> Value {
     if let Some(k) = e.idempotency_key {
         m.insert("idempotency_key".into(), k.into());
     }
-    let mut put = |k: &str, v: Value| {
-        m.insert(k.into(), v);
-    };
-    match &e.kind {
+    let (name, fields) = kind_json(&e.kind, t0);
+    m.insert("event".into(), name.into());
+    if let Value::Object(fields) = fields {
+        m.extend(fields);
+    }
+    Value::Object(m)
+}
+
+/// The event's name and its own fields (the attempts' events; the others in
+/// [`decision_json`]).
+fn kind_json(kind: &EventKind<'_>, t0: Instant) -> (&'static str, Value) {
+    match kind {
         EventKind::AttemptStarted {
             endpoint,
             attempt,
             kind,
             probe,
-        } => {
-            put("event", "attempt_started".into());
-            put("endpoint", (*endpoint).into());
-            put("attempt", (*attempt).into());
-            put("kind", kind.as_str().into());
-            put("probe", (*probe).into());
-        }
+        } => (
+            "attempt_started",
+            json!({ "endpoint": endpoint, "attempt": attempt, "kind": kind.as_str(), "probe": probe }),
+        ),
         EventKind::AttemptFinished {
             endpoint,
             attempt,
             result,
             elapsed,
-        } => {
-            put("event", "attempt_finished".into());
-            put("endpoint", (*endpoint).into());
-            put("attempt", (*attempt).into());
-            put("elapsed_ms", millis(*elapsed));
-            result_fields(&mut m, result);
-        }
+        } => (
+            "attempt_finished",
+            with_result(
+                json!({ "endpoint": endpoint, "attempt": attempt, "elapsed_ms": millis(*elapsed) }),
+                result,
+            ),
+        ),
         EventKind::CooldownSkip {
             endpoint,
             state,
             skipped,
-        } => {
-            put("event", "cooldown_skip".into());
-            put("endpoint", (*endpoint).into());
-            put("state", state.as_str().into());
-            put("skipped", (*skipped).into());
-        }
-        EventKind::ReplayFailed { attempt } => {
-            put("event", "replay_failed".into());
-            put("attempt", (*attempt).into());
-        }
-        EventKind::NotReplayable => put("event", "not_replayable".into()),
+        } => (
+            "cooldown_skip",
+            json!({ "endpoint": endpoint, "state": state.as_str(), "skipped": skipped }),
+        ),
+        EventKind::ReplayFailed { attempt } => ("replay_failed", json!({ "attempt": attempt })),
+        EventKind::NotReplayable => ("not_replayable", json!({})),
         EventKind::Failover {
-            from,
-            to,
-            reason,
-            status: _,
-        } => {
-            put("event", "failover".into());
-            put("from", (*from).into());
-            put("to", (*to).into());
-            result_fields(&mut m, reason);
-        }
-        EventKind::BackoffWait { delay, reason } => {
-            put("event", "backoff_wait".into());
-            put("delay_ms", millis(*delay));
-            put("reason", reason.as_str().into());
-        }
-        EventKind::BreakerTransition { endpoint, from, to } => {
-            put("event", "breaker_transition".into());
-            put("endpoint", (*endpoint).into());
-            put("from", from.as_str().into());
-            put("to", to.as_str().into());
-        }
+            from, to, reason, ..
+        } => (
+            "failover",
+            with_result(json!({ "from": from, "to": to }), reason),
+        ),
+        EventKind::BackoffWait { delay, reason } => (
+            "backoff_wait",
+            json!({ "delay_ms": millis(*delay), "reason": reason.as_str() }),
+        ),
+        EventKind::HedgeStarted { endpoint, attempt } => (
+            "hedge_started",
+            json!({ "endpoint": endpoint, "attempt": attempt }),
+        ),
+        EventKind::AttemptCancelled { endpoint, attempt } => (
+            "attempt_cancelled",
+            json!({ "endpoint": endpoint, "attempt": attempt }),
+        ),
+        _ => decision_json(kind, t0),
+    }
+}
+
+/// The fields of an event about the call's decisions and endpoints.
+fn decision_json(kind: &EventKind<'_>, t0: Instant) -> (&'static str, Value) {
+    match kind {
+        EventKind::BreakerTransition { endpoint, from, to } => (
+            "breaker_transition",
+            json!({ "endpoint": endpoint, "from": from.as_str(), "to": to.as_str() }),
+        ),
         EventKind::BudgetRefused { endpoint } => {
-            put("event", "budget_refused".into());
-            put("endpoint", (*endpoint).into());
+            ("budget_refused", json!({ "endpoint": endpoint }))
         }
         EventKind::RateLimited {
             endpoint,
             until,
             waiting,
-        } => {
-            put("event", "rate_limited".into());
-            put("endpoint", (*endpoint).into());
-            put("until_ms", ms_since(t0, *until).into());
-            put("waiting", (*waiting).into());
-        }
-        EventKind::HedgeStarted { endpoint, attempt } => {
-            put("event", "hedge_started".into());
-            put("endpoint", (*endpoint).into());
-            put("attempt", (*attempt).into());
-        }
-        EventKind::AttemptCancelled { endpoint, attempt } => {
-            put("event", "attempt_cancelled".into());
-            put("endpoint", (*endpoint).into());
-            put("attempt", (*attempt).into());
-        }
+        } => (
+            "rate_limited",
+            json!({ "endpoint": endpoint, "until_ms": ms_since(t0, *until), "waiting": waiting }),
+        ),
         EventKind::Redirected { endpoint, redirect } => {
-            // Origins only: paths and queries of provider URLs may hold keys.
-            put("event", "redirected".into());
-            put("endpoint", (*endpoint).into());
-            put("attempt", redirect.attempt.into());
-            put("status", redirect.status.as_u16().into());
-            put("from", Origin(&redirect.from).to_string().into());
-            put("to", Origin(&redirect.to).to_string().into());
-            put("cross_origin", redirect.cross_origin.into());
+            ("redirected", redirected(endpoint, redirect))
         }
-        EventKind::ProbeResult { endpoint, success } => {
-            put("event", "probe_result".into());
-            put("endpoint", (*endpoint).into());
-            put("success", (*success).into());
-        }
+
+        EventKind::ProbeResult { endpoint, success } => (
+            "probe_result",
+            json!({ "endpoint": endpoint, "success": success }),
+        ),
         EventKind::Result {
             stop_reason,
             status,
             may_have_executed,
             attempts,
-        } => {
-            put("event", "result".into());
-            put("stop_reason", stop_reason.as_str().into());
-            put("status", status.map_or(Value::Null, |s| s.as_u16().into()));
-            put("may_have_executed", (*may_have_executed).into());
-            put("attempts", (*attempts).into());
-        }
-        other => {
-            put("event", "other".into());
-            put("debug", format!("{other:?}").into());
-        }
+        } => (
+            "result",
+            json!({
+                "stop_reason": stop_reason.as_str(), "status": status.map(|s| s.as_u16()),
+                "may_have_executed": may_have_executed, "attempts": attempts,
+            }),
+        ),
+        other => ("other", json!({ "debug": format!("{other:?}") })),
     }
-    Value::Object(m)
+}
+
+/// A redirect's fields: origins only (paths and queries of provider URLs may hold keys).
+fn redirected(endpoint: &str, r: &baton_core::Redirect) -> Value {
+    json!({
+        "endpoint": endpoint,
+        "attempt": r.attempt,
+        "status": r.status.as_u16(),
+        "from": Origin(&r.from).to_string(),
+        "to": Origin(&r.to).to_string(),
+        "cross_origin": r.cross_origin,
+    })
+}
+
+/// `fields` with those of an attempt's result (`outcome`, `status`).
+fn with_result(mut fields: Value, result: &baton_core::AttemptResult) -> Value {
+    if let Value::Object(m) = &mut fields {
+        result_fields(m, result);
+    }
+    fields
 }
 
 /// Milliseconds as a JSON number with microsecond precision.
