@@ -120,8 +120,8 @@ pub use policy::serde_duration;
 pub use policy::{
     join_sinks, Breaker, BreakerRule, Budget, ClassifyFn, ConfigError, EligibleFn, Endpoint,
     EventSink, Hedge, PermissionFn, Policy, PolicyBuilder, ProbeRequest, RequestInfo, ResponseView,
-    Settings, Unavailable, UrlMode, Verdict, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT, MAX_DURATION,
-    MAX_ENDPOINTS, MAX_REDIRECTS, MAX_WEIGHT,
+    Settings, Unavailable, UrlMode, Verdict, MAX_ATTEMPTS, MAX_ATTEMPTS_PER_ENDPOINT,
+    MAX_CLASSIFY_BODY, MAX_DURATION, MAX_ENDPOINTS, MAX_REDIRECTS, MAX_WEIGHT,
 };
 pub use probe::{Probe, ProbeRefused, ProbeResult};
 pub use proxy::{Proxy, ProxyEnv, Route};

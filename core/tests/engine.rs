@@ -1602,3 +1602,92 @@ fn a_result_taken_twice_is_a_cancelled_error_the_second_time_and_reported_once()
     assert!(report.may_have_executed, "the answered attempt executed");
     assert_eq!(*results.lock().unwrap(), 1, "one result event");
 }
+
+/// A response with its whole body, as baton-tokio hands one in when the policy lets the
+/// classifier read bodies.
+struct WithBody {
+    status: StatusCode,
+    headers: http::HeaderMap,
+    body: &'static str,
+}
+
+impl Answer for WithBody {
+    fn status(&self) -> StatusCode {
+        self.status
+    }
+    fn headers(&self) -> &http::HeaderMap {
+        &self.headers
+    }
+    fn body(&self) -> Option<&[u8]> {
+        Some(self.body.as_bytes())
+    }
+}
+
+#[test]
+fn the_classifier_reads_a_body_only_within_classify_body() {
+    // The classifier calls a 200 whose body says "outage" a trigger; the engine hands it
+    // the body only when the policy allows bodies that long.
+    let run = |limit: usize, body: &'static str| {
+        let policy = endpoints(&["a", "b"])
+            .classify_fn(|v| {
+                v.body
+                    .is_some_and(|b| b.starts_with(b"outage"))
+                    .then_some(Verdict::Trigger)
+            })
+            .configure(|s| s.classify_body = limit)
+            .build()
+            .unwrap();
+        let engine = Engine::new(policy);
+        let (uri, headers) = ("/".parse::<http::Uri>().unwrap(), http::HeaderMap::new());
+        let info = RequestInfo {
+            method: &Method::GET,
+            uri: &uri,
+            headers: &headers,
+        };
+        let now = Instant::now();
+        let mut call: Call<'_, WithBody> =
+            Call::new(&engine, &info, BodyKind::Empty, CallOptions::default(), now);
+        let baton_core::Action::Send(a) = call.poll() else {
+            panic!()
+        };
+        let response = WithBody {
+            status: StatusCode::OK,
+            headers: http::HeaderMap::new(),
+            body,
+        };
+        call.handle(
+            Input::Response {
+                attempt: a.number,
+                response,
+                wall: None,
+            },
+            now,
+        );
+        match call.poll() {
+            baton_core::Action::Send(next) => Some(next.endpoint),
+            _ => None,
+        }
+    };
+    assert_eq!(
+        run(16, "outage at a"),
+        Some(1),
+        "within the limit: fails over"
+    );
+    assert_eq!(
+        run(0, "outage at a"),
+        None,
+        "limit 0: the classifier sees no body"
+    );
+    assert_eq!(
+        run(8, "outage at a"),
+        None,
+        "longer than the limit: no body"
+    );
+    assert_eq!(run(16, "fine"), None);
+    // The limit is checked when the policy is built.
+    let err = endpoints(&["a"])
+        .configure(|s| s.classify_body = baton_core::MAX_CLASSIFY_BODY + 1)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("classify_body"), "{err}");
+}

@@ -228,7 +228,9 @@ impl<R> History<R> {
         r: &Rec,
         refusal: &impl Fn(usize, StatusCode) -> bool,
     ) -> bool {
-        matches!(r.result, AttemptResult::Response(s) if refusal(r.endpoint as usize, s))
+        // 401 and 403 are the only refusals: other answers (the healthy path's) stop here.
+        matches!(r.result, AttemptResult::Response(s) if (s == StatusCode::UNAUTHORIZED
+            || s == StatusCode::FORBIDDEN) && refusal(r.endpoint as usize, s))
             && !self.redirected(i as u32 + 1)
     }
 

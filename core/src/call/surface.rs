@@ -78,8 +78,6 @@ pub struct Head {
     pub status: StatusCode,
     /// Headers.
     pub headers: HeaderMap,
-    /// The body, for a classifier that reads bodies (`Settings::classify_body`).
-    pub body: Option<bytes::Bytes>,
 }
 
 impl Head {
@@ -88,23 +86,12 @@ impl Head {
         Head {
             status,
             headers: HeaderMap::new(),
-            body: None,
         }
     }
 
     /// A head with `status` and `headers`.
     pub fn with_headers(status: StatusCode, headers: HeaderMap) -> Self {
-        Head {
-            status,
-            headers,
-            body: None,
-        }
-    }
-
-    /// The head with `body` behind it.
-    pub fn with_body(mut self, body: impl Into<bytes::Bytes>) -> Self {
-        self.body = Some(body.into());
-        self
+        Head { status, headers }
     }
 }
 
@@ -114,9 +101,6 @@ impl Answer for Head {
     }
     fn headers(&self) -> &HeaderMap {
         &self.headers
-    }
-    fn body(&self) -> Option<&[u8]> {
-        self.body.as_deref()
     }
 }
 
