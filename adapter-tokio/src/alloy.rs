@@ -17,7 +17,10 @@
 //!   connection), the transport first asks the chain (`eth_getTransactionByHash`, a
 //!   read): when the chain has it, that is the answer; when not yet, it broadcasts once
 //!   more, from the next endpoint. A re-broadcast answered "already known" or "nonce too
-//!   low" is settled the same way: the hash when the chain has the transaction.
+//!   low" is settled the same way: the hash when the chain has the transaction. When the
+//!   transport cannot tell (no node answers the question, the second broadcast fails, or
+//!   a batch mixes reads with the transactions), nothing more is sent and the error says
+//!   the broadcast may have executed.
 //!   [`Broadcast`] says which happened. Asking first matters: some nodes (ganache 7.9.2)
 //!   mine an identical raw transaction twice when it is sent twice, moving the nonce by two.
 //! - **Everything else is a write**, node-signed sends (`eth_sendTransaction`,
@@ -123,7 +126,9 @@ impl MethodClass {
 }
 
 /// The hash of a signed transaction request (`eth_sendRawTransaction` with its raw bytes
-/// as the first parameter): keccak-256 of the bytes; `None` when the parameter is not hex.
+/// as the first parameter): keccak-256 of the bytes; `None` when the parameter is not hex,
+/// or is a blob transaction (type 3, sent with its blobs: its hash is not that of these
+/// bytes), which the transport then treats as a write.
 ///
 /// ```
 /// use baton_tokio::alloy::transaction_hash;
@@ -136,7 +141,13 @@ pub fn transaction_hash(request: &SerializedRequest) -> Option<B256> {
     let params = request.params()?;
     let (raw,): (String,) = serde_json::from_str(params.get()).ok()?;
     let hex = raw.strip_prefix("0x").unwrap_or(&raw);
-    Some(keccak256(decode_hex(hex)?))
+    let bytes = decode_hex(hex)?;
+    // A blob transaction (EIP-4844, type 3) travels with its blobs: its hash covers the
+    // transaction alone, not these bytes. Not identified here: a write.
+    if bytes.first() == Some(&0x03) {
+        return None;
+    }
+    Some(keccak256(bytes))
 }
 
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {
@@ -296,24 +307,62 @@ impl BatonTransport {
     ) -> Result<(ResponsePacket, Delivery), TransportError> {
         let (sent, class) = classes(&packet);
         let body = serde_json::to_vec(&packet).map_err(TransportError::ser_err)?;
-        let lost = match self.post(&body, &class, None).await {
-            Ok(response) => return Ok((answer(response).await?, Delivery::Once)),
-            Err(e) if matches!(class, Class::Signed(_)) && e.may_have_executed() => e,
-            Err(e) => return Err(TransportErrorKind::custom(e)),
-        };
-        // A signed transaction whose answer was lost: the chain may have it already.
-        if let Some(known) = self.known(&sent).await {
-            return Ok((known, Delivery::Recovered));
+        match self.post(&body, &class, None).await {
+            Ok(response) => Ok((answer(response).await?, Delivery::Once)),
+            Err(lost) if matches!(class, Class::Signed(_)) && lost.may_have_executed() => {
+                self.recover(packet, &sent, lost).await
+            }
+            Err(e) => Err(TransportErrorKind::custom(e)),
         }
-        // Not yet: once more, from the endpoint after the one that lost the answer.
+    }
+
+    /// After the lost answer of a packet of signed transactions (`lost`, which may have
+    /// executed): each transaction the chain has is answered with its hash; the others
+    /// are broadcast once more, from the endpoint after the one that lost the answer.
+    /// Whenever the transport cannot tell (a read beside the transactions, which would
+    /// need an answer of its own; the chain not answering; the second broadcast failing),
+    /// the call ends with `lost`, whose error says the broadcast may have executed.
+    async fn recover(
+        &self,
+        packet: RequestPacket,
+        sent: &[Sent],
+        lost: crate::Error,
+    ) -> Result<(ResponsePacket, Delivery), TransportError> {
+        let mut known = Vec::new();
+        let mut unknown = Vec::new();
+        for s in sent {
+            let Some(hash) = s.hash else {
+                return Err(TransportErrorKind::custom(lost));
+            };
+            match self.on_chain(hash).await {
+                Some(true) => known.push(hash_answer(&s.id, hash)),
+                Some(false) => unknown.push(s.id.clone()),
+                None => return Err(TransportErrorKind::custom(lost)),
+            }
+        }
+        let single = matches!(packet, RequestPacket::Single(_));
+        if unknown.is_empty() {
+            return Ok((shaped(single, known), Delivery::Recovered));
+        }
+        let rest = only(packet, &unknown);
+        let (rest_sent, class) = classes(&rest);
         let next = self.next_endpoint(&lost);
-        let response = self
-            .post(&body, &class, next)
-            .await
-            .map_err(TransportErrorKind::custom)?;
-        let mut packet = answer(response).await?;
-        self.settle_duplicates(&sent, &mut packet).await;
-        Ok((packet, Delivery::Rebroadcast))
+        let Ok(body) = serde_json::to_vec(&rest) else {
+            return Err(TransportErrorKind::custom(lost));
+        };
+        let again = match self.post(&body, &class, next).await {
+            Ok(response) => answer(response).await.ok(),
+            Err(_) => None,
+        };
+        let Some(mut again) = again else {
+            return Err(TransportErrorKind::custom(lost));
+        };
+        self.settle_duplicates(&rest_sent, &mut again).await;
+        known.extend(match again {
+            ResponsePacket::Single(r) => vec![r],
+            ResponsePacket::Batch(b) => b,
+        });
+        Ok((shaped(single, known), Delivery::Rebroadcast))
     }
 
     /// One baton call of `body` with the permissions of `class`.
@@ -337,7 +386,11 @@ impl BatonTransport {
                 .idempotency_key(key.clone())
                 .retry(Permission::IfUndelivered)
                 .failover(Permission::IfUndelivered),
-            Class::Write => call,
+            // Pinned on the call, so a policy's permission function (which may well say
+            // "POST: always", every JSON-RPC read being a POST) cannot move a write.
+            Class::Write => call
+                .retry(Permission::IfUndelivered)
+                .failover(Permission::IfUndelivered),
         };
         if let Some(id) = prefer {
             call = call.prefer(id);
@@ -351,27 +404,6 @@ impl BatonTransport {
         let endpoints = self.client.policy().endpoints();
         let next = &endpoints[(last.endpoint + 1) % endpoints.len()];
         Some(next.id().to_string())
-    }
-
-    /// The answer to a packet of signed transactions only, when the chain has every one
-    /// of them: each request answered with its hash.
-    async fn known(&self, sent: &[Sent]) -> Option<ResponsePacket> {
-        let mut answers = Vec::with_capacity(sent.len());
-        for s in sent {
-            let hash = s.hash?;
-            if !self.on_chain(hash).await {
-                return None;
-            }
-            let payload = ResponsePayload::Success(serde_json::value::to_raw_value(&hash).ok()?);
-            answers.push(RpcResponse {
-                id: s.id.clone(),
-                payload,
-            });
-        }
-        Some(match answers.len() {
-            1 => ResponsePacket::Single(answers.pop()?),
-            _ => ResponsePacket::Batch(answers),
-        })
     }
 
     /// For each signed transaction whose broadcast was answered "already known" or "nonce
@@ -388,7 +420,7 @@ impl BatonTransport {
             let ResponsePayload::Failure(e) = &r.payload else {
                 continue;
             };
-            if is_duplicate(e) && self.on_chain(hash).await {
+            if is_duplicate(e) && self.on_chain(hash).await == Some(true) {
                 if let Ok(v) = serde_json::value::to_raw_value(&hash) {
                     r.payload = ResponsePayload::Success(v);
                 }
@@ -397,22 +429,44 @@ impl BatonTransport {
     }
 
     /// Whether a node of the chain knows the transaction `hash` (`eth_getTransactionByHash`
-    /// answers an object, not null), asked as a read.
-    async fn on_chain(&self, hash: B256) -> bool {
+    /// answers an object, or null), asked as a read; `None` when no node answered that
+    /// question.
+    async fn on_chain(&self, hash: B256) -> Option<bool> {
         let request = alloy_json_rpc::Request::new("eth_getTransactionByHash", 1u64.into(), [hash]);
-        let Ok(request): Result<SerializedRequest, _> = request.try_into() else {
-            return false;
-        };
-        let Ok(body) = serde_json::to_vec(&request) else {
-            return false;
-        };
-        let Ok(response) = self.post(&body, &Class::Read, None).await else {
-            return false;
-        };
-        matches!(
-            answer(response).await.ok().as_ref().and_then(ResponsePacket::single_payload),
-            Some(ResponsePayload::Success(v)) if v.get() != "null"
-        )
+        let request: SerializedRequest = request.try_into().ok()?;
+        let body = serde_json::to_vec(&request).ok()?;
+        let response = self.post(&body, &Class::Read, None).await.ok()?;
+        match answer(response).await.ok()?.single_payload()? {
+            ResponsePayload::Success(v) => Some(v.get() != "null"),
+            ResponsePayload::Failure(_) => None,
+        }
+    }
+}
+
+/// A request's answer: the transaction hash.
+fn hash_answer(id: &alloy_json_rpc::Id, hash: B256) -> RpcResponse {
+    let hash = serde_json::value::to_raw_value(&hash).unwrap_or_default();
+    RpcResponse {
+        id: id.clone(),
+        payload: ResponsePayload::Success(hash),
+    }
+}
+
+/// Answers in the shape of the request: one for a single request, a batch for a batch.
+fn shaped(single: bool, mut answers: Vec<RpcResponse>) -> ResponsePacket {
+    match (single, answers.len()) {
+        (true, 1) => ResponsePacket::Single(answers.remove(0)),
+        _ => ResponsePacket::Batch(answers),
+    }
+}
+
+/// The requests of `packet` whose id is in `ids`, in the packet's shape.
+fn only(packet: RequestPacket, ids: &[alloy_json_rpc::Id]) -> RequestPacket {
+    match packet {
+        RequestPacket::Single(r) => RequestPacket::Single(r),
+        RequestPacket::Batch(b) => {
+            RequestPacket::Batch(b.into_iter().filter(|r| ids.contains(r.id())).collect())
+        }
     }
 }
 
@@ -439,7 +493,9 @@ async fn answer(response: crate::Response) -> Result<ResponsePacket, TransportEr
         .map_err(|e| TransportError::deser_err(e, String::from_utf8_lossy(&bytes)))
 }
 
-/// A node's answer that a transaction it was sent is one it has (or one already mined).
+/// A node's answer that a transaction it was sent may be one it has: already known or
+/// mined, or a pending one of the same nonce and price ("underpriced", as a replacement).
+/// Only a hint: the hash is returned only when the chain has that very transaction.
 fn is_duplicate(e: &ErrorPayload<Box<RawValue>>) -> bool {
     let m = e.message.to_ascii_lowercase();
     [
@@ -450,6 +506,7 @@ fn is_duplicate(e: &ErrorPayload<Box<RawValue>>) -> bool {
         "nonce is too low",
         "correct nonce",
         "already exists",
+        "underpriced",
     ]
     .iter()
     .any(|s| m.contains(s))

@@ -223,6 +223,33 @@ async fn a_signed_transaction_whose_answer_was_lost_lands_once() {
         receipt.is_object(),
         "the printed hash is the chain's: {receipt}"
     );
+    // A batch mixing a read with the transaction: after the lost answer nothing is sent
+    // again (the read would need an answer of its own), and the error says so.
+    let before = nonce(&node).await;
+    let first = FaultProxy::start(node.addr());
+    let second = FaultProxy::start(node.addr());
+    first.set_for(FaultMode::Swallow, "eth_sendRawTransaction");
+    let (_, transport) = rpc_over(&[first.url(), second.url()], Duration::from_secs(1));
+    let hex: String = signed_transfer(before)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let send: alloy_json_rpc::SerializedRequest =
+        alloy_json_rpc::Request::new("eth_sendRawTransaction", 1u64.into(), [format!("0x{hex}")])
+            .try_into()
+            .unwrap();
+    let read: alloy_json_rpc::SerializedRequest =
+        alloy_json_rpc::Request::new("eth_getBalance", 2u64.into(), (FROM, "latest"))
+            .try_into()
+            .unwrap();
+    let batch = alloy_json_rpc::RequestPacket::Batch(vec![send, read]);
+    let err = {
+        use tower_service::Service;
+        transport.clone().call(batch).await.unwrap_err()
+    };
+    assert!(format!("{err:#}").contains("may have executed"), "{err:#}");
+    assert_eq!(nonce(&node).await, before + 1, "it landed once");
+    assert_eq!(second.forwarded_with("eth_sendRawTransaction"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -240,6 +240,8 @@ fn forward(
 ) -> Option<Vec<u8>> {
     if upstream.is_none() {
         let conn = TcpStream::connect(s.upstream).ok()?;
+        // A stalled upstream must not hold `stop` (which joins this thread) for ever.
+        conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
         let reader = BufReader::new(conn.try_clone().ok()?);
         *upstream = Some((conn, reader));
     }

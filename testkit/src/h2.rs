@@ -563,7 +563,11 @@ impl<'a> Conn<'a> {
 
     fn on_headers(&mut self, id: u32, flags: u8, block: &[u8]) -> io::Result<Step> {
         let mut decoded = Vec::new();
-        if self.decoder.decode(&mut block.to_vec(), &mut decoded).is_err() {
+        if self
+            .decoder
+            .decode(&mut block.to_vec(), &mut decoded)
+            .is_err()
+        {
             return Ok(Step::Close);
         }
         let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
