@@ -53,7 +53,10 @@ struct Shared {
     served: Served,
 }
 
-/// A reverse proxy with faults (see the [module](self) docs).
+/// A fault-injecting reverse proxy on `127.0.0.1` in front of a real server: two proxies
+/// in front of one node are two providers of one chain. Each request it reads is handled
+/// by its mode of the moment ([`FaultMode`]); [`FaultProxy::stop`] closes the listener and
+/// every connection, so a connect is refused from then on.
 ///
 /// ```
 /// let node = testkit::Provider::start(testkit::Behaviour::ok());
