@@ -52,11 +52,24 @@ pub(crate) async fn buffer(mut body: reqwest::Body, limit: usize) -> Buffered {
     }
 }
 
-/// Bytes already read, then the rest of the stream (or the error that stopped it).
-struct Prefixed {
+/// Bytes already read, then the rest of the stream (or the error that stopped it): a
+/// request body buffered past its limit, or a response body read ahead for the
+/// classifier ([`peek`](crate::peek)).
+pub(crate) struct Prefixed {
     prefix: Option<Bytes>,
     rest: reqwest::Body,
     error: Option<BoxError>,
+}
+
+impl Prefixed {
+    /// `prefix`, then `rest`.
+    pub(crate) fn new(prefix: Bytes, rest: reqwest::Body) -> Self {
+        Prefixed {
+            prefix: Some(prefix),
+            rest,
+            error: None,
+        }
+    }
 }
 
 impl HttpBody for Prefixed {

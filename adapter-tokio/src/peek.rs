@@ -9,18 +9,12 @@
 //! from memory; a longer one is handed on unread past the limit (the bytes read so far
 //! first, then the rest from the connection), and the classifier sees no body.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use bytes::{Bytes, BytesMut};
-use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
 /// A body read whole before the engine decided, kept in the response's extensions.
 #[derive(Debug, Clone)]
 pub(crate) struct Peeked(pub(crate) Bytes);
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// `response` with its body read when it is at most `limit` bytes (`limit` 0: as is). A
 /// failure reading the body is the send's failure.
@@ -63,50 +57,58 @@ pub(crate) async fn body(
         parts.extensions.insert(Peeked(read.clone()));
         reqwest::Body::from(read)
     } else {
-        reqwest::Body::wrap(Prefixed {
-            first: Some(read),
-            rest: body,
-        })
+        reqwest::Body::wrap(crate::body::Prefixed::new(read, body))
     };
     Ok(reqwest::Response::from(http::Response::from_parts(
         parts, body,
     )))
 }
 
-/// The bytes already read, then the rest of the body.
-struct Prefixed {
-    first: Option<Bytes>,
-    rest: reqwest::Body,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
 
-impl Body for Prefixed {
-    type Data = Bytes;
-    type Error = BoxError;
+    /// A body in chunks, of no stated length (chunked transfer coding).
+    struct Chunks(VecDeque<Bytes>);
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if let Some(first) = self.first.take() {
-            return Poll::Ready(Some(Ok(Frame::data(first))));
+    impl http_body::Body for Chunks {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(self.0.pop_front().map(|b| Ok(http_body::Frame::data(b))))
         }
-        Pin::new(&mut self.rest)
-            .poll_frame(cx)
-            .map_err(|e| Box::new(e) as BoxError)
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.first.is_none() && self.rest.is_end_stream()
+    fn response(chunks: &[&'static str]) -> reqwest::Response {
+        let body = Chunks(
+            chunks
+                .iter()
+                .map(|c| Bytes::from_static(c.as_bytes()))
+                .collect(),
+        );
+        http::Response::new(reqwest::Body::wrap(body)).into()
     }
 
-    fn size_hint(&self) -> SizeHint {
-        let extra = self.first.as_ref().map_or(0, |b| b.len() as u64);
-        let rest = self.rest.size_hint();
-        let mut hint = SizeHint::new();
-        hint.set_lower(rest.lower() + extra);
-        if let Some(upper) = rest.upper() {
-            hint.set_upper(upper + extra);
-        }
-        hint
+    #[tokio::test]
+    async fn a_body_within_the_limit_is_kept_and_a_longer_one_reaches_the_caller_whole() {
+        let r = body(response(&["0123", "4567"]), 16).await.unwrap();
+        let peeked = r.extensions().get::<Peeked>().map(|p| p.0.clone());
+        assert_eq!(peeked.as_deref(), Some(&b"01234567"[..]));
+        assert_eq!(r.bytes().await.unwrap(), "01234567");
+        // Past the limit: not kept; the bytes read ahead, then the rest.
+        let r = body(response(&["0123456789", "abcdefghij", "klm"]), 16)
+            .await
+            .unwrap();
+        assert!(r.extensions().get::<Peeked>().is_none());
+        assert_eq!(r.bytes().await.unwrap(), "0123456789abcdefghijklm");
+        // Limit 0: untouched.
+        let r = body(response(&["x"]), 0).await.unwrap();
+        assert!(r.extensions().get::<Peeked>().is_none());
     }
 }

@@ -449,3 +449,31 @@ async fn clones_share_endpoint_health() {
     assert!(client.reset("primary"));
     assert_eq!(other.health("primary").unwrap().state, BreakerState::Closed);
 }
+
+// ----- a body read ahead for the classifier (`classify_body`) -----
+
+#[tokio::test]
+async fn the_classifier_sees_short_bodies_and_every_body_reaches_the_caller_whole() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let short = Provider::start(Behaviour::status(200).body("tiny"));
+    let long = Provider::start(Behaviour::status(200).body("0123456789abcdef".repeat(64)));
+    for (provider, want) in [
+        (&short, "tiny".to_string()),
+        (&long, "0123456789abcdef".repeat(64)),
+    ] {
+        let s = s.clone();
+        let policy = common::policy(&[("a", &provider.url())])
+            .configure(|c| c.classify_body = 16)
+            .classify_fn(move |v| {
+                s.lock().unwrap().push(v.body.map(<[u8]>::to_vec));
+                None
+            });
+        let (client, _) = common::client(policy);
+        let resp = client.get("/").send().await.unwrap();
+        assert_eq!(resp.text().await.unwrap(), want);
+    }
+    // The short body was handed to the classifier; the long one (past 16 bytes) was not,
+    // and still reached the caller whole (the bytes read ahead, then the rest).
+    assert_eq!(*seen.lock().unwrap(), [Some(b"tiny".to_vec()), None]);
+}
