@@ -583,22 +583,32 @@ impl Transport for HttpClients {
             .and_then(Option::as_ref)
             .filter(|f| !f.answered.load(Ordering::Relaxed));
         let peek = self.peek;
-        let fut = async move { crate::peek::body(fut.await?, peek).await };
         async move {
-            let Some(first) = first else {
-                return fut.await.map_err(SendError::Reqwest);
+            let sent = match first {
+                None => fut.await,
+                Some(first) => {
+                    // Waiting is bounded by the connect timeout: past it the request goes
+                    // anyway (its own connect then decides), so a slow first answer never
+                    // makes a queued request's timer fire while nothing of it was written.
+                    let _turn = tokio::time::timeout(connect, first.one_at_a_time.lock())
+                        .await
+                        .ok();
+                    let sent = fut.await;
+                    if sent.is_ok() {
+                        first.answered.store(true, Ordering::Relaxed);
+                    }
+                    sent
+                }
             };
-            // Waiting is bounded by the connect timeout: past it the request goes anyway
-            // (its own connect then decides), so a slow first answer never makes a
-            // queued request's timer fire while nothing of it was written.
-            let _turn = tokio::time::timeout(connect, first.one_at_a_time.lock())
-                .await
-                .ok();
-            let sent = fut.await;
-            if sent.is_ok() {
-                first.answered.store(true, Ordering::Relaxed);
+            let response = sent.map_err(SendError::Reqwest)?;
+            if peek == 0 {
+                return Ok(response);
             }
-            sent.map_err(SendError::Reqwest)
+            // Boxed, so the send's own state (moved with every call's future) stays as
+            // small as without a classifier that reads bodies: only such policies pay.
+            Box::pin(crate::peek::body(response, peek))
+                .await
+                .map_err(SendError::Reqwest)
         }
     }
 
