@@ -18,9 +18,9 @@
 //!   read): when the chain has it, that is the answer; when not yet, it broadcasts once
 //!   more, from the next endpoint. A re-broadcast answered "already known" or "nonce too
 //!   low" is settled the same way: the hash when the chain has the transaction. When the
-//!   transport cannot tell (no node answers the question, the second broadcast fails, or
-//!   a batch mixes reads with the transactions), nothing more is sent and the error says
-//!   the broadcast may have executed.
+//!   transport cannot tell (no node answers the question, the second broadcast fails or
+//!   is refused, or a batch mixes reads with the transactions), nothing more is sent and
+//!   the error says the broadcast may have executed.
 //!   [`Broadcast`] says which happened. Asking first matters: some nodes (ganache 7.9.2)
 //!   mine an identical raw transaction twice when it is sent twice, moving the nonce by two.
 //! - **Everything else is a write**, node-signed sends (`eth_sendTransaction`,
@@ -358,10 +358,19 @@ impl BatonTransport {
             return Err(TransportErrorKind::custom(lost));
         };
         self.settle_duplicates(&rest_sent, &mut again).await;
-        known.extend(match again {
+        let again = match again {
             ResponsePacket::Single(r) => vec![r],
             ResponsePacket::Batch(b) => b,
-        });
+        };
+        // A refusal of the second broadcast that its hash does not settle proves nothing
+        // about the first: the first error (it may have executed) is the answer.
+        if again
+            .iter()
+            .any(|r| matches!(r.payload, ResponsePayload::Failure(_)))
+        {
+            return Err(TransportErrorKind::custom(lost));
+        }
+        known.extend(again);
         Ok((shaped(single, known), Delivery::Rebroadcast))
     }
 
@@ -507,6 +516,7 @@ fn is_duplicate(e: &ErrorPayload<Box<RawValue>>) -> bool {
         "correct nonce",
         "already exists",
         "underpriced",
+        "can't be replaced",
     ]
     .iter()
     .any(|s| m.contains(s))
