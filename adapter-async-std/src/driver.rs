@@ -1,30 +1,26 @@
-//! The loop that drives one call: it turns the engine's actions into sends and sleeps and
-//! hands every attempt's classified outcome back, with the time. It decides nothing.
-//!
-//! In-flight attempts are futures owned by the call's future (polled here, never spawned),
-//! so several can be in flight at once (hedging), and dropping the call's future drops
-//! them (closing their connections) together with the engine's `Call`, whose `Drop`
-//! releases any half-open probe slot they held.
+//! What this adapter gives core's call driver ([`baton_core::drive`]): each attempt's
+//! request and connection context, hyper sends on the client's pool (see `attempt`),
+//! redirect hops routed to their own origin, async-io timers, and the [`Response`] a call
+//! ends as. The loop itself (attempts in flight, redirects, waits) is core's, shared with
+//! every async adapter; nothing here decides which endpoint, whether to retry, or how
+//! long to wait.
 
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
+use std::future::Future;
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use async_io::Timer;
+use baton_core::drive::{Built, CallTransport, Flight, Landed, NotBuilt, Sent};
 use baton_core::{
-    apply_attempt_headers, attempt_uri, Action, Answer, Attempt, AttemptOutcome, BodyKind, Call,
-    CallOptions, DestinationError, Done, FailureClass, IdentityHeaders, Input, InvalidRequest,
-    Redirects, RequestInfo,
+    apply_attempt_headers, attempt_uri, Answer, Attempt, BodyKind, Call, CallOptions,
+    DestinationError, Done, IdentityHeaders, InvalidRequest, RequestInfo,
 };
 use http::header::{HeaderMap, HOST};
 use http::{Method, Uri};
-use smallvec::SmallVec;
 
 use crate::attempt::{self, AttemptCtx, AttemptEnd, Exchange};
 use crate::body::{OutBody, Source};
-use crate::classify::{Phase, TransportError};
+use crate::classify::{BoxError, Phase, TransportError};
 use crate::connect;
 use crate::error::{CallError, Error};
 use crate::pool::Pool;
@@ -43,27 +39,6 @@ pub(crate) struct Prepared {
     pub(crate) invalid: Option<InvalidRequest>,
     /// The buffering limit a streamed body was over (it is sent once).
     pub(crate) not_buffered: Option<usize>,
-}
-
-type AttemptFuture = Pin<Box<dyn Future<Output = AttemptEnd> + Send>>;
-
-struct Flight {
-    number: u32,
-    endpoint: usize,
-    /// When the attempt's timer ends (every redirect hop shares it).
-    respond_by: Instant,
-    connect_timeout: std::time::Duration,
-    /// The attempt's redirects, once it met one (SPEC 3).
-    redirects: Option<Box<Redirects>>,
-    /// The send; `None`: it is the call's unboxed slot. A healthy call (one attempt in
-    /// flight, no credential) allocates no future of its own; another attempt in flight
-    /// at the same time (a hedge), one with a credential, or a redirect hop is boxed.
-    fut: Option<AttemptFuture>,
-}
-
-/// An empty slot for a send of [`attempt::run`], whose future's type has no name.
-fn empty_slot<F>(_: fn(AttemptCtx, http::Request<OutBody>) -> F) -> Option<F> {
-    None
 }
 
 /// A response as the engine reads it: the exchange (head and connection) and its
@@ -86,130 +61,81 @@ impl Answer for Kept {
     }
 }
 
-/// Why no request could be made for an attempt.
-enum NotBuilt {
-    /// Invalid request: rejected locally, with the reason (a `baton_core::DestinationError` when
-    /// the destination rules refused it, kept typed as the error's source).
-    Rejected(crate::classify::BoxError),
-    /// No copy of the body could be made for a later attempt.
-    Replay(std::io::Error),
+/// Runs one call to its end, on core's call driver.
+pub(crate) fn run(
+    inner: Arc<Inner>,
+    mut req: Prepared,
+) -> impl Future<Output = Result<Response, Error>> + Send {
+    let options = std::mem::take(&mut req.options);
+    baton_core::drive::drive(Calls(inner), req, options)
 }
 
-/// Runs one call to its end.
-pub(crate) async fn run(inner: Arc<Inner>, req: Prepared) -> Result<Response, Error> {
-    let Prepared {
-        method,
-        uri,
-        headers,
-        body,
-        body_kind,
-        options,
-        invalid,
-        not_buffered,
-    } = req;
-    let info = RequestInfo {
-        method: &method,
-        uri: &uri,
-        headers: &headers,
-    };
-    let mut call: Call<'_, Kept> =
-        Call::new(&inner.engine, &info, body_kind, options, Instant::now());
-    if let Some(limit) = not_buffered {
-        call.handle(Input::BodyNotBuffered { limit }, Instant::now());
+/// A client as core's driver sees it: hyper sends on the client's pool, async-io timers.
+struct Calls(Arc<Inner>);
+
+/// One request of an attempt: what it needs to connect, and the request.
+type Outgoing = (AttemptCtx, http::Request<OutBody>);
+
+impl CallTransport for Calls {
+    type Prepared = Prepared;
+    type Answer = Kept;
+    type Request = Outgoing;
+    /// The attempt's connect timeout (a redirect hop gets what is left of it).
+    type Ticket = std::time::Duration;
+    type Ended = AttemptEnd;
+    type Error = TransportError;
+    type Timer = Timer;
+    type Output = Result<Response, Error>;
+
+    fn engine(&self) -> &baton_core::Engine {
+        &self.0.engine
     }
-    let make: AttemptFn<_> = attempt::run;
-    let mut driver = Driver {
-        inner: &inner,
-        // The request id and key as header values, made once for every attempt and hop.
-        identity: call.identity_headers(),
-        request: &info,
-        body,
-        invalid,
-        flights: SmallVec::new(),
-        last_error: None,
-        timer: None,
-        slot: std::pin::pin!(empty_slot(make)),
-        make,
-    };
-    loop {
-        match call.poll() {
-            Action::Send(a) => driver.send(&mut call, &a),
-            Action::Discard(n) => driver.discard(n),
-            Action::WaitUntil(t) => driver.wait(&mut call, Some(t)).await,
-            Action::WaitForAttempt => driver.wait(&mut call, None).await,
-            Action::Done => {
-                driver.clear();
-                let read_by = call.body_read_by(Instant::now());
-                return finish(&inner, call.take_done(), read_by, driver.last_error);
-            }
-            // An action this adapter does not know: end the call with what it has.
-            _ => call.handle(Input::Cancel, Instant::now()),
+
+    fn info<'p>(&'p self, req: &'p Prepared) -> RequestInfo<'p> {
+        RequestInfo {
+            method: &req.method,
+            uri: &req.uri,
+            headers: &req.headers,
         }
     }
-}
 
-/// The type of [`attempt::run`]: the driver's slot holds its future, whose type has no
-/// name.
-type AttemptFn<F> = fn(AttemptCtx, http::Request<OutBody>) -> F;
-
-/// The state of one call's driver besides the engine's.
-struct Driver<'a, 's, F> {
-    inner: &'a Arc<Inner>,
-    identity: Result<IdentityHeaders, DestinationError>,
-    /// The caller's method, URL and headers.
-    request: &'a RequestInfo<'a>,
-    body: Source,
-    /// Why the request cannot be built at all (rejected locally at the first send).
-    invalid: Option<InvalidRequest>,
-    flights: SmallVec<[Flight; 2]>,
-    /// The last attempt's transport error, for the call error's `source()`.
-    last_error: Option<TransportError>,
-    /// The wait's timer, kept between waits (set again rather than made anew).
-    timer: Option<Timer>,
-    /// The send of one attempt, unboxed, in the call's own future (see [`Flight::fut`]).
-    slot: Pin<&'s mut Option<F>>,
-    /// Makes the slot's send ([`attempt::run`]).
-    make: AttemptFn<F>,
-}
-
-impl<F: Future<Output = AttemptEnd>> Driver<'_, '_, F> {
-    /// Builds and starts attempt `a`, or tells the call why it could not be sent.
-    fn send(&mut self, call: &mut Call<'_, Kept>, a: &Attempt) {
-        let built = match (&self.invalid, &self.identity) {
-            (Some(why), _) => Err(NotBuilt::Rejected(Box::new(why.clone()))),
-            (None, Err(e)) => Err(NotBuilt::Rejected(Box::new(e.clone()))),
-            (None, Ok(id)) => build(self.inner, id, a, self.request, &mut self.body),
-        };
-        let (phase_error, input) = match built {
-            Ok(request) => return self.start(a, request),
-            Err(NotBuilt::Rejected(why)) => (
-                why,
-                Input::Failed {
-                    attempt: a.number,
-                    outcome: AttemptOutcome::Failure(FailureClass::RejectedLocally),
-                },
-            ),
-            Err(NotBuilt::Replay(e)) => (
-                Box::new(e) as crate::classify::BoxError,
-                Input::ReplayFailed { attempt: a.number },
-            ),
-        };
-        self.last_error = Some(TransportError::new(
-            self.inner.ids[a.endpoint].clone(),
-            a.number,
-            Phase::NotSent,
-            false,
-            phase_error,
-        ));
-        call.handle(input, Instant::now());
+    fn body_kind(&self, req: &Prepared) -> BodyKind {
+        req.body_kind
     }
 
-    /// Puts attempt `a` in flight with its request: in the slot when it is free and the
-    /// endpoint has no credential, else boxed.
-    fn start(&mut self, a: &Attempt, request: http::Request<OutBody>) {
-        let inner = self.inner;
-        let credential = inner.engine.credential(a.endpoint).is_some();
-        let spare = credential.then(|| crate::auth::spare(&request)).flatten();
+    fn redirect_body_kind(&self, req: &Prepared) -> BodyKind {
+        body_kind_of(&req.body)
+    }
+
+    fn prepare<'p>(
+        &'p self,
+        req: &'p mut Prepared,
+    ) -> impl Future<Output = Option<usize>> + Send + 'p {
+        std::future::ready(req.not_buffered.take())
+    }
+
+    fn build(
+        &self,
+        req: &mut Prepared,
+        _: &Call<'_, Kept>,
+        identity: &Result<IdentityHeaders, DestinationError>,
+        a: &Attempt,
+    ) -> Result<Built<Outgoing, std::time::Duration>, NotBuilt<TransportError>> {
+        let inner = &*self.0;
+        let built = match (&req.invalid, identity) {
+            (Some(why), _) => Err(NotBuilt::Rejected(Box::new(why.clone()) as BoxError)),
+            (None, Err(e)) => Err(NotBuilt::Rejected(Box::new(e.clone()) as BoxError)),
+            (None, Ok(id)) => build(inner, id, a, req),
+        };
+        let why = |e: BoxError| {
+            let id = inner.ids[a.endpoint].clone();
+            TransportError::new(id, a.number, Phase::NotSent, false, e)
+        };
+        let request = match built {
+            Ok(request) => request,
+            Err(NotBuilt::Rejected(e)) => return Err(NotBuilt::Rejected(why(e))),
+            Err(NotBuilt::Replay(e)) => return Err(NotBuilt::Replay(e.map(why))),
+        };
         let ctx = AttemptCtx {
             pool: inner.pool.clone(),
             tls: inner.wires[a.endpoint].tls.clone(),
@@ -223,127 +149,101 @@ impl<F: Future<Output = AttemptEnd>> Driver<'_, '_, F> {
             connect_timeout: a.connect_timeout,
             timeout: a.timeout,
         };
-        let respond_by = ctx.start + a.timeout;
-        // Only an endpoint with a credential pays for the token.
-        let fut: Option<AttemptFuture> = if credential {
-            Some(Box::pin(crate::auth::run(
-                inner.clone(),
-                ctx,
-                request,
-                spare,
-            )))
-        } else if self.slot.is_none() {
-            self.slot.set(Some((self.make)(ctx, request)));
-            None
-        } else {
-            Some(Box::pin(attempt::run(ctx, request)))
-        };
-        self.flights.push(Flight {
-            number: a.number,
-            endpoint: a.endpoint,
-            respond_by,
-            connect_timeout: a.connect_timeout,
-            redirects: None,
-            fut,
-        });
-    }
-
-    /// Cancels in-flight attempt `n` (its send is dropped).
-    fn discard(&mut self, n: u32) {
-        if let Some(p) = self.flights.iter().position(|f| f.number == n) {
-            if self.flights.remove(p).fut.is_none() {
-                self.slot.set(None);
-            }
-        }
-    }
-
-    /// Drops every send in flight.
-    fn clear(&mut self) {
-        self.flights.clear();
-        self.slot.set(None);
-    }
-
-    /// Waits until `until` (or, without it, for an attempt to end) and hands the call
-    /// what happened.
-    async fn wait(&mut self, call: &mut Call<'_, Kept>, until: Option<Instant>) {
-        if let Some(t) = until {
-            match self.timer.as_mut() {
-                Some(tm) => tm.set_at(t),
-                None => self.timer = Some(Timer::at(t)),
-            }
-        }
-        let (flights, slot, timer) = (&mut self.flights, &mut self.slot, &mut self.timer);
-        let finished = poll_fn(|cx| {
-            for i in 0..flights.len() {
-                let ended = match flights[i].fut.as_mut() {
-                    Some(fut) => fut.as_mut().poll(cx),
-                    None => baton_core::poll_slot(slot.as_mut(), cx),
-                };
-                if let Poll::Ready(end) = ended {
-                    return Poll::Ready(Some((flights.swap_remove(i), end)));
-                }
-            }
-            if until.is_some() {
-                if let Some(tm) = timer.as_mut() {
-                    if Pin::new(tm).poll(cx).is_ready() {
-                        return Poll::Ready(None);
-                    }
-                }
-            }
-            Poll::Pending
+        // Only an endpoint with a credential pays for the copy.
+        let spare = (inner.engine.credential(a.endpoint))
+            .and_then(|_| crate::auth::spare(&request))
+            .map(|spare| (ctx.clone(), spare));
+        Ok(Built {
+            request: (ctx, request),
+            spare,
+            ticket: a.connect_timeout,
         })
-        .await;
-        match finished {
-            None => call.handle(Input::Timer, Instant::now()),
-            Some((flight, end)) => self.landed(call, flight, end),
+    }
+
+    fn send<'a>(
+        &'a self,
+        _: usize,
+        (ctx, request): Outgoing,
+        _: Instant,
+    ) -> impl Future<Output = AttemptEnd> + Send + 'a {
+        attempt::run(ctx, request)
+    }
+
+    fn send_authorized<'a>(
+        &'a self,
+        _: usize,
+        (ctx, request): Outgoing,
+        spare: Option<Outgoing>,
+        _: Instant,
+    ) -> Flight<'a, AttemptEnd> {
+        let spare = spare.map(|(_, r)| r);
+        Box::pin(crate::auth::run(self.0.clone(), ctx, request, spare))
+    }
+
+    fn land(
+        &self,
+        ended: AttemptEnd,
+        sent: &Sent<std::time::Duration>,
+    ) -> Landed<Kept, TransportError> {
+        match ended {
+            AttemptEnd::Response(exchange) => Landed::Response(Kept {
+                number: sent.number,
+                endpoint: sent.endpoint,
+                exchange,
+            }),
+            AttemptEnd::Failed(e) => Landed::Failed(e.outcome(), e),
         }
     }
 
-    /// A request of attempt `flight` ended: follow a redirect, or hand the call the
-    /// response or the classified failure.
-    fn landed(&mut self, call: &mut Call<'_, Kept>, mut flight: Flight, end: AttemptEnd) {
-        let number = flight.number;
-        let end = match (end, &self.identity) {
-            (AttemptEnd::Response(ex), Ok(id)) if ex.head.status.is_redirection() => {
-                match follow(
-                    self.inner,
-                    id,
-                    self.request,
-                    &mut self.body,
-                    &mut flight,
-                    ex,
-                ) {
-                    Ok(()) => {
-                        self.flights.push(flight);
-                        return;
-                    }
-                    Err(end) => end,
-                }
-            }
-            (end, _) => end,
+    /// The hop's request: on the endpoint's own target and pool, or, for another origin,
+    /// on a connection of its own (see [`hop_target`]).
+    fn hop(
+        &self,
+        req: &mut Prepared,
+        sent: &Sent<std::time::Duration>,
+        hop: &baton_core::Hop,
+        mut h: HeaderMap,
+    ) -> Option<Outgoing> {
+        let inner = &*self.0;
+        let out = match hop.body {
+            true => req.body.body_for(true).ok()?,
+            false => OutBody::Empty,
         };
-        if let Some(r) = flight.redirects.take() {
-            call.handle(r.into_input(number), Instant::now());
+        let (target, pool) = hop_target(inner, sent.endpoint, hop)?;
+        if !h.contains_key(HOST) {
+            h.insert(HOST, target.host_header.clone());
         }
-        let input = match end {
-            AttemptEnd::Response(ex) => {
-                let kept = Kept {
-                    number,
-                    endpoint: flight.endpoint,
-                    exchange: ex,
-                };
-                Input::response(number, kept, SystemTime::now)
-            }
-            AttemptEnd::Failed(e) => {
-                let outcome = e.outcome();
-                self.last_error = Some(e);
-                Input::Failed {
-                    attempt: number,
-                    outcome,
-                }
-            }
-        };
-        call.handle(input, Instant::now());
+        if let Some(a) = target.proxy_authorization() {
+            h.insert(http::header::PROXY_AUTHORIZATION, a.clone());
+        }
+        let path = hop
+            .uri
+            .path_and_query()
+            .map_or_else(|| Uri::from_static("/"), |pq| Uri::from(pq.clone()));
+        let mut request = http::Request::new(out);
+        *request.method_mut() = hop.method.clone();
+        *request.uri_mut() = target.request_uri(path);
+        *request.headers_mut() = h;
+        let ctx = hop_ctx(inner, sent, target, pool, hop.cross_origin);
+        Some((ctx, request))
+    }
+
+    fn timer(&self, at: Instant) -> Timer {
+        Timer::at(at)
+    }
+
+    fn reset(&self, timer: &mut Timer, at: Instant) {
+        timer.set_at(at);
+    }
+
+    fn finish(
+        &self,
+        _: Prepared,
+        done: Done<Kept>,
+        last: Option<(u32, TransportError)>,
+        read_by: Option<Instant>,
+    ) -> Self::Output {
+        finish(&self.0, done, read_by, last.map(|(_, e)| e))
     }
 }
 
@@ -376,89 +276,6 @@ fn finish(
     }
 }
 
-/// Follows the redirect `ex` answers with, when the engine's rules allow it: the attempt's
-/// next request goes out as a new future of the same flight (same number, same timer).
-/// `Err` gives back how the attempt ended when the 3xx is the answer.
-fn follow(
-    inner: &Arc<Inner>,
-    identity: &IdentityHeaders,
-    request: &RequestInfo<'_>,
-    body: &mut Source,
-    flight: &mut Flight,
-    ex: Box<Exchange>,
-) -> Result<(), AttemptEnd> {
-    let (method, uri, headers) = (request.method, request.uri, request.headers);
-    let policy = inner.engine.policy();
-    if policy.settings().max_redirects == 0 {
-        return Err(AttemptEnd::Response(ex));
-    }
-    let endpoint = flight.endpoint;
-    let state = match &mut flight.redirects {
-        Some(s) => s,
-        None => {
-            let Ok(target) = attempt_uri(policy, endpoint, uri) else {
-                return Err(AttemptEnd::Response(ex));
-            };
-            let kind = body_kind_of(body);
-            flight.redirects.insert(Box::new(Redirects::new(
-                policy,
-                endpoint,
-                flight.number,
-                kind,
-                &target,
-                method,
-            )))
-        }
-    };
-    let Some(hop) = state.next(ex.head.status, &ex.head.headers) else {
-        return Err(AttemptEnd::Response(ex));
-    };
-    let Ok(mut h) = state.hop_headers(policy, &hop, uri, identity, headers) else {
-        state.unfollow();
-        return Err(AttemptEnd::Response(ex));
-    };
-    let out = if hop.body {
-        match body.body_for(true) {
-            Ok(b) => b,
-            Err(_) => {
-                state.unfollow();
-                return Err(AttemptEnd::Response(ex));
-            }
-        }
-    } else {
-        OutBody::Empty
-    };
-    let Some((target, pool)) = hop_target(inner, endpoint, &hop) else {
-        state.unfollow();
-        return Err(AttemptEnd::Response(ex));
-    };
-    if !h.contains_key(HOST) {
-        h.insert(HOST, target.host_header.clone());
-    }
-    if let Some(a) = target.proxy_authorization() {
-        h.insert(http::header::PROXY_AUTHORIZATION, a.clone());
-    }
-    drop(ex);
-    let path = hop
-        .uri
-        .path_and_query()
-        .map_or_else(|| Uri::from_static("/"), |pq| Uri::from(pq.clone()));
-    let mut req = http::Request::new(out);
-    *req.method_mut() = hop.method.clone();
-    *req.uri_mut() = target.request_uri(path);
-    *req.headers_mut() = h;
-    let ctx = hop_ctx(inner, flight, target, pool, hop.cross_origin);
-    // A hop within the endpoint's origin carries its token; one to another origin never.
-    flight.fut = Some(
-        if hop.cross_origin || inner.engine.credential(endpoint).is_none() {
-            Box::pin(attempt::run(ctx, req))
-        } else {
-            Box::pin(crate::auth::run(inner.clone(), ctx, req, None))
-        },
-    );
-    Ok(())
-}
-
 /// Where a redirect hop of `endpoint` connects: the endpoint's own target and pool, or,
 /// for another origin, a connection of its own, never pooled with the endpoint's (`None`:
 /// the hop's URL cannot be routed).
@@ -475,22 +292,22 @@ fn hop_target(
     Some((Arc::new(target), Arc::new(pool)))
 }
 
-/// The context of a redirect hop of `flight`, within what is left of its attempt time.
+/// The context of a redirect hop of attempt `sent`, within what is left of its time.
 /// Another origin gets a connection of its own with the same trust, never the endpoint's
 /// client identity (SPEC 9), and its own protocol by ALPN.
 fn hop_ctx(
     inner: &Inner,
-    flight: &Flight,
+    sent: &Sent<std::time::Duration>,
     target: Arc<connect::Target>,
     pool: Arc<Pool>,
     cross_origin: bool,
 ) -> AttemptCtx {
     let now = Instant::now();
-    let left = flight.respond_by.saturating_duration_since(now);
-    let wire = &inner.wires[flight.endpoint];
+    let left = sent.at.saturating_duration_since(now);
+    let wire = &inner.wires[sent.endpoint];
     let (tls, endpoint, version) = match cross_origin {
         true => (wire.bare.clone(), 0, baton_core::HttpVersion::Auto),
-        false => (wire.tls.clone(), flight.endpoint, wire.version),
+        false => (wire.tls.clone(), sent.endpoint, wire.version),
     };
     AttemptCtx {
         pool,
@@ -498,11 +315,11 @@ fn hop_ctx(
         http1: inner.http1.clone(),
         target,
         endpoint,
-        endpoint_id: inner.ids[flight.endpoint].clone(),
+        endpoint_id: inner.ids[sent.endpoint].clone(),
         version,
-        number: flight.number,
+        number: sent.number,
         start: now,
-        connect_timeout: flight.connect_timeout.min(left),
+        connect_timeout: sent.ticket.min(left),
         timeout: left,
     }
 }
@@ -522,15 +339,14 @@ fn build(
     inner: &Inner,
     identity: &IdentityHeaders,
     a: &Attempt,
-    request: &RequestInfo<'_>,
-    body: &mut Source,
-) -> Result<http::Request<OutBody>, NotBuilt> {
-    let (method, uri, headers) = (request.method, request.uri, request.headers);
+    req: &mut Prepared,
+) -> Result<http::Request<OutBody>, NotBuilt<BoxError>> {
+    let (method, uri, headers, body) = (&req.method, &req.uri, &req.headers, &mut req.body);
     let policy = inner.engine.policy();
-    let dest = attempt_uri(policy, a.endpoint, uri).map_err(|e| NotBuilt::Rejected(Box::new(e)))?;
+    let rejected = |e: DestinationError| NotBuilt::Rejected(Box::new(e) as BoxError);
+    let dest = attempt_uri(policy, a.endpoint, uri).map_err(rejected)?;
     let mut h = headers.clone();
-    apply_attempt_headers(policy, a.endpoint, uri, identity, a.number, &mut h)
-        .map_err(|e| NotBuilt::Rejected(Box::new(e)))?;
+    apply_attempt_headers(policy, a.endpoint, uri, identity, a.number, &mut h).map_err(rejected)?;
     let target = &inner.targets[a.endpoint];
     if !h.contains_key(HOST) {
         h.insert(HOST, target.host_header.clone());
@@ -540,7 +356,7 @@ fn build(
     }
     let out = match body.body_for(a.fresh_body) {
         Ok(b) => b,
-        Err(e) if a.number > 1 => return Err(NotBuilt::Replay(e)),
+        Err(e) if a.number > 1 => return Err(NotBuilt::Replay(Some(Box::new(e)))),
         Err(e) => {
             return Err(NotBuilt::Rejected(Box::new(InvalidRequest::Other(
                 format!("the body could not be made: {e}"),

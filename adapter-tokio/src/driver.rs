@@ -1,25 +1,22 @@
-//! The loop that drives one call: it turns the engine's actions into reqwest sends and tokio
-//! timers, and what happened into the engine's inputs. It decides nothing: which endpoint,
-//! whether to retry, how long to wait, all come from [`baton_core::Call`].
-//!
-//! Every in-flight attempt is a future owned by the call's future (no spawned task), so
-//! dropping the call's future cancels them all and drops the [`Call`], which reports the
-//! attempts as cancelled and frees any half-open probe slot at once.
+//! What this adapter gives core's call driver ([`baton_core::drive`]): reqwest requests
+//! built for each attempt, sends under tokio timers, reqwest errors classified by phase,
+//! the endpoint's token on an endpoint with a credential slot, and the [`Response`] a call
+//! ends as. The loop itself (attempts in flight, redirects, waits) is core's, shared with
+//! every async adapter; nothing here decides which endpoint, whether to retry, or how
+//! long to wait.
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
+use baton_core::drive::{Built, CallTransport, Flight, Landed, NotBuilt, Sent};
 use baton_core::{
-    Action, Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, DestinationError, Done,
-    EndpointId, Engine, IdentityHeaders, Input, Outcome, Redirects, Report, RequestInfo,
-    TimeoutPhase,
+    Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, DestinationError, Done,
+    EndpointId, Engine, Hop, IdentityHeaders, Outcome, Report, RequestInfo, TimeoutPhase,
 };
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
-use smallvec::SmallVec;
 
 use crate::classify::{classify, classify_dyn, FailureCause};
 use crate::error::{AttemptError, AttemptTimeout, BoxError, Error, InvalidRequest};
@@ -192,36 +189,17 @@ impl Answer for Reply {
 }
 
 /// One attempt's send under its timer.
-type Flight<'a> = Pin<
-    Box<
-        dyn Future<
-                Output = Result<Result<reqwest::Response, SendError>, tokio::time::error::Elapsed>,
-            > + Send
-            + 'a,
-    >,
->;
+type Timed = Result<Result<reqwest::Response, SendError>, tokio::time::error::Elapsed>;
 
-struct InFlight<'a> {
-    number: u32,
-    endpoint: usize,
-    timeout: Duration,
+/// What the driver keeps beside each attempt in flight.
+pub(crate) struct Ticket {
     /// The phase to report when baton's attempt timer fires.
     phase: TimeoutPhase,
     /// Whether hyper began writing the request (tracked when the timer may fire during
     /// connect): still false when the timer fires means nothing was sent.
     written: Option<Arc<std::sync::atomic::AtomicBool>>,
-    /// When the attempt's timer ends (every redirect hop shares it).
-    at: tokio::time::Instant,
-    /// The attempt's redirects, once it met one.
-    redirects: Option<Box<Redirects>>,
-    /// The send; `None`: it is the driver's unboxed slot.
-    fut: Option<Flight<'a>>,
-}
-
-/// Why a request could not be built for an attempt.
-enum BuildFail {
-    Replay,
-    Rejected(BoxError),
+    /// Settled after the timer fired: the request never reached a connection.
+    unsent: bool,
 }
 
 /// What a call's driver runs on, held by the call's future for the whole call: the
@@ -258,367 +236,228 @@ impl<T: Transport> Owner for (&Shared, &T) {
     }
 }
 
-/// Drives one call to its end. An `async` block rather than an `async fn`: the block uses
-/// its captured arguments in place, where an `async fn` keeps a second copy of them (the
-/// request and the options, about 470 bytes) in its state.
-// Not `async fn`, on purpose: see above (measured with `-Zprint-type-sizes`: 3,192 bytes
-// as an `async fn`, 2,424 as a block).
-#[allow(clippy::manual_async_fn)]
+/// Drives one call to its end, on core's call driver.
 pub(crate) fn drive<O: Owner>(
     owner: O,
-    mut req: Prepared,
+    req: Prepared,
     options: CallOptions,
 ) -> impl Future<Output = Result<O::Output, Error>> {
-    async move {
-        let (shared, transport) = (owner.shared(), owner.transport());
-        // Opt-in buffering of a streaming body (SPEC 2.4), before the call starts.
-        let mut over_limit = None;
-        if let (Some(limit), Body::Stream(stream)) =
-            (req.buffer_limit.or(shared.buffer_limit), &mut req.body)
-        {
-            if let Some(s) = stream.take() {
-                match crate::body::buffer(s, limit).await {
-                    crate::body::Buffered::Complete(bytes) => req.body = Body::Bytes(bytes),
-                    crate::body::Buffered::OverLimit(body) => {
-                        *stream = Some(body);
-                        over_limit = Some(limit);
-                    }
-                }
-            }
-        }
+    baton_core::drive::drive(Calls(owner), req, options)
+}
 
-        let engine = &*shared.engine;
-        let info = RequestInfo {
+/// A call's owner as core's driver sees it: reqwest sends under tokio timers.
+pub(crate) struct Calls<O>(O);
+
+impl<O: Owner> CallTransport for Calls<O> {
+    type Prepared = Prepared;
+    type Answer = Reply;
+    type Request = reqwest::Request;
+    type Ticket = Ticket;
+    type Ended = Timed;
+    type Error = AttemptError;
+    type Timer = Pin<Box<tokio::time::Sleep>>;
+    type Output = Result<O::Output, Error>;
+
+    fn engine(&self) -> &Engine {
+        &self.0.shared().engine
+    }
+
+    fn info<'p>(&'p self, req: &'p Prepared) -> RequestInfo<'p> {
+        RequestInfo {
             method: &req.method,
             uri: &req.uri,
             headers: &req.headers,
-        };
-        let kind = req.body.kind();
-        // Dropping the driver's future drops the call, which cancels it (SPEC 2.5).
-        let mut call: Call<'_, Reply> = Call::new(engine, &info, kind, options, Instant::now());
-        if let Some(limit) = over_limit {
-            call.handle(Input::BodyNotBuffered { limit }, Instant::now());
         }
-        // Declared after the call: in-flight sends are dropped before it.
-        let slot = std::pin::pin!(None);
-        let mut driver = Driver {
-            shared,
-            transport,
-            identity: call.identity_headers(),
-            flights: SmallVec::new(),
-            errors: SmallVec::new(),
-            sleep: None,
-            slot,
-            timed: timed::<O::Transport>,
-        };
-        loop {
-            match call.poll() {
-                Action::Send(a) => driver.send(&mut req, &mut call, &a),
-                Action::Discard(n) => driver.discard(n),
-                Action::WaitUntil(t) => driver.wait(&req, &mut call, Some(t)).await,
-                Action::WaitForAttempt => driver.wait(&req, &mut call, None).await,
-                Action::Done => break,
-                // An action this adapter does not know: end the call with what it has.
-                _ => call.handle(Input::Cancel, Instant::now()),
+    }
+
+    fn body_kind(&self, req: &Prepared) -> BodyKind {
+        req.body.kind()
+    }
+
+    /// Opt-in buffering of a streaming body (SPEC 2.4), before the call starts.
+    fn prepare<'p>(
+        &'p self,
+        req: &'p mut Prepared,
+    ) -> impl Future<Output = Option<usize>> + Send + 'p {
+        let limit = req.buffer_limit.or(self.0.shared().buffer_limit);
+        async move {
+            let limit = limit?;
+            let Body::Stream(stream) = &mut req.body else {
+                return None;
+            };
+            match crate::body::buffer(stream.take()?, limit).await {
+                crate::body::Buffered::Complete(bytes) => req.body = Body::Bytes(bytes),
+                crate::body::Buffered::OverLimit(body) => {
+                    *stream = Some(body);
+                    return Some(limit);
+                }
             }
-        }
-        driver.clear();
-        let deadline = call.body_read_by(Instant::now());
-        driver
-            .finish(engine, call.take_done(), deadline)
-            .map(O::output)
-    }
-}
-
-/// The state of one call's driver besides the engine's.
-struct Driver<'a, 's, T, F> {
-    shared: &'a Shared,
-    transport: &'a T,
-    /// The call's request id and key as header values, made once for all its attempts.
-    identity: Result<IdentityHeaders, DestinationError>,
-    flights: SmallVec<[InFlight<'a>; 2]>,
-    /// The last attempt's error, for the call error's `source()`.
-    errors: SmallVec<[AttemptError; 1]>,
-    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// The send of one attempt, unboxed, in the call's own future: a healthy call (one
-    /// attempt in flight, no credential) allocates no future of its own. Another attempt
-    /// in flight at the same time (a hedge), or one with a credential, is boxed.
-    slot: Pin<&'s mut Option<F>>,
-    /// Makes the slot's send ([`timed`]; a pointer, as its type has no name).
-    timed: fn(&'a T, usize, reqwest::Request, tokio::time::Instant) -> F,
-}
-
-/// A send under the attempt's timer, as the driver's slot holds it.
-fn timed<T: Transport>(
-    transport: &T,
-    endpoint: usize,
-    request: reqwest::Request,
-    at: tokio::time::Instant,
-) -> tokio::time::Timeout<impl Future<Output = Result<reqwest::Response, SendError>> + Send + '_> {
-    tokio::time::timeout_at(at, transport.send(endpoint, request))
-}
-
-impl<'a, T: Transport, F: Future<Output = Timed>> Driver<'a, '_, T, F> {
-    /// Starts the send of a request of an attempt at `endpoint`: in the slot when it is
-    /// free and the endpoint has no credential (`None`), else boxed.
-    fn start(
-        &mut self,
-        endpoint: usize,
-        request: reqwest::Request,
-        spare: Option<reqwest::Request>,
-        at: tokio::time::Instant,
-    ) -> Option<Flight<'a>> {
-        if self.slot.is_none() && self.shared.engine.credential(endpoint).is_none() {
-            self.slot
-                .set(Some((self.timed)(self.transport, endpoint, request, at)));
-            return None;
-        }
-        Some(send_by(
-            self.shared,
-            self.transport,
-            endpoint,
-            request,
-            spare,
-            at,
-        ))
-    }
-
-    /// Takes attempt `f` out of flight: its send is dropped at once, whether it is the
-    /// slot's or boxed in `f` (which cancels it). A send that ended by its timer must be
-    /// gone before [`unsent_after_cancel`] looks whether the request was written: while
-    /// it lives, the connection task may still take the request.
-    fn release(&mut self, f: &mut InFlight<'a>) {
-        if f.fut.take().is_none() {
-            self.slot.set(None);
+            None
         }
     }
 
-    /// Cancels in-flight attempt `n` (its send is dropped).
-    fn discard(&mut self, n: u32) {
-        if let Some(p) = self.flights.iter().position(|f| f.number == n) {
-            let mut f = self.flights.remove(p);
-            self.release(&mut f);
-        }
-    }
-
-    /// Drops every in-flight send.
-    fn clear(&mut self) {
-        self.flights.clear();
-        self.slot.set(None);
-    }
-
-    /// Builds and sends attempt `a`, or tells the call why it could not be sent.
-    fn send(&mut self, req: &mut Prepared, call: &mut Call<'_, Reply>, a: &Attempt) {
-        let now = Instant::now();
-        let built = match &self.identity {
-            Ok(identity) => build(self.shared, req, call, identity, a),
+    fn build(
+        &self,
+        req: &mut Prepared,
+        call: &Call<'_, Reply>,
+        identity: &Result<IdentityHeaders, DestinationError>,
+        a: &Attempt,
+    ) -> Result<Built<reqwest::Request, Ticket>, NotBuilt<AttemptError>> {
+        let shared = self.0.shared();
+        let built = match identity {
+            Ok(identity) => build(shared, req, call, identity, a),
             Err(e) => Err(BuildFail::Rejected(Box::new(e.clone()))),
         };
         let mut request = match built {
             Ok(request) => request,
-            Err(BuildFail::Replay) => {
-                call.handle(Input::ReplayFailed { attempt: a.number }, now);
-                return;
-            }
+            Err(BuildFail::Replay) => return Err(NotBuilt::Replay(None)),
             Err(BuildFail::Rejected(e)) => {
-                let id = endpoint_id(&self.shared.engine, a.endpoint);
-                self.errors.clear();
-                self.errors
-                    .push(AttemptError::new(a.number, id, FailureCause::Rejected, e));
-                let outcome = AttemptOutcome::Failure(baton_core::FailureClass::RejectedLocally);
-                call.handle(
-                    Input::Failed {
-                        attempt: a.number,
-                        outcome,
-                    },
-                    now,
-                );
-                return;
+                let id = endpoint_id(&shared.engine, a.endpoint);
+                let e = AttemptError::new(a.number, id, FailureCause::Rejected, e);
+                return Err(NotBuilt::Rejected(e));
             }
         };
-        let connect_timeout = self.transport.connect_timeout(a.endpoint);
+        let connect_timeout = self.0.transport().connect_timeout(a.endpoint);
         let phase = match connect_timeout {
             Some(ct) if a.timeout > ct => TimeoutPhase::Response,
             _ => TimeoutPhase::Unknown,
         };
+        // The copy for the one re-send after a credential refusal, before the body is
+        // wrapped (a wrapped body cannot be copied).
+        let spare = (shared.engine.credential(a.endpoint)).and_then(|_| request.try_clone());
         // The attempt timer may fire before the connection is ready: learn whether the
         // request was handed to a connection (SPEC 2.6). Only with baton's own reqwest
         // clients: a middleware stack may read or rebuild the body (signing), so its timer
         // expiries stay ambiguous.
-        // The copy for the one re-send after a credential refusal, before the body is
-        // wrapped (a wrapped body cannot be copied).
-        let spare = self
-            .shared
-            .engine
-            .credential(a.endpoint)
-            .and_then(|_| request.try_clone());
         let tracked = matches!(connect_timeout, Some(ct) if a.timeout <= ct);
         let written = tracked.then(|| {
             let (body, written) = crate::body::Tracked::wrap(request.body_mut().take());
             *request.body_mut() = Some(body);
             written
         });
-        let at = tokio::time::Instant::from_std(now + a.timeout);
-        let fut = self.start(a.endpoint, request, spare, at);
-        self.flights.push(InFlight {
-            number: a.number,
-            endpoint: a.endpoint,
-            timeout: a.timeout,
+        let ticket = Ticket {
             phase,
             written,
-            at,
-            redirects: None,
-            fut,
-        });
-    }
-
-    /// Waits until `until` (or, without it, for an attempt) and hands the call what
-    /// happened: an attempt's end, or the timer.
-    async fn wait(&mut self, req: &Prepared, call: &mut Call<'_, Reply>, until: Option<Instant>) {
-        match until {
-            Some(t) => {
-                let t = tokio::time::Instant::from_std(t);
-                match &mut self.sleep {
-                    Some(s) => s.as_mut().reset(t),
-                    None => self.sleep = Some(Box::pin(tokio::time::sleep_until(t))),
-                }
-            }
-            None => self.sleep = None,
-        }
-        let flights = &mut self.flights;
-        let sleep = &mut self.sleep;
-        let slot = &mut self.slot;
-        let done = poll_fn(|cx| {
-            for (i, f) in flights.iter_mut().enumerate() {
-                let polled = match (&mut f.fut, slot.as_mut().as_pin_mut()) {
-                    (Some(boxed), _) => boxed.as_mut().poll(cx),
-                    (None, Some(unboxed)) => unboxed.poll(cx),
-                    (None, None) => Poll::Pending,
-                };
-                if let Poll::Ready(out) = polled {
-                    return Poll::Ready(Some((i, out)));
-                }
-            }
-            if let Some(s) = sleep {
-                if s.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(None);
-                }
-            }
-            Poll::Pending
+            unsent: false,
+        };
+        Ok(Built {
+            request,
+            spare,
+            ticket,
         })
-        .await;
-        let now = Instant::now();
-        match done {
-            None => call.handle(Input::Timer, now),
-            Some((i, out)) => {
-                let mut f = self.flights.swap_remove(i);
-                self.release(&mut f);
-                // A timer that fired while the connection was being made: whether the
-                // request was ever handed to it is known after a short grace (the one
-                // wait of an ended attempt, kept here so that `landed` has no future).
-                let unsent = match (&out, f.written.clone()) {
-                    (Err(_), Some(w)) => {
-                        hand_redirects(call, &mut f, Instant::now());
-                        unsent_after_cancel(&w).await
-                    }
-                    _ => false,
-                };
-                self.landed(req, call, f, out, unsent);
-            }
-        }
     }
 
-    /// An attempt's send ended: follow a redirect, or hand the call the response or the
-    /// classified failure. `unsent`: its timer fired and the request never reached a
-    /// connection.
-    fn landed(
-        &mut self,
-        req: &Prepared,
-        call: &mut Call<'_, Reply>,
-        mut f: InFlight<'a>,
-        out: Result<Result<reqwest::Response, SendError>, tokio::time::error::Elapsed>,
-        unsent: bool,
-    ) {
-        // One table of response limits on every adapter (`baton_core::limits`): an
-        // over-limit head is a protocol failure after the request was sent.
-        let out = match out {
+    fn send<'a>(
+        &'a self,
+        endpoint: usize,
+        request: reqwest::Request,
+        at: Instant,
+    ) -> impl Future<Output = Timed> + Send + 'a {
+        let at = tokio::time::Instant::from_std(at);
+        tokio::time::timeout_at(at, self.0.transport().send(endpoint, request))
+    }
+
+    fn send_authorized<'a>(
+        &'a self,
+        endpoint: usize,
+        request: reqwest::Request,
+        spare: Option<reqwest::Request>,
+        at: Instant,
+    ) -> Flight<'a, Timed> {
+        let at = tokio::time::Instant::from_std(at);
+        let (shared, transport) = (self.0.shared(), self.0.transport());
+        Box::pin(authorized(shared, transport, endpoint, request, spare, at))
+    }
+
+    /// A timer that fired while the connection was being made: whether the request was
+    /// ever handed to it is known after a short grace.
+    fn settle<'a>(
+        &'a self,
+        ended: &Timed,
+        sent: &'a mut Sent<Ticket>,
+    ) -> Option<impl Future<Output = ()> + Send + 'a> {
+        let written = sent.ticket.written.clone().filter(|_| ended.is_err())?;
+        Some(async move { sent.ticket.unsent = unsent_after_cancel(&written).await })
+    }
+
+    fn land(&self, ended: Timed, sent: &Sent<Ticket>) -> Landed<Reply, AttemptError> {
+        let id = || endpoint_id(&self.0.shared().engine, sent.endpoint);
+        let (classified, source): (_, BoxError) = match ended {
+            // One table of response limits on every adapter (`baton_core::limits`): an
+            // over-limit head is a protocol failure after the request was sent.
             Ok(Ok(r)) => match baton_core::check_response_head(r.headers()) {
-                Ok(()) => Ok(Ok(r)),
-                Err(e) => Ok(Err(SendError::Other(Box::new(e)))),
+                Ok(()) => return Landed::Response(Reply(r)),
+                Err(e) => {
+                    let e: BoxError = Box::new(e);
+                    (classify_dyn(&*e), crate::error::scrubbed(e))
+                }
             },
-            other => other,
-        };
-        // A redirect the engine's rules follow: the attempt's next request, on the same
-        // timer (SPEC 3). reqwest follows none itself.
-        if let (Ok(Ok(r)), Ok(identity)) = (&out, &self.identity) {
-            if r.status().is_redirection() {
-                if let Some(request) = next_hop(self.shared, req, identity, &mut f, r) {
-                    f.fut = self.start(f.endpoint, request, None, f.at);
-                    self.flights.push(f);
-                    return;
-                }
-            }
-        }
-        hand_redirects(call, &mut f, Instant::now());
-        let attempt = f.number;
-        let input = match out {
-            Ok(Ok(response)) => Input::response(attempt, Reply(response), SystemTime::now),
-            Ok(Err(e)) => {
-                let (classified, source): (_, BoxError) = match e {
-                    // The text of a reqwest error quotes the URL (keys, ids): kept without
-                    // it (SPEC 4); classified first.
-                    SendError::Reqwest(e) => (classify(&e), Box::new(e.without_url())),
-                    SendError::Other(e) => {
-                        let classified = classify_dyn(&*e);
-                        (classified, crate::error::scrubbed(e))
-                    }
-                };
-                self.fail(&f, classified.cause, source);
-                Input::Failed {
-                    attempt,
-                    outcome: classified.outcome(),
-                }
-            }
+            // The text of a reqwest error quotes the URL (keys, ids): kept without it
+            // (SPEC 4); classified first.
+            Ok(Err(SendError::Reqwest(e))) => (classify(&e), Box::new(e.without_url())),
+            Ok(Err(SendError::Other(e))) => (classify_dyn(&*e), crate::error::scrubbed(e)),
             Err(_elapsed) => {
-                let (phase, cause) = if unsent {
-                    (TimeoutPhase::Connect, FailureCause::ConnectTimeout)
-                } else {
-                    (f.phase, FailureCause::Timeout)
+                let (phase, cause) = match sent.ticket.unsent {
+                    true => (TimeoutPhase::Connect, FailureCause::ConnectTimeout),
+                    false => (sent.ticket.phase, FailureCause::Timeout),
                 };
-                self.fail(&f, cause, Box::new(AttemptTimeout { after: f.timeout }));
-                Input::Failed {
-                    attempt,
-                    outcome: AttemptOutcome::Timeout(phase),
-                }
+                let after = AttemptTimeout {
+                    after: sent.timeout,
+                };
+                let e = AttemptError::new(sent.number, id(), cause, Box::new(after));
+                return Landed::Failed(AttemptOutcome::Timeout(phase), e);
             }
         };
-        call.handle(input, Instant::now());
+        let e = AttemptError::new(sent.number, id(), classified.cause, source);
+        Landed::Failed(classified.outcome(), e)
     }
 
-    /// Keeps attempt `f`'s error as the call's last cause.
-    fn fail(&mut self, f: &InFlight<'a>, cause: FailureCause, source: BoxError) {
-        let id = endpoint_id(&self.shared.engine, f.endpoint);
-        self.errors.clear();
-        self.errors
-            .push(AttemptError::new(f.number, id, cause, source));
+    fn first_uri(&self, _: &Prepared, _: usize, answer: &Reply) -> Option<Uri> {
+        Some(answer.0.url().as_str().parse().unwrap_or_default())
+    }
+
+    fn hop(
+        &self,
+        req: &mut Prepared,
+        _: &Sent<Ticket>,
+        hop: &Hop,
+        headers: HeaderMap,
+    ) -> Option<reqwest::Request> {
+        let url = reqwest::Url::parse(&hop.uri.to_string()).ok()?;
+        let body = match (&req.body, hop.body) {
+            (_, false) => None,
+            (Body::Bytes(b), true) => Some(reqwest::Body::from(b.clone())),
+            _ => return None,
+        };
+        let mut next = reqwest::Request::new(hop.method.clone(), url);
+        *next.headers_mut() = headers;
+        *next.body_mut() = body;
+        *next.version_mut() = req.version;
+        Some(next)
+    }
+
+    fn timer(&self, at: Instant) -> Self::Timer {
+        Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(at)))
+    }
+
+    fn reset(&self, timer: &mut Self::Timer, at: Instant) {
+        timer.as_mut().reset(tokio::time::Instant::from_std(at));
     }
 
     /// The call's result: the response, or the error carrying the last attempt's cause
     /// and any retained response.
-    // The client's own error type, returned as is by every call (boxing it here would
-    // only move the allocation).
-    #[allow(clippy::result_large_err)]
     fn finish(
-        mut self,
-        engine: &Engine,
+        &self,
+        _: Prepared,
         done: Done<Reply>,
+        last: Option<(u32, AttemptError)>,
         deadline: Option<Instant>,
-    ) -> Result<Finished, Error> {
+    ) -> Self::Output {
+        let engine = &*self.0.shared().engine;
         let last_number = done.report().attempts.last().map(|a| a.number);
-        let last = self
-            .errors
-            .pop()
-            .filter(|e| Some(e.attempt()) == last_number);
+        let last = last
+            .filter(|(n, _)| Some(*n) == last_number)
+            .map(|(_, e)| e);
         let kept_endpoint = |report: &Report| match report.outcome {
             Outcome::Response { endpoint, .. } => endpoint_id(engine, endpoint),
             Outcome::Error { retained, .. } => retained
@@ -627,12 +466,12 @@ impl<'a, T: Transport, F: Future<Output = Timed>> Driver<'a, '_, T, F> {
                 .unwrap_or_else(|| EndpointId::from("?")),
         };
         match done.into_result() {
-            Ok((response, report)) => Ok(Finished {
+            Ok((response, report)) => Ok(O::output(Finished {
                 response: response.0,
                 deadline,
                 endpoint: kept_endpoint(&report),
                 report,
-            }),
+            })),
             Err((error, retained)) => {
                 let retained = retained.map(|r| {
                     let report = (*error.report).clone();
@@ -649,29 +488,11 @@ impl<'a, T: Transport, F: Future<Output = Timed>> Driver<'a, '_, T, F> {
     }
 }
 
-/// Sends one request of an attempt under the attempt's timer (with the endpoint's token,
-/// when it has a credential slot; `spare` is a copy of the request for the one re-send
-/// after a refusal, taken before the body was wrapped for tracking).
-fn send_by<'a, T: Transport>(
-    shared: &'a Shared,
-    transport: &'a T,
-    endpoint: usize,
-    request: reqwest::Request,
-    spare: Option<reqwest::Request>,
-    at: tokio::time::Instant,
-) -> Flight<'a> {
-    // Only an endpoint with a credential pays for the token's state.
-    match shared.engine.credential(endpoint) {
-        None => Box::pin(tokio::time::timeout_at(
-            at,
-            transport.send(endpoint, request),
-        )),
-        Some(_) => Box::pin(authorized(shared, transport, endpoint, request, spare, at)),
-    }
+/// Why a request could not be built for an attempt.
+enum BuildFail {
+    Replay,
+    Rejected(BoxError),
 }
-
-type Timed = Result<Result<reqwest::Response, SendError>, tokio::time::error::Elapsed>;
-
 /// Sends `request` with the endpoint's token (SPEC 9) when the request goes to the
 /// endpoint's own origin. The provider gets the attempt's time (past it, a valid token is
 /// sent, or the attempt fails undelivered: nothing was sent); a refusal (401, or 403 when
@@ -737,52 +558,6 @@ fn set_token(
     }
 }
 
-/// The next request of attempt `f` when `response` is a redirect the engine's rules
-/// follow ([`Redirects`]); `None`: the response is the attempt's answer. The hop's headers
-/// are the attempt's built again (the healthy path copies them once), then prepared for
-/// the hop; a hop that needs the body gets a copy of a buffered one.
-fn next_hop(
-    shared: &Shared,
-    req: &Prepared,
-    identity: &IdentityHeaders,
-    f: &mut InFlight<'_>,
-    response: &reqwest::Response,
-) -> Option<reqwest::Request> {
-    let policy = shared.engine.policy();
-    if policy.settings().max_redirects == 0 {
-        return None;
-    }
-    let (endpoint, number) = (f.endpoint, f.number);
-    let state = f.redirects.get_or_insert_with(|| {
-        let uri = response.url().as_str().parse().unwrap_or_default();
-        Box::new(Redirects::new(
-            policy,
-            endpoint,
-            number,
-            req.body.kind(),
-            &uri,
-            &req.method,
-        ))
-    });
-    let hop = state.next(response.status(), response.headers())?;
-    let built = state.hop_headers(policy, &hop, &req.uri, identity, &req.headers);
-    let url = reqwest::Url::parse(&hop.uri.to_string());
-    let body = match (&req.body, hop.body) {
-        (_, false) => Some(None),
-        (Body::Bytes(b), true) => Some(Some(reqwest::Body::from(b.clone()))),
-        _ => None,
-    };
-    let (Ok(headers), Ok(url), Some(body)) = (built, url, body) else {
-        state.unfollow();
-        return None;
-    };
-    let mut next = reqwest::Request::new(hop.method, url);
-    *next.headers_mut() = headers;
-    *next.body_mut() = body;
-    *next.version_mut() = req.version;
-    Some(next)
-}
-
 /// How long the driver lets a connection task finish a write it may have begun when the
 /// attempt timer fired (see [`unsent_after_cancel`]).
 const CANCEL_GRACE: Duration = Duration::from_millis(10);
@@ -800,13 +575,6 @@ async fn unsent_after_cancel(written: &std::sync::atomic::AtomicBool) -> bool {
     }
     tokio::time::sleep(CANCEL_GRACE).await;
     !written.load(Ordering::Acquire)
-}
-
-/// Hands the call the redirects attempt `f` followed, once.
-fn hand_redirects(call: &mut Call<'_, Reply>, f: &mut InFlight<'_>, now: Instant) {
-    if let Some(r) = f.redirects.take() {
-        call.handle(r.into_input(f.number), now);
-    }
 }
 
 fn endpoint_id(engine: &Engine, index: usize) -> EndpointId {

@@ -12,7 +12,9 @@
 //! adapter gives its [`Engine`] once (the one helper that draws OS randomness,
 //! [`os_entropy`], is for adapters; no `Call` or `Engine` calls it). The same inputs give
 //! the same actions, so one property test covers every runtime. The adapters
-//! (`baton-tokio`, `baton-blocking`, `baton-async-std`) only send, sleep and classify.
+//! (`baton-tokio`, `baton-blocking`, `baton-async-std`, `baton-tower`) only send, sleep
+//! and classify: the async ones through one driver of the call loop, [`drive`], which
+//! polls the futures an adapter's transport makes and does no I/O of its own.
 //!
 //! State shared by all calls of a client (endpoint health, the retry budget) lives in an
 //! [`Engine`] behind `&self`: with the consecutive breaker rule, a healthy call writes
@@ -61,6 +63,7 @@ mod budget;
 mod call;
 pub mod credential;
 mod destination;
+pub mod drive;
 mod engine;
 mod event;
 #[cfg(feature = "fuzzing")]

@@ -1,0 +1,556 @@
+//! The one async call driver: the loop that turns a [`Call`]'s actions into sends and
+//! waits, and what happened into its inputs, for every async adapter (tokio, async-std and
+//! smol, the tower layer). It decides nothing (which endpoint, whether to retry, how long
+//! to wait all come from the [`Call`]) and does no I/O of its own: an adapter's
+//! [`CallTransport`] builds each attempt's request, sends it under the attempt's timer,
+//! says how it ended, and makes the wait's timer. The blocking adapter keeps a loop of its
+//! own over the same [`Call`].
+//!
+//! What the driver owns, once for every adapter:
+//! - the attempts in flight, each a future owned by the call's future (never spawned), so
+//!   several run at once (hedging) and dropping the call's future cancels them all and
+//!   drops the [`Call`] (which reports them cancelled and frees any half-open probe slot);
+//! - one unboxed, pinned slot in the call's own future for the send of one attempt: a
+//!   healthy call (one attempt in flight, no credential) allocates no future of its own;
+//!   a hedge beside it, or an endpoint with a credential, is boxed;
+//! - redirects (SPEC 3): each attempt's [`Redirects`], the hop's headers, and handing the
+//!   hops to the call when the attempt lands;
+//! - the last attempt's error, handed to [`CallTransport::finish`] with its number.
+//!
+//! The driver's future is an `async` block returned as is, not an `async fn`: an `async
+//! fn` keeps a second copy of its arguments (the request and the options) in its state.
+//!
+//! ```
+//! use std::future::{ready, Future, Ready};
+//! use std::time::{Duration, Instant};
+//! use baton_core::drive::{self, Built, CallTransport, Landed, NotBuilt, Sent};
+//! use baton_core::{Attempt, BodyKind, Call, CallOptions, DestinationError, Done, Endpoint,
+//!     Engine, Head, Hop, IdentityHeaders, Policy, RequestInfo};
+//!
+//! /// A transport whose every send is answered 200 at once.
+//! struct Instant200(Engine, http::Method, http::Uri, http::HeaderMap);
+//!
+//! impl CallTransport for Instant200 {
+//!     type Prepared = ();
+//!     type Answer = Head;
+//!     type Request = usize;
+//!     type Ticket = ();
+//!     type Ended = Head;
+//!     type Error = String;
+//!     type Timer = std::future::Pending<()>;
+//!     type Output = Result<(usize, u16), String>;
+//!     fn engine(&self) -> &Engine { &self.0 }
+//!     fn info<'p>(&'p self, _: &'p ()) -> RequestInfo<'p> {
+//!         RequestInfo { method: &self.1, uri: &self.2, headers: &self.3 }
+//!     }
+//!     fn body_kind(&self, _: &()) -> BodyKind { BodyKind::Empty }
+//!     fn build(&self, _: &mut (), _: &Call<'_, Head>,
+//!         _: &Result<IdentityHeaders, DestinationError>, a: &Attempt)
+//!         -> Result<Built<usize, ()>, NotBuilt<String>> {
+//!         Ok(Built { request: a.endpoint, spare: None, ticket: () })
+//!     }
+//!     fn send(&self, _: usize, _: usize, _: Instant) -> impl Future<Output = Head> + Send {
+//!         ready(Head::new(http::StatusCode::OK))
+//!     }
+//!     fn land(&self, ended: Head, _: &Sent<()>) -> Landed<Head, String> {
+//!         Landed::Response(ended)
+//!     }
+//!     fn hop(&self, _: &mut (), _: &Sent<()>, _: &Hop, _: http::HeaderMap) -> Option<usize> {
+//!         None // this transport follows no redirect: a 3xx is the answer
+//!     }
+//!     fn timer(&self, _: Instant) -> Self::Timer { std::future::pending() }
+//!     fn finish(&self, _: (), done: Done<Head>, _: Option<(u32, String)>, _: Option<Instant>)
+//!         -> Self::Output {
+//!         match done.into_result() {
+//!             Ok((head, report)) => Ok((report.attempts.len(), head.status.as_u16())),
+//!             Err((e, _)) => Err(e.to_string()),
+//!         }
+//!     }
+//! }
+//!
+//! let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
+//! let t = Instant200(Engine::new(policy), http::Method::GET, "/".parse().unwrap(), http::HeaderMap::new());
+//! let mut call = std::pin::pin!(drive::drive(t, (), CallOptions::default()));
+//! let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+//! assert_eq!(call.as_mut().poll(&mut cx), std::task::Poll::Ready(Ok((1, 200))));
+//! ```
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::{Duration, Instant, SystemTime};
+
+use http::{HeaderMap, Uri};
+use smallvec::SmallVec;
+
+use crate::{
+    Action, Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, DestinationError, Done,
+    Engine, FailureClass, Hop, IdentityHeaders, Input, Redirects, RequestInfo,
+};
+
+/// A send in flight, boxed: a hedge beside the slot's send, or one with a credential.
+pub type Flight<'a, E> = Pin<Box<dyn Future<Output = E> + Send + 'a>>;
+
+/// An attempt's request, ready to send.
+#[derive(Debug)]
+pub struct Built<R, K> {
+    /// The request of the attempt's first hop.
+    pub request: R,
+    /// A copy for the one re-send after a credential refusal (SPEC 9), when the endpoint
+    /// has a credential slot and the request can be copied.
+    pub spare: Option<R>,
+    /// What the transport keeps beside the attempt ([`Sent::ticket`]).
+    pub ticket: K,
+}
+
+/// Why no request could be built for an attempt.
+#[derive(Debug)]
+pub enum NotBuilt<E> {
+    /// The request is invalid: the attempt fails as rejected locally, with this error.
+    Rejected(E),
+    /// No copy of the body could be made for this attempt (a one-shot body already
+    /// sent); the error, when there is one, is kept as the call's last.
+    Replay(Option<E>),
+}
+
+/// How a request of an attempt ended, as the driver hands it on.
+#[derive(Debug)]
+pub enum Landed<A, E> {
+    /// Response headers arrived (the commit point).
+    Response(A),
+    /// The attempt failed, classified, with the error kept for the caller.
+    Failed(AttemptOutcome, E),
+}
+
+/// An attempt in flight, as its transport is told about it.
+#[derive(Debug)]
+pub struct Sent<K> {
+    /// The attempt's number.
+    pub number: u32,
+    /// Its endpoint's index.
+    pub endpoint: usize,
+    /// The attempt timeout it was given.
+    pub timeout: Duration,
+    /// When its timer ends (every redirect hop shares it).
+    pub at: Instant,
+    /// What the transport keeps beside it.
+    pub ticket: K,
+}
+
+/// What one adapter gives the driver: its request, its sends and their classification,
+/// its timer, and what a call ends as. Everything here is the adapter's client; every
+/// decision is the [`Call`]'s.
+pub trait CallTransport {
+    /// The caller's request, as the adapter keeps it for the whole call.
+    type Prepared;
+    /// A response as the engine reads it.
+    type Answer: Answer;
+    /// The request of one hop of an attempt.
+    type Request;
+    /// What the transport keeps beside each attempt in flight.
+    type Ticket;
+    /// What a send's future ends with (before [`land`](CallTransport::land)).
+    type Ended;
+    /// An attempt's error, kept for the caller's error.
+    type Error;
+    /// The driver's wait timer (what it ends with is not read).
+    type Timer: Future + Unpin;
+    /// What a call ends as.
+    type Output;
+
+    /// The engine the calls run on.
+    fn engine(&self) -> &Engine;
+    /// The time now, on the clock the timers use.
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+    /// The caller's method, URL and headers.
+    fn info<'p>(&'p self, prepared: &'p Self::Prepared) -> RequestInfo<'p>;
+    /// The kind of the request's body.
+    fn body_kind(&self, prepared: &Self::Prepared) -> BodyKind;
+    /// The body kind a redirect's rules see (by default the request's).
+    fn redirect_body_kind(&self, prepared: &Self::Prepared) -> BodyKind {
+        self.body_kind(prepared)
+    }
+    /// Makes the request ready before the call starts (buffering a streamed body, SPEC
+    /// 2.4): `Some(limit)` when a streamed body was over its buffering limit.
+    fn prepare<'p>(
+        &'p self,
+        prepared: &'p mut Self::Prepared,
+    ) -> impl Future<Output = Option<usize>> + Send + 'p {
+        let _ = prepared;
+        std::future::ready(None)
+    }
+    /// Builds the request of attempt `a` (`identity`: the call's request id and key as
+    /// header values, or why they cannot be made).
+    #[allow(clippy::type_complexity)]
+    fn build(
+        &self,
+        prepared: &mut Self::Prepared,
+        call: &Call<'_, Self::Answer>,
+        identity: &Result<IdentityHeaders, DestinationError>,
+        a: &Attempt,
+    ) -> Result<Built<Self::Request, Self::Ticket>, NotBuilt<Self::Error>>;
+    /// Sends `request` to `endpoint` under the attempt's timer, which ends at `at`.
+    fn send<'a>(
+        &'a self,
+        endpoint: usize,
+        request: Self::Request,
+        at: Instant,
+    ) -> impl Future<Output = Self::Ended> + Send + 'a;
+    /// Sends `request` with the endpoint's credential (SPEC 9), `spare` being the copy
+    /// for one re-send after a refusal. By default, a plain send.
+    fn send_authorized<'a>(
+        &'a self,
+        endpoint: usize,
+        request: Self::Request,
+        spare: Option<Self::Request>,
+        at: Instant,
+    ) -> Flight<'a, Self::Ended> {
+        let _ = spare;
+        Box::pin(self.send(endpoint, request, at))
+    }
+    /// What must happen after a send ended and was dropped, before it is classified (the
+    /// tokio adapter's grace to learn whether a timed-out request was ever written).
+    /// By default nothing.
+    fn settle<'a>(
+        &'a self,
+        ended: &Self::Ended,
+        sent: &'a mut Sent<Self::Ticket>,
+    ) -> Option<impl Future<Output = ()> + Send + 'a> {
+        let _ = (ended, sent);
+        None::<std::future::Ready<()>>
+    }
+    /// How the send of `sent` ended: its response, or its classified failure.
+    fn land(
+        &self,
+        ended: Self::Ended,
+        sent: &Sent<Self::Ticket>,
+    ) -> Landed<Self::Answer, Self::Error>;
+    /// Whether this call's redirects may be followed at all (by default, yes).
+    fn follows(&self, prepared: &Self::Prepared) -> bool {
+        let _ = prepared;
+        true
+    }
+    /// The URL the first request of an attempt at `endpoint` went to, which `answer`
+    /// answered (by default the engine's [`attempt_uri`](crate::attempt_uri)); `None`:
+    /// the redirect is not followed.
+    fn first_uri(
+        &self,
+        prepared: &Self::Prepared,
+        endpoint: usize,
+        answer: &Self::Answer,
+    ) -> Option<Uri> {
+        let _ = answer;
+        let uri = self.info(prepared).uri;
+        crate::attempt_uri(self.engine().policy(), endpoint, uri).ok()
+    }
+    /// The request of redirect hop `hop` of attempt `sent`, with its `headers` already
+    /// made; `None`: the redirect cannot be followed, and the 3xx is the answer.
+    fn hop(
+        &self,
+        prepared: &mut Self::Prepared,
+        sent: &Sent<Self::Ticket>,
+        hop: &Hop,
+        headers: HeaderMap,
+    ) -> Option<Self::Request>;
+    /// A timer that ends at `at`.
+    fn timer(&self, at: Instant) -> Self::Timer;
+    /// Sets `timer` to end at `at` (by default, a new timer).
+    fn reset(&self, timer: &mut Self::Timer, at: Instant) {
+        *timer = self.timer(at);
+    }
+    /// What the call ends as: `done`, the last attempt's error (with its number), and when
+    /// body reads must end.
+    fn finish(
+        &self,
+        prepared: Self::Prepared,
+        done: Done<Self::Answer>,
+        last: Option<(u32, Self::Error)>,
+        read_by: Option<Instant>,
+    ) -> Self::Output;
+}
+
+/// Drives one call of `prepared` with `options` through `transport`, to its end.
+// Not `async fn`, on purpose: see the module's docs.
+#[allow(clippy::manual_async_fn)]
+pub fn drive<T: CallTransport>(
+    transport: T,
+    mut prepared: T::Prepared,
+    options: CallOptions,
+) -> impl Future<Output = T::Output> {
+    async move {
+        let t = &transport;
+        let over_limit = t.prepare(&mut prepared).await;
+        let kind = t.body_kind(&prepared);
+        // Dropping the driver's future drops the call, which cancels it (SPEC 2.5).
+        let mut call: Call<'_, T::Answer> =
+            Call::new(t.engine(), &t.info(&prepared), kind, options, t.now());
+        if let Some(limit) = over_limit {
+            call.handle(Input::BodyNotBuffered { limit }, t.now());
+        }
+        // Declared after the call: sends in flight are dropped before it.
+        let slot = std::pin::pin!(None);
+        let mut driver = Driver {
+            t,
+            identity: call.identity_headers(),
+            flights: SmallVec::new(),
+            last: None,
+            timer: None,
+            slot,
+            make: T::send,
+        };
+        loop {
+            match call.poll() {
+                Action::Send(a) => driver.send(&mut prepared, &mut call, &a),
+                Action::Discard(n) => driver.discard(n),
+                Action::WaitUntil(at) => driver.wait(&mut prepared, &mut call, Some(at)).await,
+                Action::WaitForAttempt => driver.wait(&mut prepared, &mut call, None).await,
+                Action::Done => break,
+            }
+        }
+        driver.clear();
+        let read_by = call.body_read_by(t.now());
+        let done = call.take_done();
+        let last = driver.last.take();
+        drop(driver);
+        transport.finish(prepared, done, last, read_by)
+    }
+}
+
+/// One attempt in flight.
+struct InFlight<'a, T: CallTransport + 'a> {
+    sent: Sent<T::Ticket>,
+    /// The attempt's redirects, once it met one.
+    redirects: Option<Box<Redirects>>,
+    /// The send; `None`: it is the driver's unboxed slot.
+    fut: Option<Flight<'a, T::Ended>>,
+}
+
+/// The state of one call's driver besides the call's.
+struct Driver<'a, 's, T: CallTransport, F> {
+    t: &'a T,
+    /// The call's request id and key as header values, made once for all its attempts.
+    identity: Result<IdentityHeaders, DestinationError>,
+    flights: SmallVec<[InFlight<'a, T>; 2]>,
+    /// The last attempt's error and its number.
+    last: Option<(u32, T::Error)>,
+    /// The wait's timer, kept between waits.
+    timer: Option<T::Timer>,
+    /// The send of one attempt, unboxed, in the call's own future.
+    slot: Pin<&'s mut Option<F>>,
+    /// Makes the slot's send ([`CallTransport::send`]; a pointer, as its type has no
+    /// name).
+    make: fn(&'a T, usize, T::Request, Instant) -> F,
+}
+
+impl<'a, T: CallTransport, F: Future<Output = T::Ended>> Driver<'a, '_, T, F> {
+    /// Builds and starts attempt `a`, or tells the call why it could not be sent.
+    fn send(&mut self, prepared: &mut T::Prepared, call: &mut Call<'_, T::Answer>, a: &Attempt) {
+        let input = match self.t.build(prepared, call, &self.identity, a) {
+            Ok(built) => {
+                let at = self.t.now() + a.timeout;
+                let fut = self.start(a.endpoint, built.request, built.spare, at, true);
+                let sent = Sent {
+                    number: a.number,
+                    endpoint: a.endpoint,
+                    timeout: a.timeout,
+                    at,
+                    ticket: built.ticket,
+                };
+                self.flights.push(InFlight {
+                    sent,
+                    redirects: None,
+                    fut,
+                });
+                return;
+            }
+            Err(NotBuilt::Rejected(e)) => {
+                self.last = Some((a.number, e));
+                Input::Failed {
+                    attempt: a.number,
+                    outcome: AttemptOutcome::Failure(FailureClass::RejectedLocally),
+                }
+            }
+            Err(NotBuilt::Replay(e)) => {
+                if let Some(e) = e {
+                    self.last = Some((a.number, e));
+                }
+                Input::ReplayFailed { attempt: a.number }
+            }
+        };
+        call.handle(input, self.t.now());
+    }
+
+    /// Starts a send to `endpoint`: in the slot when it is free and no credential goes
+    /// with it (`None`), else boxed.
+    fn start(
+        &mut self,
+        endpoint: usize,
+        request: T::Request,
+        spare: Option<T::Request>,
+        at: Instant,
+        credential: bool,
+    ) -> Option<Flight<'a, T::Ended>> {
+        let t = self.t;
+        if credential && t.engine().credential(endpoint).is_some() {
+            return Some(t.send_authorized(endpoint, request, spare, at));
+        }
+        if self.slot.is_some() {
+            return Some(Box::pin(t.send(endpoint, request, at)));
+        }
+        self.slot.set(Some((self.make)(t, endpoint, request, at)));
+        None
+    }
+
+    /// Cancels in-flight attempt `n` (its send is dropped).
+    fn discard(&mut self, n: u32) {
+        if let Some(p) = self.flights.iter().position(|f| f.sent.number == n) {
+            if self.flights.remove(p).fut.is_none() {
+                self.slot.set(None);
+            }
+        }
+    }
+
+    /// Drops every send in flight.
+    fn clear(&mut self) {
+        self.flights.clear();
+        self.slot.set(None);
+    }
+
+    /// Waits until `until` (or, without it, for an attempt) and hands the call what
+    /// happened: an attempt's end, or the timer.
+    async fn wait(
+        &mut self,
+        prepared: &mut T::Prepared,
+        call: &mut Call<'_, T::Answer>,
+        until: Option<Instant>,
+    ) {
+        if let Some(at) = until {
+            match self.timer.as_mut() {
+                Some(timer) => self.t.reset(timer, at),
+                None => self.timer = Some(self.t.timer(at)),
+            }
+        }
+        if self.flights.is_empty() && until.is_none() {
+            call.handle(Input::Cancel, self.t.now());
+            return;
+        }
+        let (flights, slot, timer) = (&mut self.flights, &mut self.slot, &mut self.timer);
+        let done = poll_fn(|cx| {
+            for (i, f) in flights.iter_mut().enumerate() {
+                let ended = match f.fut.as_mut() {
+                    Some(fut) => fut.as_mut().poll(cx),
+                    None => crate::poll_slot(slot.as_mut(), cx),
+                };
+                if let Poll::Ready(ended) = ended {
+                    return Poll::Ready(Some((i, ended)));
+                }
+            }
+            match (until, timer.as_mut()) {
+                (Some(_), Some(timer)) => Pin::new(timer).poll(cx).map(|_| None),
+                _ => Poll::Pending,
+            }
+        })
+        .await;
+        let Some((i, ended)) = done else {
+            call.handle(Input::Timer, self.t.now());
+            return;
+        };
+        // The ended send is gone (the slot empties itself) before it is settled.
+        let mut f = self.flights.swap_remove(i);
+        f.fut = None;
+        let number = f.sent.number;
+        if let Some(settling) = self.t.settle(&ended, &mut f.sent) {
+            self.hand_redirects(call, &mut f.redirects, number);
+            settling.await;
+        }
+        let landed = self.t.land(ended, &f.sent);
+        self.landed(prepared, call, f, landed);
+    }
+
+    /// An attempt's request ended: follow a redirect, or hand the call the response or
+    /// the classified failure.
+    fn landed(
+        &mut self,
+        prepared: &mut T::Prepared,
+        call: &mut Call<'_, T::Answer>,
+        mut f: InFlight<'a, T>,
+        landed: Landed<T::Answer, T::Error>,
+    ) {
+        if let Landed::Response(r) = &landed {
+            if r.status().is_redirection() {
+                if let Some((request, cross_origin)) = self.next_hop(prepared, &mut f, r) {
+                    drop(landed);
+                    let (endpoint, at) = (f.sent.endpoint, f.sent.at);
+                    f.fut = self.start(endpoint, request, None, at, !cross_origin);
+                    self.flights.push(f);
+                    return;
+                }
+            }
+        }
+        let attempt = f.sent.number;
+        self.hand_redirects(call, &mut f.redirects, attempt);
+        let input = match landed {
+            Landed::Response(r) => Input::response(attempt, r, SystemTime::now),
+            Landed::Failed(outcome, e) => {
+                self.last = Some((attempt, e));
+                Input::Failed { attempt, outcome }
+            }
+        };
+        call.handle(input, self.t.now());
+    }
+
+    /// The next request of attempt `f` when `response` is a redirect the engine's rules
+    /// follow, and whether it leaves the endpoint's origin; `None`: the response is the
+    /// attempt's answer.
+    fn next_hop(
+        &self,
+        prepared: &mut T::Prepared,
+        f: &mut InFlight<'a, T>,
+        response: &T::Answer,
+    ) -> Option<(T::Request, bool)> {
+        let t = self.t;
+        let policy = t.engine().policy();
+        let identity = self.identity.as_ref().ok()?;
+        if policy.settings().max_redirects == 0 || !t.follows(prepared) {
+            return None;
+        }
+        let state = match &mut f.redirects {
+            Some(state) => state,
+            None => {
+                let first = t.first_uri(prepared, f.sent.endpoint, response)?;
+                let info = t.info(prepared);
+                let kind = t.redirect_body_kind(prepared);
+                let (endpoint, number) = (f.sent.endpoint, f.sent.number);
+                let state = Redirects::new(policy, endpoint, number, kind, &first, info.method);
+                f.redirects.insert(Box::new(state))
+            }
+        };
+        let hop = state.next(response.status(), response.headers())?;
+        let info = t.info(prepared);
+        let request = match state.hop_headers(policy, &hop, info.uri, identity, info.headers) {
+            Ok(headers) => t.hop(prepared, &f.sent, &hop, headers),
+            Err(_) => None,
+        };
+        match request {
+            Some(r) => Some((r, hop.cross_origin)),
+            None => {
+                state.unfollow();
+                None
+            }
+        }
+    }
+
+    /// Hands the call the redirects attempt `number` followed, once.
+    fn hand_redirects(
+        &self,
+        call: &mut Call<'_, T::Answer>,
+        redirects: &mut Option<Box<Redirects>>,
+        number: u32,
+    ) {
+        if let Some(r) = redirects.take() {
+            call.handle(r.into_input(number), self.t.now());
+        }
+    }
+}
