@@ -152,7 +152,7 @@ impl CallTransport for Calls {
         // Only an endpoint with a credential pays for the copy.
         let spare = (inner.engine.credential(a.endpoint))
             .and_then(|_| crate::auth::spare(&request))
-            .map(|spare| (ctx.clone(), spare));
+            .map(|spare| Box::new((ctx.clone(), spare)));
         Ok(Built {
             request: (ctx, request),
             spare,
@@ -173,10 +173,10 @@ impl CallTransport for Calls {
         &'a self,
         _: usize,
         (ctx, request): Outgoing,
-        spare: Option<Outgoing>,
+        spare: Option<Box<Outgoing>>,
         _: Instant,
     ) -> Flight<'a, AttemptEnd> {
-        let spare = spare.map(|(_, r)| r);
+        let spare = spare.map(|s| s.1);
         Box::pin(crate::auth::run(self.0.clone(), ctx, request, spare))
     }
 

@@ -324,7 +324,9 @@ impl<O: Owner> CallTransport for Calls<O> {
         };
         // The copy for the one re-send after a credential refusal, before the body is
         // wrapped (a wrapped body cannot be copied).
-        let spare = (shared.engine.credential(a.endpoint)).and_then(|_| request.try_clone());
+        let spare = (shared.engine.credential(a.endpoint))
+            .and_then(|_| request.try_clone())
+            .map(Box::new);
         // The attempt timer may fire before the connection is ready: learn whether the
         // request was handed to a connection (SPEC 2.6). Only with baton's own reqwest
         // clients: a middleware stack may read or rebuild the body (signing), so its timer
@@ -361,10 +363,11 @@ impl<O: Owner> CallTransport for Calls<O> {
         &'a self,
         endpoint: usize,
         request: reqwest::Request,
-        spare: Option<reqwest::Request>,
+        spare: Option<Box<reqwest::Request>>,
         at: Instant,
     ) -> Flight<'a, Timed> {
         let at = tokio::time::Instant::from_std(at);
+        let spare = spare.map(|s| *s);
         let (shared, transport) = (self.0.shared(), self.0.transport());
         Box::pin(authorized(shared, transport, endpoint, request, spare, at))
     }

@@ -97,8 +97,9 @@ pub struct Built<R, K> {
     /// The request of the attempt's first hop.
     pub request: R,
     /// A copy for the one re-send after a credential refusal (SPEC 9), when the endpoint
-    /// has a credential slot and the request can be copied.
-    pub spare: Option<R>,
+    /// has a credential slot and the request can be copied (boxed: the healthy call,
+    /// without one, moves only an empty pointer).
+    pub spare: Option<Box<R>>,
     /// What the transport keeps beside the attempt ([`Sent::ticket`]).
     pub ticket: K,
 }
@@ -204,7 +205,7 @@ pub trait CallTransport {
         &'a self,
         endpoint: usize,
         request: Self::Request,
-        spare: Option<Self::Request>,
+        spare: Option<Box<Self::Request>>,
         at: Instant,
     ) -> Flight<'a, Self::Ended> {
         let _ = spare;
@@ -388,7 +389,7 @@ impl<'a, T: CallTransport, F: Future<Output = T::Ended>> Driver<'a, '_, T, F> {
         &mut self,
         endpoint: usize,
         request: T::Request,
-        spare: Option<T::Request>,
+        spare: Option<Box<T::Request>>,
         at: Instant,
         credential: bool,
     ) -> Option<Flight<'a, T::Ended>> {
