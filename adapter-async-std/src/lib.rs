@@ -181,7 +181,7 @@ mod sse;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton_core::{BreakerState, EndpointHealth, Engine, Event, EventSink, Policy, PolicyBuilder};
+use baton_core::{BreakerState, Engine, EventSink, Policy, PolicyBuilder};
 use futures_rustls::rustls::ClientConfig;
 use http::Method;
 
@@ -273,18 +273,6 @@ pub struct Client {
 }
 
 impl Client {
-    /// Starts building a client for this policy (transport settings on the builder), as
-    /// on every baton adapter.
-    pub fn builder(policy: PolicyBuilder) -> ClientBuilder {
-        ClientBuilder::new(policy)
-    }
-
-    /// A client with this policy and default transport settings (as `baton-tokio`'s
-    /// `Client::new`); the seed is drawn from the OS unless the policy sets one.
-    pub fn new(policy: PolicyBuilder) -> Result<Client, BuildError> {
-        ClientBuilder::new(policy).build()
-    }
-
     /// A client for a policy built elsewhere, with default transport settings. A seed left
     /// unset means OS randomness; a seed set is used as given.
     pub fn with_policy(policy: Policy) -> Result<Client, BuildError> {
@@ -297,59 +285,11 @@ impl Client {
         RequestBuilder::new(self.clone(), method, url.as_ref(), self.inner.buffer_limit)
     }
 
-    /// A GET call.
-    pub fn get(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::GET, url)
-    }
-
-    /// A POST call.
-    pub fn post(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::POST, url)
-    }
-
-    /// A PUT call.
-    pub fn put(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::PUT, url)
-    }
-
-    /// A PATCH call.
-    pub fn patch(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::PATCH, url)
-    }
-
-    /// A DELETE call.
-    pub fn delete(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::DELETE, url)
-    }
-
-    /// A HEAD call.
-    pub fn head(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::HEAD, url)
-    }
-
-    /// The engine (policy, health, budget) shared by this client's calls.
-    pub fn engine(&self) -> &Arc<Engine> {
-        &self.inner.engine
-    }
-
-    /// The policy.
-    pub fn policy(&self) -> &Policy {
-        self.inner.engine.policy()
-    }
-
-    /// A snapshot of the health of the endpoint with `id`.
-    pub fn health(&self, id: &str) -> Option<EndpointHealth> {
-        self.inner.engine.health_of(id, Instant::now())
-    }
+    baton_core::client_methods!(RequestBuilder, inner.engine);
 
     /// The breaker state of the endpoint with `id`.
     pub fn state(&self, id: &str) -> Option<BreakerState> {
         self.health(id).map(|h| h.state)
-    }
-
-    /// Resets the endpoint with `id` to closed by hand; false for an unknown id.
-    pub fn reset(&self, id: &str) -> bool {
-        self.inner.engine.reset(id, Instant::now())
     }
 
     /// Sends the policy's health request ([`ProbeRequest`](baton_core::ProbeRequest)) to
@@ -465,30 +405,7 @@ impl ClientBuilder {
         }
     }
 
-    /// Buffers streamed request bodies of every call up to `limit` bytes so that they can
-    /// be replayed (default: off; a stream is sent once). A body over the limit is sent
-    /// once, and the engine's `BodyNotBuffered` event says so. Same as
-    /// [`RequestBuilder::buffer_body`] on every call.
-    pub fn buffer_bodies(mut self, limit: usize) -> Self {
-        self.buffer_limit = Some(limit);
-        self
-    }
-
-    /// The event callback for every call (delivered synchronously, in causal order; its
-    /// panics are not caught), after the policy's own sink.
-    pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
-        self.events = Some(Arc::new(f));
-        self
-    }
-
-    /// Whether every event is also forwarded to `tracing` (see [`tracing_sink`]), besides
-    /// the policy's sink and the [`on_event`](Self::on_event) callback (default: on, with
-    /// the `tracing` feature).
-    #[cfg(feature = "tracing")]
-    pub fn tracing(mut self, on: bool) -> Self {
-        self.tracing = on;
-        self
-    }
+    baton_core::client_builder_setters!(events, async);
 
     /// At most this many idle keep-alive connections per endpoint (0 disables reuse).
     pub fn pool_max_idle_per_endpoint(mut self, n: usize) -> Self {
@@ -507,39 +424,6 @@ impl ClientBuilder {
     /// as on every adapter. With a prebuilt policy, set it in the policy.
     pub fn body_timeout(mut self, d: Duration) -> Self {
         self.body_timeout = Some(d);
-        self
-    }
-
-    /// The token provider of the endpoints with a credential slot
-    /// ([`Endpoint::credential`](baton_core::Endpoint::credential)), called with the
-    /// endpoint id by the one call that refreshes that endpoint's token (SPEC 9): ahead of
-    /// expiry, after a 401 of the current token, or when none is held. Its error's text is
-    /// kept (never a token); the attempt then fails undelivered and the call fails over
-    /// where permitted.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// use baton_core::credential::{CredentialSettings, Token};
-    /// use baton_core::{Endpoint, Policy};
-    /// let client = baton_async_std::Client::builder(
-    ///     Policy::builder().endpoint(Endpoint::new("eu", "https://eu.api.example/").credential(CredentialSettings::default())),
-    /// )
-    /// .token_provider(|endpoint: &str| {
-    ///     let endpoint = endpoint.to_owned();
-    ///     async move { Ok::<_, std::io::Error>(Token::new(format!("token-for-{endpoint}")).expires_in(Duration::from_secs(3600))) }
-    /// })
-    /// .build()
-    /// .unwrap();
-    /// # drop(client);
-    /// ```
-    pub fn token_provider<F, Fut, E>(mut self, provider: F) -> Self
-    where
-        F: Fn(&str) -> Fut + Send + Sync + 'static,
-        Fut:
-            std::future::Future<Output = Result<baton_core::credential::Token, E>> + Send + 'static,
-        E: std::fmt::Display,
-    {
-        self.tokens = Some(baton_core::credential::async_provider(provider));
         self
     }
 

@@ -43,10 +43,7 @@ pub struct RequestBuilder {
 
 impl RequestBuilder {
     pub(crate) fn new(client: Client, method: Method, url: &str, buffer: Option<usize>) -> Self {
-        let (uri, invalid) = match baton_core::request_uri(url) {
-            Ok(u) => (u, None),
-            Err(e) => (Uri::from_static("/"), Some(e.into())),
-        };
+        let (uri, invalid) = baton_core::request_target(url);
         RequestBuilder {
             client,
             method,
@@ -112,47 +109,23 @@ impl RequestBuilder {
     /// A JSON body (replayable) and `content-type: application/json` unless set.
     #[cfg(feature = "json")]
     pub fn json<T: serde::Serialize + ?Sized>(mut self, value: &T) -> Self {
-        match serde_json::to_vec(value) {
-            Ok(v) => {
-                if !self.headers.contains_key(http::header::CONTENT_TYPE) {
-                    self.headers.insert(
-                        http::header::CONTENT_TYPE,
-                        HeaderValue::from_static("application/json"),
-                    );
-                }
-                self.body = Body::from(v);
-            }
-            Err(e) => {
-                self.invalid.get_or_insert_with(|| {
-                    format!("the JSON body could not be encoded: {e}").into()
-                });
-            }
-        }
-        self
+        let Ok(bytes) = serde_json::to_vec(value).map_err(|e| {
+            let why = format!("the JSON body could not be encoded: {e}");
+            self.invalid.get_or_insert_with(|| why.into());
+        }) else {
+            return self;
+        };
+        let json = HeaderValue::from_static("application/json");
+        self.headers
+            .entry(http::header::CONTENT_TYPE)
+            .or_insert(json);
+        self.body(bytes)
     }
 
-    /// Opt-in buffering of a streamed body (SPEC 2.4): before the first attempt, up to
-    /// `limit` bytes are read; a stream that fits becomes replayable, a larger one is sent
-    /// once, unreplayable. A stream error while buffering rejects the call locally.
-    pub fn buffer_body(mut self, limit: usize) -> Self {
-        self.buffer = Some(limit);
-        self
-    }
+    baton_core::call_option_setters!(options, buffer, hedge);
 
-    baton_core::call_option_setters!(options);
-
-    /// Opts a call that is not a safe method in to hedging (when the policy hedges).
-    pub fn hedge(mut self, on: bool) -> Self {
-        self.options.hedge = on;
-        self
-    }
-
-    /// Opens this request as a Server-Sent Events stream that reconnects and fails over
-    /// by `settings` (SPEC 9): each connection is one call with this request's headers,
-    /// body (sent again by a reconnection, so not a one-shot stream) and options, plus
-    /// `Accept: text/event-stream` and, when resuming, `Last-Event-ID`. The policy's
-    /// `body_timeout` does not apply to the stream's body: set
-    /// [`StreamSettings::idle_timeout`](baton_core::sse::StreamSettings::idle_timeout).
+    /// Opens this request as an event stream that fails over by `settings`, as
+    /// [`baton_core::sse`] describes (bytes bodies only: each reconnection resends it).
     pub fn events(self, settings: baton_core::sse::StreamSettings) -> crate::EventStream {
         let RequestBuilder {
             client,

@@ -98,20 +98,7 @@ impl Response {
         self.attempt
     }
 
-    /// The call's report: every attempt, elapsed time, stop reason, `may_have_executed`.
-    pub fn report(&self) -> &Report {
-        &self.report
-    }
-
-    /// The call's request id.
-    pub fn request_id(&self) -> &str {
-        self.report.request_id.as_str()
-    }
-
-    /// Whether any attempt may have done the work (SPEC 2.10).
-    pub fn may_have_executed(&self) -> bool {
-        self.report.may_have_executed
-    }
+    baton_core::response_report_methods!(report);
 
     fn body_error(&self, timed_out: bool, source: Option<hyper::Error>) -> Error {
         Error::Body(Box::new(BodyError {

@@ -12,11 +12,11 @@ use std::thread;
 use std::time::{Instant, SystemTime};
 
 use baton_core::{
-    apply_attempt_headers, attempt_uri, Action, Answer, Attempt, AttemptOutcome, BodyKind, Call,
+    apply_attempt_headers, attempt_uri, Action, Attempt, AttemptOutcome, BodyKind, Call,
     CallOptions, DestinationError, Done, FailureClass, IdentityHeaders, Input, InvalidRequest,
     Redirect, Redirects, RequestInfo, Route,
 };
-use ureq::http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
+use ureq::http::{HeaderMap, Method, Request, Response, Uri};
 use ureq::{AsSendBody, Body, SendBody};
 
 use crate::classify::{self, classify};
@@ -67,21 +67,6 @@ enum Sent {
     ReplayFailed,
 }
 
-/// A ureq response as the engine reads it.
-pub(crate) struct Reply(Response<Body>);
-
-impl Answer for Reply {
-    fn status(&self) -> StatusCode {
-        self.0.status()
-    }
-    fn headers(&self) -> &HeaderMap {
-        self.0.headers()
-    }
-    fn version(&self) -> Option<http::Version> {
-        Some(self.0.version())
-    }
-}
-
 /// Runs the call to its end.
 pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Error> {
     let options = std::mem::take(&mut p.options);
@@ -91,7 +76,8 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
         headers: &p.headers,
     };
     let kind = p.body.kind();
-    let mut call: Call<'_, Reply> = Call::new(&inner.engine, &info, kind, options, Instant::now());
+    let mut call: Call<'_, Response<Body>> =
+        Call::new(&inner.engine, &info, kind, options, Instant::now());
     // The request id and key as header values, made once for every attempt and hop.
     let identity = call.identity_headers();
     let mut last_error: Option<ureq::Error> = None;
@@ -112,9 +98,7 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
                 }
                 last_error = None;
                 let input = match sent {
-                    Sent::Response(resp) => {
-                        Input::response(attempt.number, Reply(resp), SystemTime::now)
-                    }
+                    Sent::Response(resp) => Input::response(attempt.number, resp, SystemTime::now),
                     Sent::Failed(outcome, err) => {
                         last_error = err;
                         Input::Failed {
@@ -147,12 +131,15 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
     }
 }
 
-fn finish(done: Done<Reply>, last_error: Option<ureq::Error>) -> Result<Response<Body>, Error> {
+fn finish(
+    done: Done<Response<Body>>,
+    last_error: Option<ureq::Error>,
+) -> Result<Response<Body>, Error> {
     let kept = done.report().outcome.kept_attempt().unwrap_or(0);
     match done.into_result() {
-        Ok((resp, report)) => Ok(response::finish(resp.0, report, kept)),
+        Ok((resp, report)) => Ok(response::finish(resp, report, kept)),
         Err((error, retained)) => {
-            let retained = retained.map(|r| response::finish(r.0, (*error.report).clone(), kept));
+            let retained = retained.map(|r| response::finish(r, (*error.report).clone(), kept));
             Err(Error::new(error, last_error, retained))
         }
     }
@@ -162,7 +149,7 @@ fn finish(done: Done<Reply>, last_error: Option<ureq::Error>) -> Result<Response
 /// rules allow ([`Redirects`], SPEC 3) within the attempt; ureq follows none itself.
 fn send(
     inner: &Inner,
-    call: &Call<'_, Reply>,
+    call: &Call<'_, Response<Body>>,
     identity: &Result<IdentityHeaders, DestinationError>,
     attempt: &Attempt,
     p: &mut Prepared,
@@ -237,7 +224,7 @@ struct Hop<'a> {
 /// far, within the attempt's timer (SPEC 3); ureq follows none itself.
 fn follow(
     inner: &Inner,
-    call: &Call<'_, Reply>,
+    call: &Call<'_, Response<Body>>,
     attempt: &Attempt,
     p: &mut Prepared,
     from: Hop<'_>,
@@ -314,7 +301,7 @@ fn follow(
 #[allow(clippy::too_many_arguments)]
 fn send_one(
     inner: &Inner,
-    call: &Call<'_, Reply>,
+    call: &Call<'_, Response<Body>>,
     attempt: &Attempt,
     body: &mut SendData,
     method: &Method,
@@ -397,7 +384,7 @@ fn block_on<F: std::future::Future>(fut: F) -> F::Output {
 #[allow(clippy::too_many_arguments)]
 fn send_plain(
     inner: &Inner,
-    call: &Call<'_, Reply>,
+    call: &Call<'_, Response<Body>>,
     attempt: &Attempt,
     body: &mut SendData,
     method: &Method,

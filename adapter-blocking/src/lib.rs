@@ -232,78 +232,18 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// A client for this policy with a default agent, as on every baton adapter; the
-    /// seed is drawn from the OS unless the policy sets one.
-    pub fn new(policy: PolicyBuilder) -> Result<Client, BuildError> {
-        ClientBuilder::new(policy).build()
-    }
-
-    /// Starts building a client for this policy (the agent and events on the builder), as
-    /// on every baton adapter.
-    pub fn builder(policy: PolicyBuilder) -> ClientBuilder {
-        ClientBuilder::new(policy)
-    }
-
     /// A call with `method` to `path` (or a URL; see [`RequestBuilder`]).
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder<'_> {
         RequestBuilder::new(self, method, path)
     }
 
-    /// A GET call.
-    pub fn get(&self, path: &str) -> RequestBuilder<'_> {
-        self.request(Method::GET, path)
-    }
-
-    /// A HEAD call.
-    pub fn head(&self, path: &str) -> RequestBuilder<'_> {
-        self.request(Method::HEAD, path)
-    }
-
-    /// A POST call.
-    pub fn post(&self, path: &str) -> RequestBuilder<'_> {
-        self.request(Method::POST, path)
-    }
-
-    /// A PUT call.
-    pub fn put(&self, path: &str) -> RequestBuilder<'_> {
-        self.request(Method::PUT, path)
-    }
-
-    /// A PATCH call.
-    pub fn patch(&self, path: &str) -> RequestBuilder<'_> {
-        self.request(Method::PATCH, path)
-    }
-
-    /// A DELETE call.
-    pub fn delete(&self, path: &str) -> RequestBuilder<'_> {
-        self.request(Method::DELETE, path)
-    }
-
-    /// The engine (policy, endpoint health, budget) shared by all calls.
-    pub fn engine(&self) -> &Arc<Engine> {
-        &self.inner.engine
-    }
-
-    /// The policy.
-    pub fn policy(&self) -> &Policy {
-        self.inner.engine.policy()
-    }
+    baton_core::client_methods!(RequestBuilder<'_>, inner.engine);
 
     /// The ureq agent of the first endpoint (phase-observing connector and resolver, one
     /// pool; endpoints with other TLS files have agents of their own). Using it directly
     /// bypasses baton.
     pub fn agent(&self) -> &Agent {
         &self.inner.agents[0]
-    }
-
-    /// A snapshot of the health of the endpoint with `id`.
-    pub fn health(&self, id: &str) -> Option<EndpointHealth> {
-        self.inner.engine.health_of(id, Instant::now())
-    }
-
-    /// Resets the endpoint with `id` to closed by hand; false for an unknown id.
-    pub fn reset(&self, id: &str) -> bool {
-        self.inner.engine.reset(id, Instant::now())
     }
 
     /// Sends the policy's health request ([`ProbeRequest`](baton_core::ProbeRequest)) to
@@ -508,12 +448,7 @@ impl ClientBuilder {
         self
     }
 
-    /// Delivers every call's events to `f`, synchronously on the calling thread, after the
-    /// policy's own sink (a per-call sink gets them after both).
-    pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
-        self.sink = Some(Arc::new(f));
-        self
-    }
+    baton_core::client_builder_setters!(sink);
 
     /// The token provider of the endpoints with a credential slot
     /// ([`Endpoint::credential`](baton_core::Endpoint::credential)), called with the
@@ -544,14 +479,6 @@ impl ClientBuilder {
         self.tokens = Some(Arc::new(move |endpoint: &str| {
             provider(endpoint).map_err(|e| e.to_string())
         }));
-        self
-    }
-
-    /// Forwards every event to `tracing` (target `baton`, debug level; default on, as on
-    /// every adapter).
-    #[cfg(feature = "tracing")]
-    pub fn tracing(mut self, on: bool) -> Self {
-        self.tracing = on;
         self
     }
 

@@ -65,10 +65,7 @@ impl std::fmt::Debug for RequestBuilder<'_> {
 
 impl<'c> RequestBuilder<'c> {
     pub(crate) fn new(client: &'c Client, method: Method, path: &str) -> Self {
-        let (uri, invalid) = match baton_core::request_uri(path) {
-            Ok(u) => (u, None),
-            Err(e) => (Uri::from_static("/"), Some(e.into())),
-        };
+        let (uri, invalid) = baton_core::request_target(path);
         RequestBuilder {
             client,
             method,
@@ -99,16 +96,7 @@ impl<'c> RequestBuilder<'c> {
         self
     }
 
-    baton_core::call_option_setters!(options);
-
-    /// Opt-in (SPEC 2.4): [`send_reader`](Self::send_reader) buffers a stream of up to
-    /// `limit` bytes so later attempts can replay it. A longer stream is sent once,
-    /// unreplayable (the engine then reports `NotReplayable` when it wanted another
-    /// attempt).
-    pub fn buffer_body(mut self, limit: usize) -> Self {
-        self.buffer_limit = Some(limit);
-        self
-    }
+    baton_core::call_option_setters!(options, buffer_limit);
 
     fn run(self, body: SendData) -> Result<Response<Body>, Error> {
         let p = Prepared {
@@ -122,12 +110,8 @@ impl<'c> RequestBuilder<'c> {
         drive(&self.client.inner, p)
     }
 
-    /// Opens this request as a Server-Sent Events stream that reconnects and fails over
-    /// by `settings` (SPEC 9): each connection is one call with this request's headers,
-    /// options and `body` (bytes, sent again by a reconnection), plus
-    /// `Accept: text/event-stream` and, when resuming, `Last-Event-ID`. Neither the
-    /// policy's `body_timeout` nor the agent's body timeout applies to the stream's body:
-    /// set [`StreamSettings::idle_timeout`](baton_core::sse::StreamSettings::idle_timeout).
+    /// Opens this request as an event stream that fails over by `settings`, as
+    /// [`baton_core::sse`] describes (bytes bodies only: each reconnection resends it).
     pub fn events(self, settings: baton_core::sse::StreamSettings) -> crate::EventStream<'c> {
         self.events_with_body(None, settings)
     }

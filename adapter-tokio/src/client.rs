@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_core::{
-    CallOptions, EndpointHealth, Engine, Event, EventSink, HttpVersion, Policy, PolicyBuilder,
-    Probe, ProbeRefused, ProbeResult, UrlMode,
+    CallOptions, Engine, EventSink, HttpVersion, Policy, PolicyBuilder, Probe, ProbeRefused,
+    ProbeResult, UrlMode,
 };
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Method, Uri, Version};
@@ -54,6 +54,11 @@ enum HttpSource {
 /// )
 /// .configure_reqwest(|b| b.user_agent("my-app/1.0"))
 /// .on_event(|e| eprintln!("{}: {:?}", e.request_id, e.kind))
+/// // For endpoints with a credential slot: ask your identity service for the token.
+/// .token_provider(|endpoint: &str| {
+///     let token = baton_core::credential::Token::new(format!("token-for-{endpoint}"));
+///     async move { Ok::<_, std::io::Error>(token.expires_in(Duration::from_secs(3600))) }
+/// })
 /// .build()
 /// .unwrap();
 /// # drop(client);
@@ -95,42 +100,7 @@ impl ClientBuilder {
         }
     }
 
-    /// The token provider of the endpoints with a credential slot
-    /// ([`Endpoint::credential`](baton_core::Endpoint::credential)), called with the
-    /// endpoint id by the one call that refreshes that endpoint's token (SPEC 9): ahead of
-    /// expiry, after a 401 of the current token, or when none is held. Its error's text is
-    /// kept (never a token); the attempt then fails undelivered and the call fails over
-    /// where permitted.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// use baton_core::credential::{CredentialSettings, Token};
-    /// use baton_core::{Endpoint, Policy};
-    /// let client = baton_tokio::Client::builder(
-    ///     Policy::builder()
-    ///         .endpoint(Endpoint::new("eu", "https://eu.api.example/").credential(CredentialSettings::default())),
-    /// )
-    /// .token_provider(|endpoint: &str| {
-    ///     let endpoint = endpoint.to_owned();
-    ///     async move {
-    ///         // Ask the identity service for `endpoint`'s token.
-    ///         Ok::<_, std::io::Error>(Token::new(format!("token-for-{endpoint}")).expires_in(Duration::from_secs(3600)))
-    ///     }
-    /// })
-    /// .build()
-    /// .unwrap();
-    /// # drop(client);
-    /// ```
-    pub fn token_provider<F, Fut, E>(mut self, provider: F) -> Self
-    where
-        F: Fn(&str) -> Fut + Send + Sync + 'static,
-        Fut:
-            std::future::Future<Output = Result<baton_core::credential::Token, E>> + Send + 'static,
-        E: std::fmt::Display,
-    {
-        self.tokens = Some(baton_core::credential::async_provider(provider));
-        self
-    }
+    baton_core::client_builder_setters!(events, async);
 
     /// Adjusts each reqwest client baton builds (baton sets the connect timeout after this
     /// runs). Do not set reqwest's total `timeout` here: it also runs during connect, so a
@@ -167,28 +137,6 @@ impl ClientBuilder {
     /// connect timeout. Without it, a stalled body stalls the caller's read.
     pub fn read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = Some(timeout);
-        self
-    }
-
-    /// Calls `f` with every event of every call, synchronously and in causal order (SPEC 4).
-    /// Panics in `f` are not caught.
-    pub fn on_event(mut self, f: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
-        self.events = Some(Arc::new(f));
-        self
-    }
-
-    /// Forwards events to `tracing` (default: on; only with the `tracing` feature).
-    #[cfg(feature = "tracing")]
-    pub fn tracing(mut self, on: bool) -> Self {
-        self.tracing = on;
-        self
-    }
-
-    /// Buffers streaming request bodies up to `limit` bytes so that they can be replayed
-    /// (default: off; a stream is sent once). A body over the limit is sent once, with a
-    /// `BodyNotBuffered` event.
-    pub fn buffer_bodies(mut self, limit: usize) -> Self {
-        self.buffer_limit = Some(limit);
         self
     }
 
@@ -663,35 +611,7 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// A client for this policy, with baton's own reqwest clients.
-    pub fn new(policy: PolicyBuilder) -> Result<Client, BuildError> {
-        ClientBuilder::new(policy).build()
-    }
-
-    /// A builder, for more settings.
-    pub fn builder(policy: PolicyBuilder) -> ClientBuilder {
-        ClientBuilder::new(policy)
-    }
-
-    /// The engine (policy, health, budget) shared by all calls.
-    pub fn engine(&self) -> &Arc<Engine> {
-        &self.inner.shared.engine
-    }
-
-    /// The policy.
-    pub fn policy(&self) -> &Policy {
-        self.engine().policy()
-    }
-
-    /// The health of the endpoint with `id`, now.
-    pub fn health(&self, id: &str) -> Option<EndpointHealth> {
-        self.engine().health_of(id, Instant::now())
-    }
-
-    /// Resets the endpoint with `id` to closed, by hand. False for an unknown id.
-    pub fn reset(&self, id: &str) -> bool {
-        self.engine().reset(id, Instant::now())
-    }
+    baton_core::client_methods!(RequestBuilder, inner.shared.engine);
 
     /// Sends the policy's health request ([`ProbeRequest`](baton_core::ProbeRequest)) to
     /// the endpoint with `id`, under its breaker: a healthy answer is a success, anything
@@ -734,10 +654,7 @@ impl Client {
 
     /// A request with `method` to `url` (a path such as `/v1/charges`, or an absolute URL).
     pub fn request(&self, method: Method, url: impl AsRef<str>) -> RequestBuilder {
-        let (uri, error) = match baton_core::request_uri(url.as_ref()) {
-            Ok(u) => (u, None),
-            Err(e) => (Uri::from_static("/"), Some(e.into())),
-        };
+        let (uri, error) = baton_core::request_target(url.as_ref());
         RequestBuilder {
             client: self.clone(),
             method,
@@ -749,36 +666,6 @@ impl Client {
             buffer_limit: None,
             error,
         }
-    }
-
-    /// A GET request.
-    pub fn get(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::GET, url)
-    }
-
-    /// A POST request.
-    pub fn post(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::POST, url)
-    }
-
-    /// A PUT request.
-    pub fn put(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::PUT, url)
-    }
-
-    /// A PATCH request.
-    pub fn patch(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::PATCH, url)
-    }
-
-    /// A DELETE request.
-    pub fn delete(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::DELETE, url)
-    }
-
-    /// A HEAD request.
-    pub fn head(&self, url: impl AsRef<str>) -> RequestBuilder {
-        self.request(Method::HEAD, url)
     }
 
     /// Runs a call for an `http::Request`. Call options may ride in its extensions (a
@@ -893,9 +780,12 @@ impl std::fmt::Debug for RequestBuilder {
         f.debug_struct("RequestBuilder")
             .field("method", &self.method)
             .field("uri", &self.uri)
+            .field("version", &self.version)
             .field("headers", &self.headers)
+            .field("body", &self.body.as_ref().map(|_| "..."))
             .field("options", &self.options)
-            .finish()
+            .field("error", &self.error)
+            .finish_non_exhaustive()
     }
 }
 
@@ -970,16 +860,13 @@ impl RequestBuilder {
     /// Sets a JSON body and `Content-Type: application/json` (unless already set).
     #[cfg(feature = "json")]
     pub fn json<T: serde::Serialize + ?Sized>(mut self, value: &T) -> Self {
+        let json = HeaderValue::from_static("application/json");
         match serde_json::to_vec(value) {
             Ok(v) => {
-                if !self.headers.contains_key(http::header::CONTENT_TYPE) {
-                    self.headers.insert(
-                        http::header::CONTENT_TYPE,
-                        HeaderValue::from_static("application/json"),
-                    );
-                }
-                self.body = Some(v.into());
-                self
+                self.headers
+                    .entry(http::header::CONTENT_TYPE)
+                    .or_insert(json);
+                self.body(v)
             }
             Err(e) => self.fail(format!("json body: {e}")),
         }
@@ -991,48 +878,20 @@ impl RequestBuilder {
         self
     }
 
-    baton_core::call_option_setters!(options);
+    baton_core::call_option_setters!(options, buffer_limit, hedge);
 
-    /// Opts a call that is not a safe method in to hedging (when the policy hedges).
-    pub fn hedge(mut self, on: bool) -> Self {
-        self.options.hedge = on;
-        self
-    }
-
-    /// Buffers a streaming body up to `limit` bytes so it can be replayed; over the limit
-    /// it is sent once.
-    pub fn buffer_body(mut self, limit: usize) -> Self {
-        self.buffer_limit = Some(limit);
-        self
-    }
-
-    /// Opens this request as a Server-Sent Events stream that reconnects and fails over
-    /// by `settings` (SPEC 9): each connection is one call with this request's headers,
-    /// body (which must be bytes, since a reconnection sends it again) and options, plus
-    /// `Accept: text/event-stream` and, when resuming, `Last-Event-ID`. The policy's
-    /// `body_timeout` does not apply to the stream's body: set
-    /// [`StreamSettings::idle_timeout`](baton_core::sse::StreamSettings::idle_timeout).
+    /// Opens this request as an event stream that fails over by `settings`, as
+    /// [`baton_core::sse`] describes (bytes bodies only: each reconnection resends it).
     pub fn events(self, settings: baton_core::sse::StreamSettings) -> crate::EventStream {
-        let RequestBuilder {
-            client,
-            method,
-            uri,
-            headers,
-            version,
-            body,
-            options,
-            error,
-            ..
-        } = self;
         let parts = Parts {
-            client,
-            method,
-            uri,
-            headers,
-            version,
-            body,
-            options,
-            error,
+            client: self.client,
+            method: self.method,
+            uri: self.uri,
+            headers: self.headers,
+            version: self.version,
+            body: self.body,
+            options: self.options,
+            error: self.error,
         };
         crate::EventStream::new(parts, settings)
     }

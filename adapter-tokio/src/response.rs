@@ -130,21 +130,7 @@ impl Response {
         &self.endpoint
     }
 
-    /// The call's report: every attempt, the elapsed time, the stop reason.
-    pub fn report(&self) -> &Report {
-        &self.report
-    }
-
-    /// The call's request id.
-    pub fn request_id(&self) -> &str {
-        self.report.request_id.as_str()
-    }
-
-    /// Whether any attempt may have done the work (true for a response, except a
-    /// `not_processed` one such as 429 when nothing else may have executed).
-    pub fn may_have_executed(&self) -> bool {
-        self.report.may_have_executed
-    }
+    baton_core::response_report_methods!(report);
 
     /// Reads the whole body.
     pub async fn bytes(self) -> Result<Bytes, Error> {

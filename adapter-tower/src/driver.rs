@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use baton_core::drive::{Built, CallTransport, Landed, NotBuilt, Sent};
 use baton_core::{
-    Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, DestinationError, Done, Engine,
+    Attempt, AttemptOutcome, BodyKind, Call, CallOptions, DestinationError, Done, Engine,
     FailureClass, Hop, IdentityHeaders, RequestInfo, Scrubbed, TimeoutPhase,
 };
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response, StatusCode, Uri};
+use http::{HeaderMap, Request, Response, Uri};
 use http_body::Body;
 use tower_service::Service;
 
@@ -48,21 +48,6 @@ impl<S: Clone> Backends<S> {
             Backends::One(s) => Some(s.clone()),
             Backends::PerEndpoint(all) => all.get(e).cloned(),
         }
-    }
-}
-
-/// A response as the engine reads it.
-pub(crate) struct Reply<R>(Response<R>);
-
-impl<R> Answer for Reply<R> {
-    fn status(&self) -> StatusCode {
-        self.0.status()
-    }
-    fn headers(&self) -> &HeaderMap {
-        self.0.headers()
-    }
-    fn version(&self) -> Option<http::Version> {
-        Some(self.0.version())
     }
 }
 
@@ -170,7 +155,7 @@ where
     R: Send + 'static,
 {
     type Prepared = Prepared<S, B>;
-    type Answer = Reply<R>;
+    type Answer = Response<R>;
     type Request = (S, Request<ReplayBody<B>>);
     type Ticket = ();
     type Ended = End<R>;
@@ -215,7 +200,7 @@ where
     fn build(
         &self,
         p: &mut Prepared<S, B>,
-        call: &Call<'_, Reply<R>>,
+        call: &Call<'_, Response<R>>,
         identity: &Result<IdentityHeaders, DestinationError>,
         a: &Attempt,
     ) -> Result<Built<Self::Request, ()>, NotBuilt<BoxError>> {
@@ -253,12 +238,12 @@ where
         attempt(svc, request, self.shared.classify_error.clone(), timer)
     }
 
-    fn land(&self, ended: End<R>, sent: &Sent<()>) -> Landed<Reply<R>, BoxError> {
+    fn land(&self, ended: End<R>, sent: &Sent<()>) -> Landed<Response<R>, BoxError> {
         match ended {
             // One table of response limits on every adapter: an over-limit head is a
             // protocol failure after the request was sent.
             End::Response(r) => match baton_core::check_response_head(r.headers()) {
-                Ok(()) => Landed::Response(Reply(r)),
+                Ok(()) => Landed::Response(r),
                 Err(e) => Landed::Failed(
                     AttemptOutcome::Failure(FailureClass::Ambiguous),
                     Box::new(e),
@@ -285,7 +270,7 @@ where
         matches!(p.backends, Backends::One(_))
     }
 
-    fn first_uri(&self, p: &Prepared<S, B>, endpoint: usize, _: &Reply<R>) -> Option<Uri> {
+    fn first_uri(&self, p: &Prepared<S, B>, endpoint: usize, _: &Response<R>) -> Option<Uri> {
         let policy = self.shared.engine.policy();
         Some(baton_core::attempt_uri(policy, endpoint, &p.parts.uri).unwrap_or_default())
     }
@@ -313,7 +298,7 @@ where
     fn finish(
         &self,
         _: Prepared<S, B>,
-        done: Done<Reply<R>>,
+        done: Done<Response<R>>,
         last: Option<(u32, BoxError)>,
         _: Option<Instant>,
     ) -> Self::Output {
@@ -400,7 +385,10 @@ where
 
 /// The call's result: the response with its report in the extensions, or the error with
 /// the last attempt's error and any retained response.
-fn finish<R>(done: Done<Reply<R>>, last: Option<(u32, BoxError)>) -> Result<Response<R>, Error<R>>
+fn finish<R>(
+    done: Done<Response<R>>,
+    last: Option<(u32, BoxError)>,
+) -> Result<Response<R>, Error<R>>
 where
     R: Send + 'static,
 {
@@ -409,14 +397,12 @@ where
         .filter(|(n, _)| Some(*n) == last_number)
         .map(|(_, e)| e);
     match done.into_result() {
-        Ok((reply, report)) => {
-            let mut response = reply.0;
+        Ok((mut response, report)) => {
             response.extensions_mut().insert(report);
             Ok(response)
         }
         Err((error, retained)) => {
-            let retained = retained.map(|r| {
-                let mut response = r.0;
+            let retained = retained.map(|mut response| {
                 response.extensions_mut().insert((*error.report).clone());
                 response
             });

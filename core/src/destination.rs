@@ -189,6 +189,23 @@ fn leaves_base(path: &str) -> bool {
     })
 }
 
+/// A request builder's URL: [`request_uri`] of `text`, or `/` with why `text` is invalid
+/// (what every adapter's request builder keeps, so that the call fails before any send
+/// instead of the builder panicking).
+///
+/// ```
+/// use baton_core::request_target;
+/// assert_eq!(request_target("/v1/charges").0, "/v1/charges");
+/// let (uri, invalid) = request_target("/a b");
+/// assert_eq!((uri.path(), invalid.is_some()), ("/", true));
+/// ```
+pub fn request_target(text: &str) -> (Uri, Option<InvalidRequest>) {
+    match request_uri(text) {
+        Ok(uri) => (uri, None),
+        Err(e) => (Uri::from_static("/"), Some(e.into())),
+    }
+}
+
 /// A request URL as a caller writes it: an absolute `http`/`https` URL, or a path with an
 /// optional query. A relative path (`charges`, no leading slash) is taken as relative to
 /// the endpoint's base (`/charges`); an empty one is `/`. The error never quotes the text

@@ -61,7 +61,9 @@ pub fn os_entropy() -> u64 {
 
 /// Expands to the per-call option setters of a request builder whose `CallOptions` field
 /// is `$field` (an adapter's request builder calls it inside its `impl` block). Each
-/// setter takes `self` and returns it, in the builder style of every adapter.
+/// setter takes `self` and returns it, in the builder style of every adapter. With
+/// `$buffer` (the `Option<usize>` field of the buffering limit), also `buffer_body`; with
+/// `hedge` after it, also `hedge`.
 ///
 /// The setters and the [`CallOptions`](crate::CallOptions) field each one sets:
 /// `options` (all of them at once), `retry`, `failover`, `deny`, `prefer`, `deadline`,
@@ -70,6 +72,26 @@ pub fn os_entropy() -> u64 {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! call_option_setters {
+    ($field:ident, $buffer:ident, hedge) => {
+        $crate::call_option_setters!($field, $buffer);
+
+        /// Opts a call that is not a safe method in to hedging (when the policy hedges).
+        pub fn hedge(mut self, on: bool) -> Self {
+            self.$field.hedge = on;
+            self
+        }
+    };
+    ($field:ident, $buffer:ident) => {
+        $crate::call_option_setters!($field);
+
+        /// Opt-in buffering of a streamed body (SPEC 2.4): before the first attempt, up to
+        /// `limit` bytes are read; a stream that fits becomes replayable, a longer one is
+        /// sent once (the engine reports `NotReplayable` when it wanted another attempt).
+        pub fn buffer_body(mut self, limit: usize) -> Self {
+            self.$buffer = Some(limit);
+            self
+        }
+    };
     ($field:ident) => {
         /// Replaces all per-call options at once.
         pub fn options(mut self, options: $crate::CallOptions) -> Self {
@@ -143,6 +165,163 @@ macro_rules! call_option_setters {
         /// Also delivers this call's events to `f`, after the client's event sink.
         pub fn on_event(mut self, f: impl Fn(&$crate::Event<'_>) + Send + Sync + 'static) -> Self {
             self.$field.events = Some(::std::sync::Arc::new(f));
+            self
+        }
+    };
+}
+
+/// Expands to a client's constructors (`new`, `builder`: the adapter's `Client`,
+/// `ClientBuilder` and `BuildError` in scope), engine accessors (`engine`, `policy`,
+/// `health`, `reset`) and its
+/// method shortcuts (`get`, `post`, `put`, `patch`, `delete`, `head`, each calling the
+/// client's own `request(method, url)`), inside the client's `impl` block: `$builder` is
+/// the request builder type, `$($engine).+` the path from `self` to the client's
+/// `Arc<Engine>`. Written once here, so every adapter's client reads the same.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! client_methods {
+    ($builder:ty, $($engine:ident).+) => {
+        /// A client for this policy with the adapter's default transport; the engine's
+        /// random source is seeded from the OS unless the policy sets a seed.
+        pub fn new(policy: $crate::PolicyBuilder) -> Result<Client, BuildError> {
+            ClientBuilder::new(policy).build()
+        }
+
+        /// A builder for this policy, for the transport's settings and events.
+        pub fn builder(policy: $crate::PolicyBuilder) -> ClientBuilder {
+            ClientBuilder::new(policy)
+        }
+
+        /// The engine (policy, endpoint health, budget) shared by this client's calls.
+        pub fn engine(&self) -> &::std::sync::Arc<$crate::Engine> {
+            &self.$($engine).+
+        }
+
+        /// The policy.
+        pub fn policy(&self) -> &$crate::Policy {
+            self.engine().policy()
+        }
+
+        /// A snapshot of the health of the endpoint with `id`, now.
+        pub fn health(&self, id: &str) -> Option<$crate::EndpointHealth> {
+            self.engine().health_of(id, ::std::time::Instant::now())
+        }
+
+        /// Resets the endpoint with `id` to closed, by hand; false for an unknown id.
+        pub fn reset(&self, id: &str) -> bool {
+            self.engine().reset(id, ::std::time::Instant::now())
+        }
+
+        /// A GET call to `url` (a path such as `/v1/charges`, or an absolute URL).
+        pub fn get(&self, url: impl AsRef<str>) -> $builder {
+            self.request($crate::__http::Method::GET, url.as_ref())
+        }
+
+        /// A POST call to `url`.
+        pub fn post(&self, url: impl AsRef<str>) -> $builder {
+            self.request($crate::__http::Method::POST, url.as_ref())
+        }
+
+        /// A PUT call to `url`.
+        pub fn put(&self, url: impl AsRef<str>) -> $builder {
+            self.request($crate::__http::Method::PUT, url.as_ref())
+        }
+
+        /// A PATCH call to `url`.
+        pub fn patch(&self, url: impl AsRef<str>) -> $builder {
+            self.request($crate::__http::Method::PATCH, url.as_ref())
+        }
+
+        /// A DELETE call to `url`.
+        pub fn delete(&self, url: impl AsRef<str>) -> $builder {
+            self.request($crate::__http::Method::DELETE, url.as_ref())
+        }
+
+        /// A HEAD call to `url`.
+        pub fn head(&self, url: impl AsRef<str>) -> $builder {
+            self.request($crate::__http::Method::HEAD, url.as_ref())
+        }
+    };
+}
+
+/// Expands to a response's report accessors (`report`, `request_id`,
+/// `may_have_executed`), inside the response type's `impl` block, whose
+/// [`Report`](crate::Report) field is `$report`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! response_report_methods {
+    ($report:ident) => {
+        /// The call's report: every attempt, the elapsed time, the stop reason.
+        pub fn report(&self) -> &$crate::Report {
+            &self.$report
+        }
+
+        /// The call's request id.
+        pub fn request_id(&self) -> &str {
+            self.$report.request_id.as_str()
+        }
+
+        /// Whether any attempt may have done the work (SPEC 2.10): true for a response,
+        /// except a `not_processed` one (such as 429) when nothing else may have executed.
+        pub fn may_have_executed(&self) -> bool {
+            self.$report.may_have_executed
+        }
+    };
+}
+
+/// Expands to a client builder's event setters, inside its `impl` block: `on_event`
+/// (stored in the `Option<EventSink>` field `$events`) and, with the adapter's `tracing`
+/// feature, `tracing` (the `bool` field `tracing`). With `async`, also the setters every
+/// async adapter shares: `buffer_bodies` (the `Option<usize>` field `buffer_limit`) and
+/// `token_provider` (the `Option<AsyncProvider>` field `tokens`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! client_builder_setters {
+    ($events:ident) => {
+        /// Delivers every call's events to `f`, synchronously and in causal order, after
+        /// the policy's own sink (a per-call sink gets them after both). Panics in `f` are
+        /// not caught.
+        pub fn on_event(mut self, f: impl Fn(&$crate::Event<'_>) + Send + Sync + 'static) -> Self {
+            self.$events = Some(::std::sync::Arc::new(f));
+            self
+        }
+
+        /// Whether every event is also forwarded to `tracing` (target `baton`, debug
+        /// level), besides the policy's sink and [`on_event`](Self::on_event) (default:
+        /// on, with the `tracing` feature).
+        #[cfg(feature = "tracing")]
+        pub fn tracing(mut self, on: bool) -> Self {
+            self.tracing = on;
+            self
+        }
+    };
+    ($events:ident, async) => {
+        $crate::client_builder_setters!($events);
+
+        /// Buffers streamed request bodies of every call up to `limit` bytes so that they
+        /// can be replayed (default: off; a stream is sent once). A body over the limit is
+        /// sent once, and the engine's `BodyNotBuffered` event says so. Same as the request
+        /// builder's `buffer_body` on every call.
+        pub fn buffer_bodies(mut self, limit: usize) -> Self {
+            self.buffer_limit = Some(limit);
+            self
+        }
+
+        /// The token provider of the endpoints with a credential slot
+        /// ([`Endpoint::credential`]($crate::Endpoint::credential)), called with the
+        /// endpoint id by the one call that refreshes that endpoint's token (SPEC 9): ahead
+        /// of expiry, after a 401 of the current token, or when none is held. Its error's
+        /// text is kept (never a token); the attempt then fails undelivered and the call
+        /// fails over where permitted. The builder's type docs show it in use.
+        pub fn token_provider<F, Fut, E>(mut self, provider: F) -> Self
+        where
+            F: Fn(&str) -> Fut + Send + Sync + 'static,
+            Fut: ::std::future::Future<Output = Result<$crate::credential::Token, E>>
+                + Send
+                + 'static,
+            E: ::std::fmt::Display,
+        {
+            self.tokens = Some($crate::credential::async_provider(provider));
             self
         }
     };

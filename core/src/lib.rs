@@ -94,6 +94,7 @@ mod time;
 pub mod verify;
 mod wire;
 
+// The `http` crate, for the adapters' shared macros (`client_methods!`).
 pub use backoff::{Backoff, BackoffOverride, Jitter};
 pub use breaker::{Breakers, Circuit, CircuitOpen, Permit};
 pub use call::{
@@ -101,12 +102,14 @@ pub use call::{
     MIN_ATTEMPT_TIME,
 };
 pub use destination::{
-    apply_attempt_headers, attempt_uri, check_scheme, original_authority, request_uri,
-    DestinationError, IdentityHeaders, InvalidRequest,
+    apply_attempt_headers, attempt_uri, check_scheme, original_authority, request_target,
+    request_uri, DestinationError, IdentityHeaders, InvalidRequest,
 };
 pub use engine::Engine;
 pub use event::{AttemptKind, Event, EventKind, WaitReason};
 pub use health::{BreakerState, EndpointHealth};
+#[doc(hidden)]
+pub use http as __http;
 pub use id::{
     EndpointId, RequestId, RequestIdError, GENERATED_ID_LEN, REQUEST_ID_MAX_LEN, REQUEST_ID_MIN_LEN,
 };

@@ -60,7 +60,12 @@
 //!   issued it (any endpoint, with shared ids); otherwise it ends with
 //!   [`StreamError::Interrupted`], which says how many events were delivered.
 //! - **Idle watchdog**: with [`StreamSettings::idle_timeout`], `Read` carries a deadline;
-//!   no byte by then (heartbeat comments count) closes the connection and reconnects.
+//!   no byte by then (heartbeat comments count) closes the connection and reconnects. The
+//!   policy's `body_timeout` does not apply to a stream's body: set this instead.
+//! - **What each connection sends**, on every adapter's `events()`: the request's
+//!   headers, body and per-call options, plus `Accept: text/event-stream` and, when
+//!   resuming, `Last-Event-ID`. Each reconnection sends the body again, so it must be
+//!   bytes, never a one-shot stream.
 //!
 //! Events are delivered whole or not at all: the half-read event of a broken connection is
 //! dropped, and the server replays from `Last-Event-ID`.

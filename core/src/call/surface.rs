@@ -95,6 +95,27 @@ impl Head {
     }
 }
 
+/// An `http` response is an answer as it is: what the tower layer and the blocking adapter
+/// hand their calls.
+///
+/// ```
+/// use baton_core::Answer;
+/// let response = http::Response::builder().status(503).body(()).unwrap();
+/// assert_eq!(Answer::status(&response), 503);
+/// assert_eq!(Answer::version(&response), Some(http::Version::HTTP_11));
+/// ```
+impl<B> Answer for http::Response<B> {
+    fn status(&self) -> StatusCode {
+        self.status()
+    }
+    fn headers(&self) -> &HeaderMap {
+        self.headers()
+    }
+    fn version(&self) -> Option<http::Version> {
+        Some(self.version())
+    }
+}
+
 impl Answer for Head {
     fn status(&self) -> StatusCode {
         self.status
