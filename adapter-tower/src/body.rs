@@ -197,6 +197,17 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
+    // An empty body (a GET's) is known without polling: nothing to box or take.
+    if body.is_end_stream() {
+        return Prepared {
+            body: Kept::Copy {
+                data: Bytes::new(),
+                trailers: None,
+            },
+            over_limit: None,
+            error: None,
+        };
+    }
     let mut rest = Box::pin(body);
     let mut taken: VecDeque<Frame<Bytes>> = VecDeque::new();
     let mut size = 0usize;

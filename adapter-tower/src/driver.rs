@@ -6,7 +6,7 @@
 
 use std::future::{poll_fn, Future};
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -34,20 +34,26 @@ pub(crate) struct Shared {
     pub(crate) classify_error: Option<ErrorClassifier>,
 }
 
-/// Where attempts go: one service that takes absolute URIs, or one per endpoint (cloned
-/// into each call, so a service need not be `Sync`).
-#[derive(Clone)]
+/// Where attempts go: one service that takes absolute URIs, or one per endpoint.
 pub(crate) enum Backends<S> {
     One(S),
     PerEndpoint(Vec<S>),
 }
 
-impl<S: Clone> Backends<S> {
-    fn for_endpoint(&self, e: usize) -> Option<S> {
-        match self {
-            Backends::One(s) => Some(s.clone()),
-            Backends::PerEndpoint(all) => all.get(e).cloned(),
-        }
+/// The services of a layer and of every clone of it and every call: each attempt sends on
+/// a clone of its endpoint's, made under the lock (a service need not be `Sync`, and a
+/// call clones one service per attempt instead of all of them per call).
+pub(crate) type SharedBackends<S> = Arc<Mutex<Backends<S>>>;
+
+/// A clone of the service of endpoint `e`.
+fn for_endpoint<S: Clone>(backends: &Mutex<Backends<S>>, e: usize) -> Option<S> {
+    // A clone that panicked leaves the services as they were: the lock is taken anyway.
+    match &*backends
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    {
+        Backends::One(s) => Some(s.clone()),
+        Backends::PerEndpoint(all) => all.get(e).cloned(),
     }
 }
 
@@ -92,7 +98,9 @@ impl std::error::Error for Rejected {}
 
 /// A call's request, as the driver keeps it.
 pub(crate) struct Prepared<S, B> {
-    backends: Backends<S>,
+    backends: SharedBackends<S>,
+    /// Whether the services take absolute URIs (one service for every endpoint).
+    one: bool,
     parts: http::request::Parts,
     /// The caller's body, until the call starts.
     raw: Option<B>,
@@ -105,7 +113,7 @@ pub(crate) struct Prepared<S, B> {
 /// Drives one call to its end, on core's call driver.
 pub(crate) fn drive<S, B, R>(
     shared: Arc<Shared>,
-    backends: Backends<S>,
+    backends: SharedBackends<S>,
     request: Request<B>,
 ) -> impl Future<Output = Result<Response<R>, Error<R>>> + Send
 where
@@ -122,8 +130,15 @@ where
         .get::<CallOptions>()
         .cloned()
         .unwrap_or_default();
+    let one = matches!(
+        &*backends
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        Backends::One(_)
+    );
     let prepared = Prepared {
         backends,
+        one,
         parts,
         raw: Some(body),
         body: Kept::Once(None),
@@ -208,7 +223,7 @@ where
         // Why an attempt cannot be sent is the error's source: the destination rules'
         // typed error, as on every adapter, or this driver's reason in words.
         let rejected = |why: String| -> BoxError { Box::new(Rejected(why)) };
-        let built = match (&p.body_error, p.backends.for_endpoint(a.endpoint)) {
+        let built = match (&p.body_error, for_endpoint(&p.backends, a.endpoint)) {
             (Some(e), _) => Err(rejected(format!("reading the request body failed: {e}"))),
             (None, None) => Err(rejected(format!("no service for endpoint {}", a.endpoint))),
             (None, Some(svc)) => identity
@@ -267,7 +282,7 @@ where
     /// per-endpoint service (a tonic channel, a transport) sends every request to its
     /// own endpoint, whatever the `Location` says, so there the 3xx is the answer.
     fn follows(&self, p: &Prepared<S, B>) -> bool {
-        matches!(p.backends, Backends::One(_))
+        p.one
     }
 
     fn first_uri(&self, p: &Prepared<S, B>, endpoint: usize, _: &Response<R>) -> Option<Uri> {
@@ -286,7 +301,7 @@ where
             true => p.body.copy()?,
             false => ReplayBody::from_bytes(Bytes::new()),
         };
-        let svc = p.backends.for_endpoint(sent.endpoint)?;
+        let svc = for_endpoint(&p.backends, sent.endpoint)?;
         let (method, uri) = (hop.method.clone(), hop.uri.clone());
         Some((svc, request(&p.parts, method, uri, headers, body)))
     }

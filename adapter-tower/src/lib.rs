@@ -123,7 +123,7 @@ mod sleep;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use baton_core::{Engine, FailureClass, Policy, PolicyBuilder};
@@ -138,7 +138,7 @@ pub use error::{BuildError, Error};
 pub use sleep::TokioSleep;
 pub use sleep::{Sleep, Sleeping};
 
-use driver::{Backends, Shared};
+use driver::{Backends, Shared, SharedBackends};
 
 /// A boxed error, as tower services commonly return.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -258,7 +258,7 @@ impl BatonBuilder {
         }
         Ok(Baton {
             shared,
-            backends: Backends::PerEndpoint(services),
+            backends: Arc::new(Mutex::new(Backends::PerEndpoint(services))),
         })
     }
 }
@@ -320,7 +320,7 @@ impl<S> tower_layer::Layer<S> for BatonLayer {
     fn layer(&self, inner: S) -> Baton<S> {
         Baton {
             shared: Arc::clone(&self.shared),
-            backends: Backends::One(inner),
+            backends: Arc::new(Mutex::new(Backends::One(inner))),
         }
     }
 }
@@ -344,7 +344,7 @@ impl<S> tower_layer::Layer<S> for BatonLayer {
 /// ```
 pub struct Baton<S> {
     shared: Arc<Shared>,
-    backends: Backends<S>,
+    backends: SharedBackends<S>,
 }
 
 impl<S> Baton<S> {
@@ -359,11 +359,12 @@ impl<S> Baton<S> {
     }
 }
 
-impl<S: Clone> Clone for Baton<S> {
+/// A clone shares the services (each attempt sends on a clone of its endpoint's).
+impl<S> Clone for Baton<S> {
     fn clone(&self) -> Self {
         Baton {
             shared: Arc::clone(&self.shared),
-            backends: self.backends.clone(),
+            backends: Arc::clone(&self.backends),
         }
     }
 }
@@ -398,7 +399,7 @@ where
     fn call(&mut self, request: Request<B>) -> CallFuture<R> {
         Box::pin(driver::drive(
             Arc::clone(&self.shared),
-            self.backends.clone(),
+            Arc::clone(&self.backends),
             request,
         ))
     }
