@@ -443,7 +443,7 @@ impl ClientBuilder {
         if self.tracing {
             let user = self.events.take();
             let trace = tracing_sink();
-            self.events = Some(Arc::new(move |e: &Event<'_>| {
+            self.events = Some(Arc::new(move |e: &baton_core::Event<'_>| {
                 trace(e);
                 if let Some(u) = &user {
                     u(e);
@@ -544,7 +544,7 @@ impl std::fmt::Debug for ClientBuilder {
 /// ```
 #[cfg(feature = "tracing")]
 pub fn tracing_sink() -> EventSink {
-    Arc::new(|e: &Event<'_>| {
+    Arc::new(|e: &baton_core::Event<'_>| {
         use baton_core::{EventKind, StopReason};
         let notable = match &e.kind {
             EventKind::BreakerTransition { .. } | EventKind::BudgetRefused { .. } => true,

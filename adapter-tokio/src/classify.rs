@@ -78,7 +78,8 @@ pub enum FailureCause {
     Closed,
     /// The response could not be parsed (ambiguous).
     Protocol,
-    /// Sending the request body failed (ambiguous).
+    /// A body failed within the attempt (ambiguous): sending the request's, or reading
+    /// the response's that the policy's `classify_body` asks for.
     Body,
     /// The request could not be built for the endpoint (rejected locally).
     Rejected,
@@ -107,7 +108,7 @@ impl FailureCause {
             FailureCause::Reset => "connection reset",
             FailureCause::Closed => "connection closed",
             FailureCause::Protocol => "protocol error",
-            FailureCause::Body => "request body error",
+            FailureCause::Body => "body error",
             FailureCause::Rejected => "rejected locally",
             FailureCause::Credential => "no credential",
             FailureCause::Other => "transport error",

@@ -144,7 +144,7 @@ impl ClientBuilder {
         #[cfg(feature = "tracing")]
         if self.tracing {
             let user = self.events.clone();
-            return Some(Arc::new(move |e: &Event<'_>| {
+            return Some(Arc::new(move |e: &baton_core::Event<'_>| {
                 crate::events::trace(e);
                 if let Some(u) = &user {
                     u(e);

@@ -129,7 +129,9 @@ macro_rules! call_option_setters {
             self
         }
 
-        /// This call's attempt timeout (from sending to the end of the response headers).
+        /// This call's attempt timeout (from sending to the end of the response headers,
+        /// and through the body read the policy's `classify_body` asks for, where the
+        /// adapter reads it).
         pub fn attempt_timeout(mut self, timeout: ::std::time::Duration) -> Self {
             self.$field.attempt_timeout = Some(timeout);
             self
