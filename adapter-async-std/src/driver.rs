@@ -91,6 +91,10 @@ impl CallTransport for Calls {
         &self.0.engine
     }
 
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
     fn info<'p>(&'p self, req: &'p Prepared) -> RequestInfo<'p> {
         RequestInfo {
             method: &req.method,

@@ -285,7 +285,7 @@ impl Client {
         RequestBuilder::new(self.clone(), method, url.as_ref(), self.inner.buffer_limit)
     }
 
-    baton_core::client_methods!(RequestBuilder, inner.engine);
+    baton_core::client_methods!(RequestBuilder, inner.engine, Instant::now);
 
     /// The breaker state of the endpoint with `id`.
     pub fn state(&self, id: &str) -> Option<BreakerState> {

@@ -237,7 +237,7 @@ impl Client {
         RequestBuilder::new(self, method, path)
     }
 
-    baton_core::client_methods!(RequestBuilder<'_>, inner.engine);
+    baton_core::client_methods!(RequestBuilder<'_>, inner.engine, Instant::now);
 
     /// The ureq agent of the first endpoint (phase-observing connector and resolver, one
     /// pool; endpoints with other TLS files have agents of their own). Using it directly

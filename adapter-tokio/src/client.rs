@@ -611,7 +611,7 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    baton_core::client_methods!(RequestBuilder, inner.shared.engine);
+    baton_core::client_methods!(RequestBuilder, inner.shared.engine, Instant::now);
 
     /// Sends the policy's health request ([`ProbeRequest`](baton_core::ProbeRequest)) to
     /// the endpoint with `id`, under its breaker: a healthy answer is a success, anything

@@ -262,6 +262,10 @@ impl<O: Owner> CallTransport for Calls<O> {
         &self.0.shared().engine
     }
 
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
     fn info<'p>(&'p self, req: &'p Prepared) -> RequestInfo<'p> {
         RequestInfo {
             method: &req.method,

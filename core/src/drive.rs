@@ -40,6 +40,7 @@
 //!     type Timer = std::future::Pending<()>;
 //!     type Output = Result<(usize, u16), String>;
 //!     fn engine(&self) -> &Engine { &self.0 }
+//!     fn now(&self) -> Instant { Instant::now() }
 //!     fn info<'p>(&'p self, _: &'p ()) -> RequestInfo<'p> {
 //!         RequestInfo { method: &self.1, uri: &self.2, headers: &self.3 }
 //!     }
@@ -161,10 +162,8 @@ pub trait CallTransport {
 
     /// The engine the calls run on.
     fn engine(&self) -> &Engine;
-    /// The time now, on the clock the timers use.
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
+    /// The time now, on the clock the timers use (core reads no clock of its own).
+    fn now(&self) -> Instant;
     /// The caller's method, URL and headers.
     fn info<'p>(&'p self, prepared: &'p Self::Prepared) -> RequestInfo<'p>;
     /// The kind of the request's body.

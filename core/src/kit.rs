@@ -178,11 +178,12 @@ macro_rules! call_option_setters {
 /// method shortcuts (`get`, `post`, `put`, `patch`, `delete`, `head`, each calling the
 /// client's own `request(method, url)`), inside the client's `impl` block: `$builder` is
 /// the request builder type, `$($engine).+` the path from `self` to the client's
-/// `Arc<Engine>`. Written once here, so every adapter's client reads the same.
+/// `Arc<Engine>`, `$now` the adapter's clock (core reads none). Written once here, so
+/// every adapter's client reads the same.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! client_methods {
-    ($builder:ty, $($engine:ident).+) => {
+    ($builder:ty, $($engine:ident).+, $now:path) => {
         /// A client for this policy with the adapter's default transport; the engine's
         /// random source is seeded from the OS unless the policy sets a seed.
         pub fn new(policy: $crate::PolicyBuilder) -> Result<Client, BuildError> {
@@ -206,12 +207,12 @@ macro_rules! client_methods {
 
         /// A snapshot of the health of the endpoint with `id`, now.
         pub fn health(&self, id: &str) -> Option<$crate::EndpointHealth> {
-            self.engine().health_of(id, ::std::time::Instant::now())
+            self.engine().health_of(id, $now())
         }
 
         /// Resets the endpoint with `id` to closed, by hand; false for an unknown id.
         pub fn reset(&self, id: &str) -> bool {
-            self.engine().reset(id, ::std::time::Instant::now())
+            self.engine().reset(id, $now())
         }
 
         /// A GET call to `url` (a path such as `/v1/charges`, or an absolute URL).
