@@ -378,13 +378,11 @@ impl<O: Owner> CallTransport for Calls<O> {
 
     /// A timer that fired while the connection was being made: whether the request was
     /// ever handed to it is known after a short grace.
-    fn settle<'a>(
-        &'a self,
-        ended: &Timed,
-        sent: &'a mut Sent<Ticket>,
-    ) -> Option<impl Future<Output = ()> + Send + 'a> {
+    fn settle<'a>(&'a self, ended: &Timed, sent: &'a mut Sent<Ticket>) -> Option<Flight<'a, ()>> {
         let written = sent.ticket.written.clone().filter(|_| ended.is_err())?;
-        Some(async move { sent.ticket.unsent = unsent_after_cancel(&written).await })
+        Some(Box::pin(async move {
+            sent.ticket.unsent = unsent_after_cancel(&written).await
+        }))
     }
 
     fn land(&self, ended: Timed, sent: &Sent<Ticket>) -> Landed<Reply, AttemptError> {

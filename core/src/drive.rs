@@ -213,13 +213,16 @@ pub trait CallTransport {
     /// What must happen after a send ended and was dropped, before it is classified (the
     /// tokio adapter's grace to learn whether a timed-out request was ever written).
     /// By default nothing.
+    ///
+    /// Boxed: it is the rare path (a timer that fired during connect), and an unboxed
+    /// future here would grow every call's future by its size.
     fn settle<'a>(
         &'a self,
         ended: &Self::Ended,
         sent: &'a mut Sent<Self::Ticket>,
-    ) -> Option<impl Future<Output = ()> + Send + 'a> {
+    ) -> Option<Flight<'a, ()>> {
         let _ = (ended, sent);
-        None::<std::future::Ready<()>>
+        None
     }
     /// How the send of `sent` ended: its response, or its classified failure.
     fn land(
@@ -437,7 +440,9 @@ impl<'a, T: CallTransport, F: Future<Output = T::Ended>> Driver<'a, '_, T, F> {
             return;
         }
         let (flights, slot, timer) = (&mut self.flights, &mut self.slot, &mut self.timer);
-        let done = poll_fn(|cx| {
+        // Matched in place, not bound: a binding would keep its own copy of the ended send
+        // in the future across the settle below.
+        let (i, ended) = match poll_fn(|cx| {
             for (i, f) in flights.iter_mut().enumerate() {
                 let ended = match f.fut.as_mut() {
                     Some(fut) => fut.as_mut().poll(cx),
@@ -452,10 +457,13 @@ impl<'a, T: CallTransport, F: Future<Output = T::Ended>> Driver<'a, '_, T, F> {
                 _ => Poll::Pending,
             }
         })
-        .await;
-        let Some((i, ended)) = done else {
-            call.handle(Input::Timer, self.t.now());
-            return;
+        .await
+        {
+            Some(next) => next,
+            None => {
+                call.handle(Input::Timer, self.t.now());
+                return;
+            }
         };
         // The ended send is gone (the slot empties itself) before it is settled.
         let mut f = self.flights.swap_remove(i);
