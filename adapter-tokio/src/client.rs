@@ -538,9 +538,9 @@ impl Transport for HttpClients {
                     // Waiting is bounded by the connect timeout: past it the request goes
                     // anyway (its own connect then decides), so a slow first answer never
                     // makes a queued request's timer fire while nothing of it was written.
-                    let _turn = tokio::time::timeout(connect, first.one_at_a_time.lock())
-                        .await
-                        .ok();
+                    // Boxed, as the peek below: only an endpoint's first requests wait here.
+                    let turn = tokio::time::timeout(connect, first.one_at_a_time.lock());
+                    let _turn = Box::pin(turn).await.ok();
                     let sent = fut.await;
                     if sent.is_ok() {
                         first.answered.store(true, Ordering::Relaxed);

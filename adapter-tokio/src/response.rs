@@ -1,6 +1,7 @@
 //! The response a call returns: reqwest's response plus the call's report. Its body is read
 //! by the caller, after the call: a failure then is a body error naming the endpoint.
 
+use std::future::Future;
 use std::time::Instant;
 
 use baton_core::Report;
@@ -80,23 +81,36 @@ impl Response {
         }
     }
 
-    /// Runs a body read, held to the body timeout and the call's deadline (SPEC 2.6):
-    /// past it, a body error (the report's `may_have_executed` unchanged).
-    async fn by_deadline<T>(
-        deadline: Option<Instant>,
-        endpoint: baton_core::EndpointId,
-        report: Report,
-        read: impl std::future::Future<Output = reqwest::Result<T>>,
-    ) -> Result<T, Error> {
-        let result = match deadline {
-            None => read.await.map_err(read_failed),
-            Some(d) => in_time(tokio::time::timeout_at(d.into(), read).await),
-        };
-        result.map_err(|source| Error::Body {
+    /// Reads the body with `read`, held to the body timeout and the call's deadline
+    /// (SPEC 2.6): past it, a body error (the report's `may_have_executed` unchanged).
+    ///
+    /// Not an `async fn`, and the read is made inside the future rather than passed in:
+    /// the future then holds reqwest's response and one read, not a copy of each (each
+    /// copy is cold memory the call writes).
+    fn read_by_deadline<T, F>(
+        self,
+        read: impl FnOnce(reqwest::Response) -> F,
+    ) -> impl Future<Output = Result<T, Error>>
+    where
+        F: Future<Output = reqwest::Result<T>>,
+    {
+        let Response {
+            inner,
+            report,
             endpoint,
-            report: Box::new(report),
-            source,
-        })
+            deadline,
+        } = self;
+        async move {
+            let result = match deadline {
+                None => read(inner).await.map_err(read_failed),
+                Some(d) => in_time(tokio::time::timeout_at(d.into(), read(inner)).await),
+            };
+            result.map_err(|source| Error::Body {
+                endpoint,
+                report: Box::new(report),
+                source,
+            })
+        }
     }
 
     /// The status.
@@ -133,37 +147,19 @@ impl Response {
     baton_core::response_report_methods!(report);
 
     /// Reads the whole body.
-    pub async fn bytes(self) -> Result<Bytes, Error> {
-        let Response {
-            inner,
-            report,
-            endpoint,
-            deadline,
-        } = self;
-        Self::by_deadline(deadline, endpoint, report, inner.bytes()).await
+    pub fn bytes(self) -> impl Future<Output = Result<Bytes, Error>> {
+        self.read_by_deadline(reqwest::Response::bytes)
     }
 
     /// Reads the whole body as text (decoded as reqwest does).
-    pub async fn text(self) -> Result<String, Error> {
-        let Response {
-            inner,
-            report,
-            endpoint,
-            deadline,
-        } = self;
-        Self::by_deadline(deadline, endpoint, report, inner.text()).await
+    pub fn text(self) -> impl Future<Output = Result<String, Error>> {
+        self.read_by_deadline(reqwest::Response::text)
     }
 
     /// Reads the whole body as JSON.
     #[cfg(feature = "json")]
-    pub async fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, Error> {
-        let Response {
-            inner,
-            report,
-            endpoint,
-            deadline,
-        } = self;
-        Self::by_deadline(deadline, endpoint, report, inner.json()).await
+    pub fn json<T: serde::de::DeserializeOwned>(self) -> impl Future<Output = Result<T, Error>> {
+        self.read_by_deadline(reqwest::Response::json::<T>)
     }
 
     /// Reads the next chunk of the body (`None` at the end).
