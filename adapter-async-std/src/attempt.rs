@@ -249,74 +249,91 @@ impl AttemptCtx {
 }
 
 /// Runs one attempt to its commit point (response headers) or failure.
-pub(crate) async fn run(ctx: AttemptCtx, mut req: http::Request<OutBody>) -> AttemptEnd {
-    let connect_by = ctx.start + ctx.connect_timeout;
-    let respond_by = ctx.start + ctx.timeout;
-    // A request handed back unsent by a pooled connection goes to another; a few times
-    // at most (each pooled connection it met was closing).
-    for _ in 0..8 {
-        let sent = match take(&ctx, connect_by).await {
-            Err(end) => return end,
-            Ok(Taken::H1(conn, fresh)) => send_h1(&ctx, conn, fresh, req, respond_by).await,
-            Ok(Taken::H2(sender, died)) => send_h2(&ctx, sender, died, req, respond_by).await,
-        };
-        match sent {
-            Sent::Done(end) => return end,
-            Sent::Again(r) => req = *r,
+///
+/// Its future is every call's send slot, so it is kept small: not an `async fn` (which
+/// would hold a second copy of the request and context), and an HTTP/2 send, whose state
+/// is twice an HTTP/1.1 send's, is boxed (an h2 stream allocates anyway).
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn run(
+    ctx: AttemptCtx,
+    mut req: http::Request<OutBody>,
+) -> impl Future<Output = AttemptEnd> + Send {
+    async move {
+        let connect_by = ctx.start + ctx.connect_timeout;
+        let respond_by = ctx.start + ctx.timeout;
+        // A request handed back unsent by a pooled connection goes to another; a few
+        // times at most (each pooled connection it met was closing).
+        for _ in 0..8 {
+            let sent = match take(&ctx, connect_by).await {
+                Err(end) => return end,
+                Ok(Taken::H1(conn, fresh)) => send_h1(&ctx, conn, fresh, req, respond_by).await,
+                Ok(Taken::H2(sender, died)) => {
+                    Box::pin(send_h2(&ctx, sender, died, req, respond_by)).await
+                }
+            };
+            match sent {
+                Sent::Done(end) => return end,
+                Sent::Again(r) => req = *r,
+            }
         }
+        ctx.failed(
+            Phase::NotSent,
+            "every pooled connection closed before the request was sent".into(),
+            false,
+        )
     }
-    ctx.failed(
-        Phase::NotSent,
-        "every pooled connection closed before the request was sent".into(),
-        false,
-    )
 }
 
-async fn send_h1(
+/// An HTTP/1.1 send on `conn`. Not an `async fn`: that would hold a second copy of the
+/// connection and the request in every call's future.
+#[allow(clippy::manual_async_fn)]
+fn send_h1(
     ctx: &AttemptCtx,
     mut conn: Conn,
     fresh: bool,
     req: http::Request<OutBody>,
     respond_by: Instant,
-) -> Sent {
-    // Ready to take the request? A pooled connection the server closed is found here.
-    let ready = poll_fn(|cx| match conn.poll_ready(cx) {
-        Poll::Ready(r) => Poll::Ready(Some(r)),
-        Poll::Pending => conn.alarm.poll_until(cx, respond_by).map(|()| None),
-    })
-    .await;
-    match ready {
-        None => return Sent::Done(AttemptEnd::Failed(ctx.timeout_error(Phase::NotSent))),
-        Some(Err(e)) if fresh => return Sent::Done(ctx.failed(Phase::NotSent, e.into(), true)),
-        Some(Err(_)) => return Sent::Again(Box::new(req)),
-        Some(Ok(())) => {}
-    }
-    let mut response = pin!(conn.sender.try_send_request(req));
-    let sent = poll_fn(|cx| {
-        conn.drive(cx);
-        match response.as_mut().poll(cx) {
+) -> impl Future<Output = Sent> + Send + '_ {
+    async move {
+        // Ready to take the request? A pooled connection the server closed is found here.
+        let ready = poll_fn(|cx| match conn.poll_ready(cx) {
             Poll::Ready(r) => Poll::Ready(Some(r)),
             Poll::Pending => conn.alarm.poll_until(cx, respond_by).map(|()| None),
+        })
+        .await;
+        match ready {
+            None => return Sent::Done(AttemptEnd::Failed(ctx.timeout_error(Phase::NotSent))),
+            Some(Err(e)) if fresh => return Sent::Done(ctx.failed(Phase::NotSent, e.into(), true)),
+            Some(Err(_)) => return Sent::Again(Box::new(req)),
+            Some(Ok(())) => {}
         }
-    })
-    .await;
-    Sent::Done(match sent {
-        None => AttemptEnd::Failed(ctx.timeout_error(Phase::Exchange)),
-        Some(Ok(res)) => {
-            let lease = Lease {
-                conn,
-                pool: ctx.pool.clone(),
-                endpoint: ctx.endpoint,
-            };
-            ctx.exchange(res, Some(lease))
-        }
-        Some(Err(mut e)) => match e.take_message() {
-            // Handed back unsent: no byte of it was written.
-            Some(r) if !fresh => return Sent::Again(Box::new(r)),
-            Some(_) => ctx.failed(Phase::NotSent, e.into_error().into(), fresh),
-            None => ctx.failed(Phase::Exchange, e.into_error().into(), fresh),
-        },
-    })
+        let mut response = pin!(conn.sender.try_send_request(req));
+        let sent = poll_fn(|cx| {
+            conn.drive(cx);
+            match response.as_mut().poll(cx) {
+                Poll::Ready(r) => Poll::Ready(Some(r)),
+                Poll::Pending => conn.alarm.poll_until(cx, respond_by).map(|()| None),
+            }
+        })
+        .await;
+        Sent::Done(match sent {
+            None => AttemptEnd::Failed(ctx.timeout_error(Phase::Exchange)),
+            Some(Ok(res)) => {
+                let lease = Lease {
+                    conn,
+                    pool: ctx.pool.clone(),
+                    endpoint: ctx.endpoint,
+                };
+                ctx.exchange(res, Some(lease))
+            }
+            Some(Err(mut e)) => match e.take_message() {
+                // Handed back unsent: no byte of it was written.
+                Some(r) if !fresh => return Sent::Again(Box::new(r)),
+                Some(_) => ctx.failed(Phase::NotSent, e.into_error().into(), fresh),
+                None => ctx.failed(Phase::Exchange, e.into_error().into(), fresh),
+            },
+        })
+    }
 }
 
 async fn send_h2(

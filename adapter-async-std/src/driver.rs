@@ -34,11 +34,11 @@ pub(crate) struct Prepared {
     pub(crate) headers: HeaderMap,
     pub(crate) body: Source,
     pub(crate) body_kind: BodyKind,
-    pub(crate) options: CallOptions,
     /// Why the request cannot be built at all (rejected locally at the first send).
     pub(crate) invalid: Option<InvalidRequest>,
-    /// The buffering limit a streamed body was over (it is sent once).
-    pub(crate) not_buffered: Option<usize>,
+    /// Opt-in buffering of a streamed body up to this many bytes (SPEC 2.4), done when
+    /// the call starts.
+    pub(crate) buffer: Option<usize>,
 }
 
 /// A response as the engine reads it: the exchange (head and connection) and its
@@ -64,9 +64,9 @@ impl Answer for Kept {
 /// Runs one call to its end, on core's call driver.
 pub(crate) fn run(
     inner: Arc<Inner>,
-    mut req: Prepared,
+    req: Prepared,
+    options: CallOptions,
 ) -> impl Future<Output = Result<Response, Error>> + Send {
-    let options = std::mem::take(&mut req.options);
     baton_core::drive::drive(Calls(inner), req, options)
 }
 
@@ -111,11 +111,34 @@ impl CallTransport for Calls {
         body_kind_of(&req.body)
     }
 
+    #[allow(clippy::manual_async_fn)]
     fn prepare<'p>(
         &'p self,
         req: &'p mut Prepared,
     ) -> impl Future<Output = Option<usize>> + Send + 'p {
-        std::future::ready(req.not_buffered.take())
+        async move {
+            let limit = req.buffer.filter(|_| req.invalid.is_none())?;
+            let Source::Stream(stream) = &mut req.body else {
+                return None;
+            };
+            let (prefix, rest) = stream.take()?;
+            // Boxed: the read loop's state is not kept in every call's future.
+            let (body, over) =
+                match Box::pin(crate::Body::of_stream(prefix, rest).buffer(limit)).await {
+                    Ok(b) => {
+                        let over = (b.kind() == BodyKind::OneShot).then_some(limit);
+                        (b, over)
+                    }
+                    Err(e) => {
+                        let why = format!("the body stream failed while buffering: {e}");
+                        req.invalid = Some(why.into());
+                        (crate::Body::empty(), None)
+                    }
+                };
+            req.body_kind = body.kind();
+            req.body = body.into_source();
+            over
+        }
     }
 
     fn build(

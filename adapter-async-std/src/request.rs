@@ -4,7 +4,9 @@
 //! remembered and the call ends as *rejected locally* (no attempt sent, an error carrying
 //! the report and request id), exactly as the engine's rules say.
 
-use baton_core::{BodyKind, CallOptions, InvalidRequest};
+use std::future::Future;
+
+use baton_core::{CallOptions, InvalidRequest};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Uri};
 
@@ -154,47 +156,30 @@ impl RequestBuilder {
     ///
     /// The future is `Send`; dropping it cancels every attempt in flight (their
     /// connections are closed) and frees the half-open probe slots they held.
-    pub async fn send(self) -> Result<Response, Error> {
+    pub fn send(self) -> impl Future<Output = Result<Response, Error>> + Send {
         let RequestBuilder {
             client,
             method,
             uri,
             headers,
-            mut body,
+            body,
             buffer,
             mut options,
-            mut invalid,
+            invalid,
         } = self;
-        let mut not_buffered = None;
-        if let (Some(limit), None) = (buffer, &invalid) {
-            match Box::pin(body.buffer(limit)).await {
-                Ok(b) => {
-                    if b.kind() == BodyKind::OneShot {
-                        not_buffered = Some(limit);
-                    }
-                    body = b;
-                }
-                Err(e) => {
-                    invalid = Some(format!("the body stream failed while buffering: {e}").into());
-                    body = Body::empty();
-                }
-            }
-        }
         // The client's sink (when the policy was built elsewhere it travels with each
         // call), then the call's own: a per-call sink never hides a call from the client's.
         options.events = baton_core::join_sinks(client.inner.events.clone(), options.events.take());
-        let body_kind: BodyKind = body.kind();
         let prepared = Prepared {
-            not_buffered,
             method,
             uri,
             headers,
+            body_kind: body.kind(),
             body: body.into_source(),
-            body_kind,
-            options,
             invalid,
+            buffer,
         };
-        driver::run(client.inner, prepared).await
+        driver::run(client.inner, prepared, options)
     }
 }
 

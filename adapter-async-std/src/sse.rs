@@ -116,12 +116,11 @@ impl sse::Transport for Hyper {
             headers,
             body_kind: body.kind(),
             body: body.into_source(),
-            options,
             invalid: self.invalid.clone(),
-            not_buffered: None,
+            buffer: None,
         };
         debug_assert!(prepared.body_kind != BodyKind::OneShot);
-        match driver::run(self.client.inner.clone(), prepared).await {
+        match driver::run(self.client.inner.clone(), prepared, options).await {
             Ok(resp) => Opened::Answer {
                 endpoint: resp.endpoint().into(),
                 status: resp.status(),
