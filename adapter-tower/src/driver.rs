@@ -34,26 +34,49 @@ pub(crate) struct Shared {
     pub(crate) classify_error: Option<ErrorClassifier>,
 }
 
-/// Where attempts go: one service that takes absolute URIs, or one per endpoint.
-pub(crate) enum Backends<S> {
-    One(S),
-    PerEndpoint(Vec<S>),
+/// Where attempts go: one service that takes absolute URIs, or one per endpoint (as many
+/// as the policy has endpoints, checked when the service is built).
+///
+/// Shared by a layer, every clone of it and every call. Each attempt sends on a clone of
+/// its endpoint's service, made under the lock when the attempt is sent: a service need
+/// not be `Sync`, a call clones one service per attempt instead of all of them per call,
+/// and the clone is made where it is kept (it is not moved through the attempt's
+/// building).
+pub(crate) struct Backends<S> {
+    /// One service for every endpoint: it takes absolute URIs.
+    pub(crate) one: bool,
+    pub(crate) services: Mutex<Vec<S>>,
 }
 
-/// The services of a layer and of every clone of it and every call: each attempt sends on
-/// a clone of its endpoint's, made under the lock (a service need not be `Sync`, and a
-/// call clones one service per attempt instead of all of them per call).
-pub(crate) type SharedBackends<S> = Arc<Mutex<Backends<S>>>;
+/// The services, shared.
+pub(crate) type SharedBackends<S> = Arc<Backends<S>>;
 
-/// A clone of the service of endpoint `e`.
-fn for_endpoint<S: Clone>(backends: &Mutex<Backends<S>>, e: usize) -> Option<S> {
-    // A clone that panicked leaves the services as they were: the lock is taken anyway.
-    match &*backends
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+impl<S> Backends<S> {
+    /// One service for every endpoint.
+    pub(crate) fn one(service: S) -> SharedBackends<S> {
+        Arc::new(Backends {
+            one: true,
+            services: Mutex::new(vec![service]),
+        })
+    }
+
+    /// One service per endpoint, in the policy's order.
+    pub(crate) fn per_endpoint(services: Vec<S>) -> SharedBackends<S> {
+        Arc::new(Backends {
+            one: false,
+            services: Mutex::new(services),
+        })
+    }
+
+    /// A clone of the service of endpoint `e`.
+    fn for_endpoint(&self, e: usize) -> Option<S>
+    where
+        S: Clone,
     {
-        Backends::One(s) => Some(s.clone()),
-        Backends::PerEndpoint(all) => all.get(e).cloned(),
+        let i = if self.one { 0 } else { e };
+        // A clone that panicked leaves the services as they were: the lock is taken anyway.
+        let services = self.services.lock();
+        services.unwrap_or_else(|p| p.into_inner()).get(i).cloned()
     }
 }
 
@@ -97,10 +120,7 @@ impl std::fmt::Display for Rejected {
 impl std::error::Error for Rejected {}
 
 /// A call's request, as the driver keeps it.
-pub(crate) struct Prepared<S, B> {
-    backends: SharedBackends<S>,
-    /// Whether the services take absolute URIs (one service for every endpoint).
-    one: bool,
+pub(crate) struct Prepared<B> {
     parts: http::request::Parts,
     /// The caller's body, until the call starts.
     raw: Option<B>,
@@ -130,15 +150,7 @@ where
         .get::<CallOptions>()
         .cloned()
         .unwrap_or_default();
-    let one = matches!(
-        &*backends
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()),
-        Backends::One(_)
-    );
     let prepared = Prepared {
-        backends,
-        one,
         parts,
         raw: Some(body),
         body: Kept::Once(None),
@@ -146,6 +158,7 @@ where
     };
     let layer = Layer {
         shared,
+        backends,
         types: PhantomData,
     };
     baton_core::drive::drive(layer, prepared, options)
@@ -154,11 +167,12 @@ where
 /// The layer's inner services as core's driver sees them.
 struct Layer<S, B, R> {
     shared: Arc<Shared>,
-    types: PhantomData<Types<S, B, R>>,
+    backends: SharedBackends<S>,
+    types: PhantomData<Types<B, R>>,
 }
 
-/// The service, body and response types a [`Layer`] drives (it holds none of them).
-type Types<S, B, R> = fn() -> (S, B, R);
+/// The body and response types a [`Layer`] drives (it holds neither).
+type Types<B, R> = fn() -> (B, R);
 
 impl<S, B, R> CallTransport for Layer<S, B, R>
 where
@@ -169,9 +183,9 @@ where
     B::Error: Into<BoxError>,
     R: Send + 'static,
 {
-    type Prepared = Prepared<S, B>;
+    type Prepared = Prepared<B>;
     type Answer = Response<R>;
-    type Request = (S, Request<ReplayBody<B>>);
+    type Request = Request<ReplayBody<B>>;
     type Ticket = ();
     type Ended = End<R>;
     type Error = BoxError;
@@ -186,7 +200,7 @@ where
         self.shared.sleep.now()
     }
 
-    fn info<'p>(&'p self, p: &'p Prepared<S, B>) -> RequestInfo<'p> {
+    fn info<'p>(&'p self, p: &'p Prepared<B>) -> RequestInfo<'p> {
         RequestInfo {
             method: &p.parts.method,
             uri: &p.parts.uri,
@@ -194,13 +208,13 @@ where
         }
     }
 
-    fn body_kind(&self, p: &Prepared<S, B>) -> BodyKind {
+    fn body_kind(&self, p: &Prepared<B>) -> BodyKind {
         p.body.kind()
     }
 
     fn prepare<'p>(
         &'p self,
-        p: &'p mut Prepared<S, B>,
+        p: &'p mut Prepared<B>,
     ) -> impl Future<Output = Option<usize>> + Send + 'p {
         let limit = self.shared.buffer_limit;
         async move {
@@ -214,7 +228,7 @@ where
 
     fn build(
         &self,
-        p: &mut Prepared<S, B>,
+        p: &mut Prepared<B>,
         call: &Call<'_, Response<R>>,
         identity: &Result<IdentityHeaders, DestinationError>,
         a: &Attempt,
@@ -223,21 +237,19 @@ where
         // Why an attempt cannot be sent is the error's source: the destination rules'
         // typed error, as on every adapter, or this driver's reason in words.
         let rejected = |why: String| -> BoxError { Box::new(Rejected(why)) };
-        let built = match (&p.body_error, for_endpoint(&p.backends, a.endpoint)) {
-            (Some(e), _) => Err(rejected(format!("reading the request body failed: {e}"))),
-            (None, None) => Err(rejected(format!("no service for endpoint {}", a.endpoint))),
-            (None, Some(svc)) => identity
+        let uri = match &p.body_error {
+            Some(e) => Err(rejected(format!("reading the request body failed: {e}"))),
+            None => identity
                 .as_ref()
                 .map_err(Clone::clone)
                 .and_then(|identity| call.attempt_parts(a, identity, &p.parts.uri, &mut headers))
-                .map_err(|e| -> BoxError { Box::new(e) })
-                .map(|uri| (svc, uri)),
+                .map_err(|e| -> BoxError { Box::new(e) }),
         };
-        let (svc, uri) = built.map_err(NotBuilt::Rejected)?;
+        let uri = uri.map_err(NotBuilt::Rejected)?;
         let body = p.body.next().ok_or(NotBuilt::Replay(None))?;
         let request = request(&p.parts, p.parts.method.clone(), uri, headers, body);
         Ok(Built {
-            request: (svc, request),
+            request,
             spare: None,
             ticket: (),
         })
@@ -245,11 +257,12 @@ where
 
     fn send<'a>(
         &'a self,
-        _: usize,
-        (svc, request): Self::Request,
+        endpoint: usize,
+        request: Self::Request,
         at: Instant,
     ) -> impl Future<Output = End<R>> + Send + 'a {
         let timer = self.shared.sleep.sleep_until(at);
+        let svc = self.backends.for_endpoint(endpoint);
         attempt(svc, request, self.shared.classify_error.clone(), timer)
     }
 
@@ -281,19 +294,19 @@ where
     /// Redirects are followed only through one service that takes absolute URIs: a
     /// per-endpoint service (a tonic channel, a transport) sends every request to its
     /// own endpoint, whatever the `Location` says, so there the 3xx is the answer.
-    fn follows(&self, p: &Prepared<S, B>) -> bool {
-        p.one
+    fn follows(&self, _: &Prepared<B>) -> bool {
+        self.backends.one
     }
 
-    fn first_uri(&self, p: &Prepared<S, B>, endpoint: usize, _: &Response<R>) -> Option<Uri> {
+    fn first_uri(&self, p: &Prepared<B>, endpoint: usize, _: &Response<R>) -> Option<Uri> {
         let policy = self.shared.engine.policy();
         Some(baton_core::attempt_uri(policy, endpoint, &p.parts.uri).unwrap_or_default())
     }
 
     fn hop(
         &self,
-        p: &mut Prepared<S, B>,
-        sent: &Sent<()>,
+        p: &mut Prepared<B>,
+        _: &Sent<()>,
         hop: &Hop,
         headers: HeaderMap,
     ) -> Option<Self::Request> {
@@ -301,9 +314,8 @@ where
             true => p.body.copy()?,
             false => ReplayBody::from_bytes(Bytes::new()),
         };
-        let svc = for_endpoint(&p.backends, sent.endpoint)?;
         let (method, uri) = (hop.method.clone(), hop.uri.clone());
-        Some((svc, request(&p.parts, method, uri, headers, body)))
+        Some(request(&p.parts, method, uri, headers, body))
     }
 
     fn timer(&self, at: Instant) -> Sleeping {
@@ -312,7 +324,7 @@ where
 
     fn finish(
         &self,
-        _: Prepared<S, B>,
+        _: Prepared<B>,
         done: Done<Response<R>>,
         last: Option<(u32, BoxError)>,
         _: Option<Instant>,
@@ -353,47 +365,59 @@ impl std::error::Error for Elapsed {}
 /// One request of an attempt under its timer: the service's readiness first (a service
 /// that fails it never took the request: undelivered), then its call; `TimedOut` when
 /// `timer` ends first, saying whether the request had been handed over.
-async fn attempt<S, B, R>(
-    mut svc: S,
+///
+/// Not an `async fn`: that would hold a second copy of the service and the request in
+/// every call's future.
+#[allow(clippy::manual_async_fn)]
+fn attempt<S, B, R>(
+    mut svc: Option<S>,
     request: Request<ReplayBody<B>>,
     hook: Option<ErrorClassifier>,
     mut timer: Sleeping,
-) -> End<R>
+) -> impl Future<Output = End<R>>
 where
     S: Service<Request<ReplayBody<B>>, Response = Response<R>>,
     S::Error: Into<BoxError>,
 {
-    // Errors become `BoxError` at once: a service's own error type need not be `Send`.
-    let ready = poll_fn(|cx| {
-        if let Poll::Ready(r) = svc.poll_ready(cx) {
-            return Poll::Ready(Some(r.map_err(Into::<BoxError>::into)));
+    async move {
+        // Borrowed where it is kept: a binding of its own would hold a second copy.
+        let Some(svc) = svc.as_mut() else {
+            // Not reached: a service exists for every endpoint (checked when built).
+            let why = Rejected("no service for the attempt's endpoint".into());
+            return End::Failed(FailureClass::RejectedLocally, Box::new(why));
+        };
+        // Errors become `BoxError` at once: a service's own error type need not be `Send`.
+        let ready = poll_fn(|cx| {
+            if let Poll::Ready(r) = svc.poll_ready(cx) {
+                return Poll::Ready(Some(r.map_err(Into::<BoxError>::into)));
+            }
+            timer.as_mut().poll(cx).map(|()| None)
+        })
+        .await;
+        match ready {
+            None => return End::TimedOut { handed: false },
+            Some(Err(e)) => {
+                let e: BoxError = Box::new(NotReady(Box::new(Scrubbed::new(e))));
+                return End::Failed(FailureClass::Undelivered, e);
+            }
+            Some(Ok(())) => {}
         }
-        timer.as_mut().poll(cx).map(|()| None)
-    })
-    .await;
-    match ready {
-        None => return End::TimedOut { handed: false },
-        Some(Err(e)) => {
-            let e: BoxError = Box::new(NotReady(Box::new(Scrubbed::new(e))));
-            return End::Failed(FailureClass::Undelivered, e);
-        }
-        Some(Ok(())) => {}
-    }
-    let mut call = std::pin::pin!(svc.call(request));
-    let answered = poll_fn(|cx| {
-        if let Poll::Ready(r) = call.as_mut().poll(cx) {
-            return Poll::Ready(Some(r.map_err(Into::<BoxError>::into)));
-        }
-        timer.as_mut().poll(cx).map(|()| None)
-    })
-    .await;
-    match answered {
-        None => End::TimedOut { handed: true },
-        Some(Ok(r)) => End::Response(r),
-        Some(Err(e)) => {
-            let class = classify(&*e, hook.as_ref());
-            // The text of a client error may quote the URL (keys): scrubbed.
-            End::Failed(class, Box::new(Scrubbed::new(e)))
+        let mut call = std::pin::pin!(svc.call(request));
+        let answered = poll_fn(|cx| {
+            if let Poll::Ready(r) = call.as_mut().poll(cx) {
+                return Poll::Ready(Some(r.map_err(Into::<BoxError>::into)));
+            }
+            timer.as_mut().poll(cx).map(|()| None)
+        })
+        .await;
+        match answered {
+            None => End::TimedOut { handed: true },
+            Some(Ok(r)) => End::Response(r),
+            Some(Err(e)) => {
+                let class = classify(&*e, hook.as_ref());
+                // The text of a client error may quote the URL (keys): scrubbed.
+                End::Failed(class, Box::new(Scrubbed::new(e)))
+            }
         }
     }
 }

@@ -123,7 +123,7 @@ mod sleep;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use baton_core::{Engine, FailureClass, Policy, PolicyBuilder};
@@ -258,7 +258,7 @@ impl BatonBuilder {
         }
         Ok(Baton {
             shared,
-            backends: Arc::new(Mutex::new(Backends::PerEndpoint(services))),
+            backends: Backends::per_endpoint(services),
         })
     }
 }
@@ -320,7 +320,7 @@ impl<S> tower_layer::Layer<S> for BatonLayer {
     fn layer(&self, inner: S) -> Baton<S> {
         Baton {
             shared: Arc::clone(&self.shared),
-            backends: Arc::new(Mutex::new(Backends::One(inner))),
+            backends: Backends::one(inner),
         }
     }
 }
