@@ -15,6 +15,9 @@
 //! provider's instructions are in both totals alike. Without valgrind it prints the
 //! wall time per call of the second round, which is as noisy as scenario 1.
 //!
+//! `tower` and `hyper` are the same pair for baton-tower's layer in front of hyper-util's
+//! `Client` and that client used directly (scenario 1's tower row).
+//!
 //! `callcost cpu N` runs both contenders in one process, interleaved in turns of 10
 //! calls (as scenario 1 does), and prints each one's wall time and the calling thread's
 //! on-CPU time per call (from `/proc/thread-self/schedstat`: user and kernel time of the
@@ -26,11 +29,17 @@ use std::time::{Duration, Instant};
 
 use baton_core::{Endpoint, Policy};
 use testkit::{Behaviour, Provider};
+use tower::Layer as _;
 
 // Only its request id is used here.
 #[allow(dead_code)]
 #[path = "../bare.rs"]
 mod bare;
+
+type HyperClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    baton_tower::ReplayBody<http_body_util::Empty<bytes::Bytes>>,
+>;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -43,8 +52,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if who != "baton" && who != "raw" && who != "cpu" {
-        eprintln!("callcost: the contender is `baton`, `raw` or `cpu`, not {who:?}");
+    if !["baton", "raw", "cpu", "tower", "hyper"].contains(&who.as_str()) {
+        eprintln!(
+            "callcost: the contender is `baton`, `raw`, `tower`, `hyper` or `cpu`, not {who:?}"
+        );
         std::process::exit(2);
     }
     let providers = [
@@ -84,6 +95,44 @@ fn main() {
         let rb = http.get(&urls[0]).header("x-request-id", bare::REQUEST_ID);
         match rb.send().await {
             Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+            Err(_) => false,
+        }
+    };
+    // baton-tower's layer in front of hyper-util's client, and that client used directly
+    // with the same request bytes (scenario 1's tower row).
+    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    connector.set_connect_timeout(Some(Duration::from_millis(100)));
+    let hyper: HyperClient =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(connector);
+    let mut policy = Policy::builder();
+    for (i, url) in urls.iter().enumerate() {
+        policy = policy.endpoint(Endpoint::new(format!("e{i}"), url.clone()));
+    }
+    let layered = baton_tower::BatonLayer::new(policy)
+        .expect("baton-tower layer")
+        .layer(hyper.clone());
+    let hyper_uri: http::Uri = urls[0].parse().expect("provider url");
+    let tower_call = || async {
+        use http_body_util::BodyExt;
+        use tower::Service;
+        let req = http::Request::get("/")
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .expect("request");
+        match layered.clone().call(req).await {
+            Ok(r) => r.status().is_success() && r.into_body().collect().await.is_ok(),
+            Err(_) => false,
+        }
+    };
+    let hyper_call = || async {
+        use http_body_util::BodyExt;
+        let body = baton_tower::ReplayBody::from_bytes(bytes::Bytes::new());
+        let req = http::Request::get(hyper_uri.clone())
+            .header("x-request-id", bare::REQUEST_ID)
+            .body(body)
+            .expect("request");
+        match hyper.request(req).await {
+            Ok(r) => r.status().is_success() && r.into_body().collect().await.is_ok(),
             Err(_) => false,
         }
     };
@@ -128,10 +177,11 @@ fn main() {
         for round in 0..2 {
             let t = Instant::now();
             for _ in 0..n {
-                let ok = if who == "baton" {
-                    baton_call().await
-                } else {
-                    raw_call().await
+                let ok = match who.as_str() {
+                    "baton" => baton_call().await,
+                    "tower" => tower_call().await,
+                    "hyper" => hyper_call().await,
+                    _ => raw_call().await,
                 };
                 assert!(ok, "callcost: every call is answered 200");
             }
