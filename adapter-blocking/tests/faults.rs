@@ -581,29 +581,3 @@ fn server_closing_a_pooled_connection_is_ambiguous_not_undelivered() {
     );
     assert_eq!(b.request_count(), 0);
 }
-
-/// Probes the caller drives: the health request goes to the endpoint's probe path with its
-/// credentials, an unhealthy answer opens the breaker, and once the open time passed the
-/// endpoint is due and a healthy probe closes it.
-#[test]
-fn probes_move_the_breaker_like_calls() {
-    let p = testkit::probes::provider();
-    let policy = Policy::builder()
-        .endpoint(Endpoint::new("a", p.url()).header("authorization", "Bearer t"))
-        .configure(|s| {
-            s.breaker.rule = baton_blocking::baton_core::BreakerRule::Consecutive { failures: 1 };
-            s.breaker.open = Duration::from_millis(200);
-            s.probe.path = Some("/health".into());
-        });
-    let client = builder_for(policy).build().unwrap();
-    let r = client.probe("a").unwrap();
-    assert_eq!((r.healthy, r.state), (false, BreakerState::Open));
-    assert_eq!(r.status.map(|s| s.as_u16()), Some(503));
-    assert!(client.probe_due().is_empty(), "open: not due yet");
-    assert!(client.probe("a").is_err(), "open: refused");
-    std::thread::sleep(Duration::from_millis(250));
-    let due = client.probe_due();
-    assert_eq!(due.len(), 1);
-    assert_eq!((due[0].healthy, due[0].state), (true, BreakerState::Closed));
-    testkit::probes::check(&p);
-}

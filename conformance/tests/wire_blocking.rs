@@ -1,29 +1,16 @@
 //! SPEC 9 on ureq: the one TLS trust rule (a private CA, client identities, rejected
 //! certificates) against testkit's TLS front on loopback, and HTTP/2 refused at build.
 
-use std::time::Duration;
-
 use baton_blocking::{BuildError, Client, ResponseExt};
-use baton_core::{AttemptResult, Endpoint, FailureClass, HttpVersion, Policy, PolicyBuilder, Tls};
+use baton_core::{AttemptResult, Endpoint, FailureClass, HttpVersion, Policy, Tls};
 use testkit::{Behaviour, PkiFiles, Provider, TestPki, TlsFront};
+
+#[path = "common/wire.rs"]
+mod wire;
+use wire::{policy, trusting};
 
 fn pki() -> (TestPki, PkiFiles) {
     TestPki::temp("blocking-wire")
-}
-
-fn trusting(files: &PkiFiles) -> Tls {
-    Tls {
-        ca_file: Some(files.ca.clone()),
-        ..Tls::default()
-    }
-}
-
-fn policy(endpoints: &[(&str, String)]) -> PolicyBuilder {
-    let mut b = Policy::builder().attempt_timeout(Duration::from_secs(5));
-    for (id, url) in endpoints {
-        b = b.endpoint(Endpoint::new(*id, url.clone()));
-    }
-    b
 }
 
 #[test]

@@ -9,23 +9,12 @@ use baton_tokio::{Client, Error};
 use http::Version;
 use testkit::{H2Behaviour, H2Provider, PkiFiles, TestPki, TlsFront};
 
+#[path = "common/wire.rs"]
+mod wire;
+use wire::{policy, trusting, with_identity};
+
 fn pki() -> (TestPki, PkiFiles) {
     TestPki::temp("tokio-wire")
-}
-
-fn trusting(files: &PkiFiles) -> Tls {
-    Tls {
-        ca_file: Some(files.ca.clone()),
-        ..Tls::default()
-    }
-}
-
-fn with_identity(files: &PkiFiles) -> Tls {
-    Tls {
-        client_cert: Some(files.client_cert.clone()),
-        client_key: Some(files.client_key.clone()),
-        ..trusting(files)
-    }
 }
 
 /// An h2-only TLS front in front of `h2`.
@@ -35,14 +24,6 @@ fn h2_front(pki: &TestPki, h2: &H2Provider) -> TlsFront {
         None,
         Some(h2.addr()),
     )
-}
-
-fn policy(endpoints: &[(&str, String)]) -> PolicyBuilder {
-    let mut b = Policy::builder().attempt_timeout(Duration::from_secs(5));
-    for (id, url) in endpoints {
-        b = b.endpoint(Endpoint::new(*id, url.clone()));
-    }
-    b
 }
 
 fn client(b: PolicyBuilder) -> Client {

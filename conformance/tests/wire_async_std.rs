@@ -3,12 +3,14 @@
 //! one TLS trust rule (a private CA, client identities, rejected certificates), against
 //! testkit's HTTP/2 provider and TLS front on loopback; each test under both runtimes.
 
-use std::time::Duration;
-
 use baton_async_std::{Client, Error};
-use baton_core::{AttemptResult, Endpoint, FailureClass, HttpVersion, Policy, PolicyBuilder, Tls};
+use baton_core::{AttemptResult, FailureClass, HttpVersion, PolicyBuilder, Tls};
 use http::Version;
-use testkit::{H2Behaviour, H2Provider, PkiFiles, TestPki};
+use testkit::{H2Behaviour, H2Provider, TestPki};
+
+#[path = "common/wire.rs"]
+mod wire;
+use wire::{policy, trusting};
 
 macro_rules! on_both_runtimes {
     ($( $(#[$meta:meta])* async fn $name:ident() $body:block )*) => {
@@ -23,21 +25,6 @@ macro_rules! on_both_runtimes {
             $( $(#[$meta])* #[test] fn $name() { smol::block_on(async $body) } )*
         }
     };
-}
-
-fn trusting(files: &PkiFiles) -> Tls {
-    Tls {
-        ca_file: Some(files.ca.clone()),
-        ..Tls::default()
-    }
-}
-
-fn policy(endpoints: &[(&str, String)]) -> PolicyBuilder {
-    let mut b = Policy::builder().attempt_timeout(Duration::from_secs(5));
-    for (id, url) in endpoints {
-        b = b.endpoint(Endpoint::new(*id, url.clone()));
-    }
-    b
 }
 
 fn client(b: PolicyBuilder) -> Client {
