@@ -277,6 +277,17 @@ impl IdentityHeaders {
         request_id: &str,
         idempotency_key: Option<&str>,
     ) -> Result<Self, DestinationError> {
+        let key = idempotency_key.map(str::as_bytes);
+        Self::of_bytes(policy, request_id.as_bytes(), key)
+    }
+
+    /// [`IdentityHeaders::new`] from the bytes of the id and key: a call's id is kept as
+    /// bytes, and reading it back as text would check its UTF-8 again on every call.
+    pub(crate) fn of_bytes(
+        policy: &Policy,
+        request_id: &[u8],
+        idempotency_key: Option<&[u8]>,
+    ) -> Result<Self, DestinationError> {
         let request_id = shared_value(policy.request_id_header().as_str(), request_id)?;
         let idempotency_key = idempotency_key
             .map(|k| shared_value(policy.idempotency_key_header().as_str(), k))
@@ -318,14 +329,14 @@ impl AsRef<[u8]> for InlineValue {
 }
 
 /// A header value whose copies share one buffer (see [`IdentityHeaders`]).
-fn shared_value(name: &str, v: &str) -> Result<HeaderValue, DestinationError> {
+fn shared_value(name: &str, v: &[u8]) -> Result<HeaderValue, DestinationError> {
     let bytes = match u8::try_from(v.len()) {
         Ok(len) if v.len() <= INLINE_VALUE => {
             let mut buf = [0u8; INLINE_VALUE];
-            buf[..v.len()].copy_from_slice(v.as_bytes());
+            buf[..v.len()].copy_from_slice(v);
             bytes::Bytes::from_owner(InlineValue { len, buf })
         }
-        _ => bytes::Bytes::from_owner(v.as_bytes().to_vec()),
+        _ => bytes::Bytes::from_owner(v.to_vec()),
     };
     HeaderValue::from_maybe_shared(bytes).map_err(|_| DestinationError::Header(name.to_string()))
 }

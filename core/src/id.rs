@@ -118,6 +118,11 @@ impl RequestId {
         self.0.as_str()
     }
 
+    /// The id's bytes (ASCII), without checking them as text again.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
     /// An empty id, left behind when a finished call's id moves into its report.
     pub(crate) fn taken() -> Self {
         RequestId(Text::Inline {
@@ -165,6 +170,13 @@ enum Text {
 const TEXT_INLINE: usize = 30;
 
 impl Text {
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Text::Inline { len, buf } => &buf[..*len as usize],
+            Text::Shared(s) => s.as_bytes(),
+        }
+    }
+
     fn as_str(&self) -> &str {
         match self {
             // Only whole `str`s (or ASCII drawn from ALPHABET) are ever copied in.

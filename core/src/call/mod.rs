@@ -388,10 +388,10 @@ impl<'e, R> Call<'e, R> {
     /// The call's request id and idempotency key as header values, for every attempt's
     /// [`attempt_parts`](Call::attempt_parts). A driver makes them once per call.
     pub fn identity_headers(&self) -> Result<crate::IdentityHeaders, crate::DestinationError> {
-        crate::IdentityHeaders::new(
+        crate::IdentityHeaders::of_bytes(
             &self.engine.policy,
-            self.request_id().as_str(),
-            self.idempotency_key(),
+            self.request_id().as_bytes(),
+            self.idempotency_key().map(str::as_bytes),
         )
     }
 
