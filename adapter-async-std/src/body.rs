@@ -131,7 +131,6 @@ impl Body {
         Some(Body { inner })
     }
 
-    /// Splits the body into what the first attempt sends and the source of later copies.
     /// The body of a stream not yet taken by an attempt, to buffer it before the call.
     pub(crate) fn of_stream(prefix: Option<Bytes>, rest: ByteStream) -> Body {
         Body {
@@ -139,6 +138,7 @@ impl Body {
         }
     }
 
+    /// Splits the body into what the first attempt sends and the source of later copies.
     pub(crate) fn into_source(self) -> Source {
         match self.inner {
             Inner::Empty => Source::Empty,

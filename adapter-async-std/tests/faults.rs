@@ -325,6 +325,21 @@ on_both_runtimes! {
         assert_eq!(b.requests()[0].body_text(), "{\"a\":1}");
     }
 
+    async fn a_stream_that_fails_while_buffered_is_rejected_before_any_send() {
+        let a = Provider::start(Behaviour::ok());
+        let c = client(&[a.url()]);
+        let chunks = futures_lite::stream::iter(vec![
+            Ok(Bytes::from_static(b"{\"a\":")),
+            Err(std::io::Error::other("the disk went away")),
+        ]);
+        let sent = c.post("/").body(Body::stream(chunks)).buffer_body(1024).send().await;
+        let e = call_error(sent.unwrap_err());
+        assert_eq!(e.report().stop_reason, StopReason::InvalidCall);
+        assert!(!e.report().may_have_executed);
+        assert!(format!("{e:#}").contains("the body stream failed while buffering"), "{e:#}");
+        assert_eq!(a.request_count(), 0);
+    }
+
     async fn a_streamed_body_reaches_the_provider() {
         let a = Provider::start(Behaviour::ok());
         let c = client(&[a.url()]);
