@@ -13,10 +13,10 @@ use async_io::Timer;
 use baton_core::drive::{Built, CallTransport, Flight, Landed, NotBuilt, Sent};
 use baton_core::{
     apply_attempt_headers, attempt_uri, Answer, Attempt, BodyKind, Call, CallOptions,
-    DestinationError, Done, IdentityHeaders, InvalidRequest, RequestInfo,
+    DestinationError, Done, IdentityHeaders, InvalidRequest,
 };
 use http::header::{HeaderMap, HOST};
-use http::{Method, Uri};
+use http::Uri;
 
 use crate::attempt::{self, AttemptCtx, AttemptEnd, Exchange};
 use crate::body::{OutBody, Source};
@@ -29,9 +29,8 @@ use crate::Inner;
 
 /// A request ready to run.
 pub(crate) struct Prepared {
-    pub(crate) method: Method,
-    pub(crate) uri: Uri,
-    pub(crate) headers: HeaderMap,
+    /// Method, URL and headers (the version is the connection's).
+    pub(crate) head: http::request::Parts,
     pub(crate) body: Source,
     pub(crate) body_kind: BodyKind,
     /// Why the request cannot be built at all (rejected locally at the first send).
@@ -39,6 +38,12 @@ pub(crate) struct Prepared {
     /// Opt-in buffering of a streamed body up to this many bytes (SPEC 2.4), done when
     /// the call starts.
     pub(crate) buffer: Option<usize>,
+}
+
+impl AsRef<http::request::Parts> for Prepared {
+    fn as_ref(&self) -> &http::request::Parts {
+        &self.head
+    }
 }
 
 /// A response as the engine reads it: the exchange (head and connection) and its
@@ -93,14 +98,6 @@ impl CallTransport for Calls {
 
     fn now(&self) -> Instant {
         Instant::now()
-    }
-
-    fn info<'p>(&'p self, req: &'p Prepared) -> RequestInfo<'p> {
-        RequestInfo {
-            method: &req.method,
-            uri: &req.uri,
-            headers: &req.headers,
-        }
     }
 
     fn body_kind(&self, req: &Prepared) -> BodyKind {
@@ -368,7 +365,8 @@ fn build(
     a: &Attempt,
     req: &mut Prepared,
 ) -> Result<http::Request<OutBody>, NotBuilt<BoxError>> {
-    let (method, uri, headers, body) = (&req.method, &req.uri, &req.headers, &mut req.body);
+    let (head, body) = (&req.head, &mut req.body);
+    let (method, uri, headers) = (&head.method, &head.uri, &head.headers);
     let policy = inner.engine.policy();
     let rejected = |e: DestinationError| NotBuilt::Rejected(Box::new(e) as BoxError);
     let dest = attempt_uri(policy, a.endpoint, uri).map_err(rejected)?;

@@ -171,9 +171,7 @@ impl RequestBuilder {
         // call), then the call's own: a per-call sink never hides a call from the client's.
         options.events = baton_core::join_sinks(client.inner.events.clone(), options.events.take());
         let prepared = Prepared {
-            method,
-            uri,
-            headers,
+            head: baton_core::request_head(method, uri, headers, http::Version::default()),
             body_kind: body.kind(),
             body: body.into_source(),
             invalid,

@@ -110,10 +110,9 @@ impl sse::Transport for Hyper {
             .as_ref()
             .and_then(Body::try_clone)
             .unwrap_or_default();
+        let (method, uri) = (self.method.clone(), self.uri.clone());
         let prepared = Prepared {
-            method: self.method.clone(),
-            uri: self.uri.clone(),
-            headers,
+            head: baton_core::request_head(method, uri, headers, http::Version::default()),
             body_kind: body.kind(),
             body: body.into_source(),
             invalid: self.invalid.clone(),

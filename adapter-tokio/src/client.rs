@@ -688,10 +688,7 @@ impl Client {
         let (mut parts, body) = request.into_parts();
         let options = parts.extensions.remove::<CallOptions>().unwrap_or_default();
         let prepared = Prepared {
-            method: parts.method,
-            uri: parts.uri,
-            headers: parts.headers,
-            version: parts.version,
+            head: parts,
             body: Body::from_reqwest(Some(body.into())),
             buffer_limit: None,
             invalid: None,
@@ -911,10 +908,7 @@ impl RequestBuilder {
             error,
         } = self;
         let prepared = Prepared {
-            method,
-            uri,
-            headers,
-            version,
+            head: baton_core::request_head(method, uri, headers, version),
             body: Body::from_reqwest(body),
             buffer_limit,
             invalid: error,

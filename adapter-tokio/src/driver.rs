@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use baton_core::drive::{Built, CallTransport, Flight, Landed, NotBuilt, Sent};
 use baton_core::{
     Answer, Attempt, AttemptOutcome, BodyKind, Call, CallOptions, DestinationError, Done,
-    EndpointId, Engine, Hop, IdentityHeaders, Outcome, Report, RequestInfo, TimeoutPhase,
+    EndpointId, Engine, Hop, IdentityHeaders, Outcome, Report, TimeoutPhase,
 };
 use bytes::Bytes;
-use http::{HeaderMap, Method, StatusCode, Uri, Version};
+use http::{HeaderMap, StatusCode, Uri};
 
 use crate::classify::{classify, classify_dyn, FailureCause};
 use crate::error::{AttemptError, AttemptTimeout, BoxError, Error, InvalidRequest};
@@ -93,11 +93,8 @@ impl Body {
 
 /// One call's request, as the caller gave it.
 pub(crate) struct Prepared {
-    pub(crate) method: Method,
-    /// The request URL (a path, or an absolute URL).
-    pub(crate) uri: Uri,
-    pub(crate) headers: HeaderMap,
-    pub(crate) version: Version,
+    /// Method, URL (a path, or an absolute URL), headers and version.
+    pub(crate) head: http::request::Parts,
     pub(crate) body: Body,
     /// Opt-in buffering of a streaming body up to this many bytes (SPEC 2.4).
     pub(crate) buffer_limit: Option<usize>,
@@ -138,10 +135,7 @@ impl Prepared {
         }
         (
             Prepared {
-                method,
-                uri,
-                headers,
-                version,
+                head: baton_core::request_head(method, uri, headers, version),
                 body,
                 buffer_limit: None,
                 invalid,
@@ -190,6 +184,12 @@ impl Answer for Reply {
 
 /// One attempt's send under its timer.
 type Timed = Result<Result<reqwest::Response, SendError>, tokio::time::error::Elapsed>;
+
+impl AsRef<http::request::Parts> for Prepared {
+    fn as_ref(&self) -> &http::request::Parts {
+        &self.head
+    }
+}
 
 /// What the driver keeps beside each attempt in flight.
 pub(crate) struct Ticket {
@@ -264,14 +264,6 @@ impl<O: Owner> CallTransport for Calls<O> {
 
     fn now(&self) -> Instant {
         Instant::now()
-    }
-
-    fn info<'p>(&'p self, req: &'p Prepared) -> RequestInfo<'p> {
-        RequestInfo {
-            method: &req.method,
-            uri: &req.uri,
-            headers: &req.headers,
-        }
     }
 
     fn body_kind(&self, req: &Prepared) -> BodyKind {
@@ -437,7 +429,7 @@ impl<O: Owner> CallTransport for Calls<O> {
         let mut next = reqwest::Request::new(hop.method.clone(), url);
         *next.headers_mut() = headers;
         *next.body_mut() = body;
-        *next.version_mut() = req.version;
+        *next.version_mut() = req.head.version;
         Some(next)
     }
 
@@ -605,17 +597,17 @@ fn build(
         .urls
         .as_ref()
         .and_then(|u| u.get(a.endpoint).cloned().flatten());
-    let mut headers = req.headers.clone();
+    let mut headers = req.head.headers.clone();
     let rejected = |e: baton_core::DestinationError| BuildFail::Rejected(Box::new(e));
     let url = match complete {
         // Complete mode: the endpoint's URL, parsed once; the request's path is ignored,
         // but a bad scheme is still rejected.
         Some(url) => {
-            baton_core::check_scheme(&req.uri).map_err(rejected)?;
+            baton_core::check_scheme(&req.head.uri).map_err(rejected)?;
             baton_core::apply_attempt_headers(
                 shared.engine.policy(),
                 a.endpoint,
-                &req.uri,
+                &req.head.uri,
                 identity,
                 a.number,
                 &mut headers,
@@ -625,7 +617,7 @@ fn build(
         }
         None => {
             let target = call
-                .attempt_parts(a, identity, &req.uri, &mut headers)
+                .attempt_parts(a, identity, &req.head.uri, &mut headers)
                 .map_err(rejected)?;
             reqwest::Url::parse(&target.to_string())
                 .map_err(|e| BuildFail::Rejected(Box::new(e)))?
@@ -639,10 +631,10 @@ fn build(
             None => return Err(BuildFail::Replay),
         },
     };
-    let mut request = reqwest::Request::new(req.method.clone(), url);
+    let mut request = reqwest::Request::new(req.head.method.clone(), url);
     *request.headers_mut() = headers;
     *request.body_mut() = body;
-    *request.version_mut() = req.version;
+    *request.version_mut() = req.head.version;
     Ok(request)
 }
 
@@ -692,11 +684,9 @@ mod instant_transport {
             .build()
             .unwrap();
         for _ in 0..3 {
+            let (head, ()) = http::Request::get("/").body(()).unwrap().into_parts();
             let prepared = Prepared {
-                method: Method::GET,
-                uri: Uri::from_static("/"),
-                headers: HeaderMap::new(),
-                version: Version::default(),
+                head,
                 body: Body::None,
                 buffer_limit: None,
                 invalid: None,

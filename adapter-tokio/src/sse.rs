@@ -102,11 +102,9 @@ impl sse::Transport for Reqwest {
     async fn open(&mut self, c: sse::Connect) -> Opened<reqwest::Response, Error> {
         let (mut headers, mut options) = (self.headers.clone(), self.options.clone());
         c.apply(&mut headers, &mut options);
+        let (method, uri) = (self.method.clone(), self.uri.clone());
         let prepared = Prepared {
-            method: self.method.clone(),
-            uri: self.uri.clone(),
-            headers,
-            version: self.version,
+            head: baton_core::request_head(method, uri, headers, self.version),
             body: self.body.clone().map_or(Body::None, Body::Bytes),
             buffer_limit: None,
             invalid: self.invalid.clone(),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use baton_core::drive::{Built, CallTransport, Landed, NotBuilt, Sent};
 use baton_core::{
     Attempt, AttemptOutcome, BodyKind, Call, CallOptions, DestinationError, Done, Engine,
-    FailureClass, Hop, IdentityHeaders, RequestInfo, Scrubbed, TimeoutPhase,
+    FailureClass, Hop, IdentityHeaders, Scrubbed, TimeoutPhase,
 };
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, Uri};
@@ -130,6 +130,12 @@ pub(crate) struct Prepared<B> {
     body_error: Option<String>,
 }
 
+impl<B> AsRef<http::request::Parts> for Prepared<B> {
+    fn as_ref(&self) -> &http::request::Parts {
+        &self.parts
+    }
+}
+
 /// Drives one call to its end, on core's call driver.
 pub(crate) fn drive<S, B, R>(
     shared: Arc<Shared>,
@@ -198,14 +204,6 @@ where
 
     fn now(&self) -> Instant {
         self.shared.sleep.now()
-    }
-
-    fn info<'p>(&'p self, p: &'p Prepared<B>) -> RequestInfo<'p> {
-        RequestInfo {
-            method: &p.parts.method,
-            uri: &p.parts.uri,
-            headers: &p.parts.headers,
-        }
     }
 
     fn body_kind(&self, p: &Prepared<B>) -> BodyKind {

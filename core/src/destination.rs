@@ -189,6 +189,33 @@ fn leaves_base(path: &str) -> bool {
     })
 }
 
+/// A request head of `method`, `uri`, `headers` and `version`, as `http` keeps it: what an
+/// adapter keeps of a call's request for every attempt (the engine reads it as a
+/// [`RequestInfo`](crate::RequestInfo)).
+///
+/// ```
+/// let head = baton_core::request_head(
+///     http::Method::GET,
+///     http::Uri::from_static("/status"),
+///     http::HeaderMap::new(),
+///     http::Version::HTTP_11,
+/// );
+/// assert_eq!(head.uri.path(), "/status");
+/// ```
+pub fn request_head(
+    method: http::Method,
+    uri: Uri,
+    headers: HeaderMap,
+    version: http::Version,
+) -> http::request::Parts {
+    let (mut head, ()) = http::Request::new(()).into_parts();
+    head.method = method;
+    head.uri = uri;
+    head.headers = headers;
+    head.version = version;
+    head
+}
+
 /// A request builder's URL: [`request_uri`] of `text`, or `/` with why `text` is invalid
 /// (what every adapter's request builder keeps, so that the call fails before any send
 /// instead of the builder panicking).

@@ -25,13 +25,21 @@
 //! use std::time::{Duration, Instant};
 //! use baton_core::drive::{self, Built, CallTransport, Landed, NotBuilt, Sent};
 //! use baton_core::{Attempt, BodyKind, Call, CallOptions, DestinationError, Done, Endpoint,
-//!     Engine, Head, Hop, IdentityHeaders, Policy, RequestInfo};
+//!     Engine, Head, Hop, IdentityHeaders, Policy};
+//! use http::request::Parts;
 //!
 //! /// A transport whose every send is answered 200 at once.
-//! struct Instant200(Engine, http::Method, http::Uri, http::HeaderMap);
+//! struct Instant200(Engine);
+//!
+//! /// A request as this transport keeps it: its head only.
+//! struct Get(Parts);
+//!
+//! impl AsRef<Parts> for Get {
+//!     fn as_ref(&self) -> &Parts { &self.0 }
+//! }
 //!
 //! impl CallTransport for Instant200 {
-//!     type Prepared = ();
+//!     type Prepared = Get;
 //!     type Answer = Head;
 //!     type Request = usize;
 //!     type Ticket = ();
@@ -41,11 +49,8 @@
 //!     type Output = Result<(usize, u16), String>;
 //!     fn engine(&self) -> &Engine { &self.0 }
 //!     fn now(&self) -> Instant { Instant::now() }
-//!     fn info<'p>(&'p self, _: &'p ()) -> RequestInfo<'p> {
-//!         RequestInfo { method: &self.1, uri: &self.2, headers: &self.3 }
-//!     }
-//!     fn body_kind(&self, _: &()) -> BodyKind { BodyKind::Empty }
-//!     fn build(&self, _: &mut (), _: &Call<'_, Head>,
+//!     fn body_kind(&self, _: &Get) -> BodyKind { BodyKind::Empty }
+//!     fn build(&self, _: &mut Get, _: &Call<'_, Head>,
 //!         _: &Result<IdentityHeaders, DestinationError>, a: &Attempt)
 //!         -> Result<Built<usize, ()>, NotBuilt<String>> {
 //!         Ok(Built { request: a.endpoint, spare: None, ticket: () })
@@ -56,11 +61,11 @@
 //!     fn land(&self, ended: Head, _: &Sent<()>) -> Landed<Head, String> {
 //!         Landed::Response(ended)
 //!     }
-//!     fn hop(&self, _: &mut (), _: &Sent<()>, _: &Hop, _: http::HeaderMap) -> Option<usize> {
+//!     fn hop(&self, _: &mut Get, _: &Sent<()>, _: &Hop, _: http::HeaderMap) -> Option<usize> {
 //!         None // this transport follows no redirect: a 3xx is the answer
 //!     }
 //!     fn timer(&self, _: Instant) -> Self::Timer { std::future::pending() }
-//!     fn finish(&self, _: (), done: Done<Head>, _: Option<(u32, String)>, _: Option<Instant>)
+//!     fn finish(&self, _: Get, done: Done<Head>, _: Option<(u32, String)>, _: Option<Instant>)
 //!         -> Self::Output {
 //!         match done.into_result() {
 //!             Ok((head, report)) => Ok((report.attempts.len(), head.status.as_u16())),
@@ -70,8 +75,9 @@
 //! }
 //!
 //! let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
-//! let t = Instant200(Engine::new(policy), http::Method::GET, "/".parse().unwrap(), http::HeaderMap::new());
-//! let mut call = std::pin::pin!(drive::drive(t, (), CallOptions::default()));
+//! let (get, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+//! let t = Instant200(Engine::new(policy));
+//! let mut call = std::pin::pin!(drive::drive(t, Get(get), CallOptions::default()));
 //! let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
 //! assert_eq!(call.as_mut().poll(&mut cx), std::task::Poll::Ready(Ok((1, 200))));
 //! ```
@@ -143,8 +149,9 @@ pub struct Sent<K> {
 /// its timer, and what a call ends as. Everything here is the adapter's client; every
 /// decision is the [`Call`]'s.
 pub trait CallTransport {
-    /// The caller's request, as the adapter keeps it for the whole call.
-    type Prepared;
+    /// The caller's request, as the adapter keeps it for the whole call: its head (method,
+    /// URL, headers) is what the engine reads of it.
+    type Prepared: AsRef<http::request::Parts>;
     /// A response as the engine reads it.
     type Answer: Answer;
     /// The request of one hop of an attempt.
@@ -164,8 +171,6 @@ pub trait CallTransport {
     fn engine(&self) -> &Engine;
     /// The time now, on the clock the timers use (core reads no clock of its own).
     fn now(&self) -> Instant;
-    /// The caller's method, URL and headers.
-    fn info<'p>(&'p self, prepared: &'p Self::Prepared) -> RequestInfo<'p>;
     /// The kind of the request's body.
     fn body_kind(&self, prepared: &Self::Prepared) -> BodyKind;
     /// The body kind a redirect's rules see (by default the request's).
@@ -245,7 +250,7 @@ pub trait CallTransport {
         answer: &Self::Answer,
     ) -> Option<Uri> {
         let _ = answer;
-        let uri = self.info(prepared).uri;
+        let uri = &prepared.as_ref().uri;
         crate::attempt_uri(self.engine().policy(), endpoint, uri).ok()
     }
     /// The request of redirect hop `hop` of attempt `sent`, with its `headers` already
@@ -287,8 +292,13 @@ pub fn drive<T: CallTransport>(
         let over_limit = t.prepare(&mut prepared).await;
         let kind = t.body_kind(&prepared);
         // Dropping the driver's future drops the call, which cancels it (SPEC 2.5).
-        let mut call: Call<'_, T::Answer> =
-            Call::new(t.engine(), &t.info(&prepared), kind, options, t.now());
+        let mut call: Call<'_, T::Answer> = Call::new(
+            t.engine(),
+            &prepared.as_ref().into(),
+            kind,
+            options,
+            t.now(),
+        );
         if let Some(limit) = over_limit {
             call.handle(Input::BodyNotBuffered { limit }, t.now());
         }
@@ -528,7 +538,7 @@ impl<'a, T: CallTransport, F: Future<Output = T::Ended>> Driver<'a, '_, T, F> {
             Some(state) => state,
             None => {
                 let first = t.first_uri(prepared, f.sent.endpoint, response)?;
-                let info = t.info(prepared);
+                let info = RequestInfo::from(prepared.as_ref());
                 let kind = t.redirect_body_kind(prepared);
                 let (endpoint, number) = (f.sent.endpoint, f.sent.number);
                 let state = Redirects::new(policy, endpoint, number, kind, &first, info.method);
@@ -536,7 +546,7 @@ impl<'a, T: CallTransport, F: Future<Output = T::Ended>> Driver<'a, '_, T, F> {
             }
         };
         let hop = state.next(response.status(), response.headers())?;
-        let info = t.info(prepared);
+        let info = RequestInfo::from(prepared.as_ref());
         let request = match state.hop_headers(policy, &hop, info.uri, identity, info.headers) {
             Ok(headers) => t.hop(prepared, &f.sent, &hop, headers),
             Err(_) => None,

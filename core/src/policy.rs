@@ -988,6 +988,23 @@ pub struct RequestInfo<'a> {
     pub headers: &'a HeaderMap,
 }
 
+/// What the engine reads of a request head as `http` keeps it.
+///
+/// ```
+/// use baton_core::RequestInfo;
+/// let (head, ()) = http::Request::post("/v1/charges").body(()).unwrap().into_parts();
+/// assert_eq!(RequestInfo::from(&head).method, http::Method::POST);
+/// ```
+impl<'a> From<&'a http::request::Parts> for RequestInfo<'a> {
+    fn from(head: &'a http::request::Parts) -> Self {
+        RequestInfo {
+            method: &head.method,
+            uri: &head.uri,
+            headers: &head.headers,
+        }
+    }
+}
+
 /// What the optional response classifier sees (SPEC 2.3).
 ///
 /// ```
