@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::served::{lock, Served};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const DATA: u8 = 0x0;
@@ -451,17 +451,41 @@ impl<'a> Conn<'a> {
                 self.go_away(last, NO_ERROR)?;
             }
             if self.going_away && self.streams.is_empty() {
-                let _ = self.sock.shutdown(Shutdown::Both);
+                self.close();
                 return Ok(());
             }
             let Some(frame) = self.next_frame()? else {
                 continue;
             };
             if let Step::Close = self.on_frame(frame)? {
-                let _ = self.sock.shutdown(Shutdown::Both);
+                self.close();
                 return Ok(());
             }
         }
+    }
+
+    /// Closes the connection as a server does after its `GOAWAY`: the write side first,
+    /// then what the client still sends (a body's `DATA` already on its way) is read and
+    /// dropped until it closes too, for at most a second. Closing with unread bytes would
+    /// make the kernel answer with a reset, which can discard the `GOAWAY` before the
+    /// client reads it: the client would then see a reset, not the proof the frame gives.
+    fn close(&mut self) {
+        let _ = self.sock.shutdown(Shutdown::Write);
+        let until = Instant::now() + Duration::from_secs(1);
+        let mut chunk = [0u8; 16 * 1024];
+        while Instant::now() < until && !self.shared.served.stopping() {
+            match self.sock.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        let _ = self.sock.shutdown(Shutdown::Both);
     }
 
     /// Reads until `n` bytes are buffered; a read timeout only re-checks the flags.
