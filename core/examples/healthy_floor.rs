@@ -101,7 +101,8 @@ fn floor_call(f: &Floor) -> bool {
             classified_success: true,
         },
     };
-    black_box(Done::Answer { response, report });
+    let result = Done::Answer { response, report };
+    black_box(&result);
     started && recorded
 }
 
