@@ -13,23 +13,7 @@ use baton_core::{
     StopReason, TimeoutPhase,
 };
 use bytes::Bytes;
-use testkit::{Behaviour, Provider};
-
-/// Runs each test body under both runtimes.
-macro_rules! on_both_runtimes {
-    ($( $(#[$meta:meta])* async fn $name:ident() $body:block )*) => {
-        mod on_async_std {
-            #[allow(unused_imports)]
-            use super::*;
-            $( $(#[$meta])* #[test] fn $name() { async_std::task::block_on(async $body) } )*
-        }
-        mod on_smol {
-            #[allow(unused_imports)]
-            use super::*;
-            $( $(#[$meta])* #[test] fn $name() { smol::block_on(async $body) } )*
-        }
-    };
-}
+use testkit::{on_both_runtimes, Behaviour, Provider};
 
 /// Short timeouts everywhere (tests must be fast), endpoints named a, b, c ...
 fn client(urls: &[String]) -> Client {

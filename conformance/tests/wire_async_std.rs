@@ -6,26 +6,11 @@
 use baton_async_std::{Client, Error};
 use baton_core::{AttemptResult, FailureClass, HttpVersion, PolicyBuilder, Tls};
 use http::Version;
-use testkit::{H2Behaviour, H2Provider, TestPki};
+use testkit::{on_both_runtimes, H2Behaviour, H2Provider, TestPki};
 
 #[path = "common/wire.rs"]
 mod wire;
 use wire::{policy, trusting};
-
-macro_rules! on_both_runtimes {
-    ($( $(#[$meta:meta])* async fn $name:ident() $body:block )*) => {
-        mod on_async_std {
-            #[allow(unused_imports)]
-            use super::*;
-            $( $(#[$meta])* #[test] fn $name() { async_std::task::block_on(async $body) } )*
-        }
-        mod on_smol {
-            #[allow(unused_imports)]
-            use super::*;
-            $( $(#[$meta])* #[test] fn $name() { smol::block_on(async $body) } )*
-        }
-    };
-}
 
 fn client(b: PolicyBuilder) -> Client {
     Client::builder(b).build().unwrap()

@@ -319,3 +319,24 @@ pub mod probes {
             .any(|(k, v)| k == "authorization" && v == "Bearer t")));
     }
 }
+
+/// Runs each test body twice: once under async-std's executor and once under smol's, as
+/// `#[test]` functions of the same name in the modules `on_async_std` and `on_smol`. For
+/// the tests of baton-async-std, which serves both runtimes; the calling crate depends on
+/// `async-std` and `smol` (testkit does not). The bodies are written as `async fn name()
+/// { ... }` items inside the macro; attributes such as `#[ignore]` carry over to both.
+#[macro_export]
+macro_rules! on_both_runtimes {
+    ($( $(#[$meta:meta])* async fn $name:ident() $body:block )*) => {
+        mod on_async_std {
+            #[allow(unused_imports)]
+            use super::*;
+            $( $(#[$meta])* #[test] fn $name() { async_std::task::block_on(async $body) } )*
+        }
+        mod on_smol {
+            #[allow(unused_imports)]
+            use super::*;
+            $( $(#[$meta])* #[test] fn $name() { smol::block_on(async $body) } )*
+        }
+    };
+}
