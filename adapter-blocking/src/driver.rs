@@ -427,6 +427,80 @@ fn send_plain(
     }
 }
 
+/// What one attempt's request asks of ureq: baton's request settings (no redirects, 4xx
+/// and 5xx as responses, the environment's proxy) and the attempt's timeouts.
+struct AttemptConfig {
+    tunnel: Option<ureq::Proxy>,
+    /// The policy's body timeout, and the agent's own if shorter (ureq's body timer
+    /// starts when the body is read, right after the headers); none for an event stream.
+    recv_body: Option<std::time::Duration>,
+    /// The call's deadline as the global budget, so reading the body is held to it too
+    /// (SPEC 2.6). Every phase budget ends by the deadline already.
+    global: Option<std::time::Duration>,
+    connect: std::time::Duration,
+    timeout: std::time::Duration,
+}
+
+impl AttemptConfig {
+    fn of(
+        inner: &Inner,
+        agent: &ureq::Agent,
+        attempt: &Attempt,
+        deadline: Option<Instant>,
+        tunnel: Option<ureq::Proxy>,
+    ) -> Self {
+        let own = agent.config().timeouts().recv_body;
+        let recv_body = match (own, inner.engine.policy().settings().body_timeout) {
+            _ if classify::is_endless_body() => None,
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        AttemptConfig {
+            tunnel,
+            recv_body,
+            global: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            connect: attempt.connect_timeout,
+            timeout: attempt.timeout,
+        }
+    }
+
+    /// Whether the agent's own configuration is this attempt's (see
+    /// `with_request_settings` in the crate root, which builds agents that way).
+    fn is_agents(&self, config: &ureq::config::Config) -> bool {
+        let t = config.timeouts();
+        let (connect, timeout) = (Some(self.connect), Some(self.timeout));
+        self.tunnel.is_none()
+            && config.proxy().is_none()
+            && !config.http_status_as_error()
+            && config.max_redirects() == 0
+            && (t.global, t.per_call, t.recv_body) == (self.global, None, self.recv_body)
+            && (t.resolve, t.connect) == (connect, connect)
+            && (t.send_request, t.send_body, t.recv_response) == (timeout, timeout, timeout)
+    }
+
+    /// `request` with this configuration, for the agent's run.
+    fn configure<B: AsSendBody>(self, agent: &ureq::Agent, request: Request<B>) -> Request<B> {
+        agent
+            .configure_request(request)
+            .timeout_recv_body(self.recv_body)
+            .proxy(self.tunnel)
+            // 4xx and 5xx are responses: the engine decides what they mean.
+            .http_status_as_error(false)
+            // Redirects are the engine's decision (SPEC 3): ureq follows none.
+            .max_redirects(0)
+            // Per-phase budgets for the attempt (the phase is learned by watching the
+            // connection), and the deadline's global one.
+            .timeout_global(self.global)
+            .timeout_per_call(None)
+            .timeout_resolve(Some(self.connect))
+            .timeout_connect(Some(self.connect))
+            .timeout_send_request(Some(self.timeout))
+            .timeout_send_body(Some(self.timeout))
+            .timeout_recv_response(Some(self.timeout))
+            .build()
+    }
+}
+
 /// How `request` goes out under the environment's proxies (SPEC 3), for calls and probes
 /// alike: https through ureq's CONNECT tunnel; http forwarded in absolute form (the
 /// connection goes to the proxy, see `classify`), with the proxy's credentials added to
@@ -470,40 +544,16 @@ fn exec<B: AsSendBody>(
             )
         }
     };
-    // The policy's body timeout, and the agent's own if shorter (ureq's body timer starts
-    // when the body is read, right after the headers).
-    let recv_body = match (
-        inner
-            .agent(attempt.endpoint, request.uri())
-            .config()
-            .timeouts()
-            .recv_body,
-        inner.engine.policy().settings().body_timeout,
-    ) {
-        _ if classify::is_endless_body() => None,
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
     let agent = inner.agent(attempt.endpoint, request.uri());
-    let request = agent
-        .configure_request(request)
-        .timeout_recv_body(recv_body)
-        .proxy(tunnel)
-        // 4xx and 5xx are responses: the engine decides what they mean.
-        .http_status_as_error(false)
-        // Redirects are the engine's decision (SPEC 3): ureq follows none.
-        .max_redirects(0)
-        // Per-phase budgets for the attempt (the phase is learned by watching the
-        // connection); the call's deadline as the global budget, so reading the body is
-        // held to it too (SPEC 2.6). Every phase budget ends by the deadline already.
-        .timeout_global(deadline.map(|d| d.saturating_duration_since(Instant::now())))
-        .timeout_per_call(None)
-        .timeout_resolve(Some(attempt.connect_timeout))
-        .timeout_connect(Some(attempt.connect_timeout))
-        .timeout_send_request(Some(attempt.timeout))
-        .timeout_send_body(Some(attempt.timeout))
-        .timeout_recv_response(Some(attempt.timeout))
-        .build();
+    let wanted = AttemptConfig::of(inner, agent, attempt, deadline, tunnel);
+    // ureq copies the agent's whole configuration into a request that changes any of it
+    // (about 1,000 instructions a call, measured with callgrind on `callcost blocking`):
+    // an attempt with the policy's own timeouts, which the agent was built with, runs
+    // with the agent's configuration as it is.
+    let request = match wanted.is_agents(agent.config()) {
+        true => request,
+        false => wanted.configure(agent, request),
+    };
     classify::begin(
         Instant::now(),
         attempt.connect_timeout,
@@ -524,5 +574,56 @@ fn exec<B: AsSendBody>(
             ),
         },
         Err(e) => Sent::Failed(classify(&e, phase, fresh), Some(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::AttemptConfig;
+
+    /// The attempt of a call under the policy's own timeouts, as `AttemptConfig::of`
+    /// makes it for a client's agent.
+    fn policy_attempt(s: &baton_core::Settings) -> AttemptConfig {
+        AttemptConfig {
+            tunnel: None,
+            recv_body: s.body_timeout,
+            global: None,
+            connect: s.connect_timeout.min(s.attempt_timeout),
+            timeout: s.attempt_timeout,
+        }
+    }
+
+    #[test]
+    fn an_attempt_under_the_policys_timeouts_runs_with_the_agents_configuration() {
+        let s = baton_core::Settings {
+            body_timeout: Some(Duration::from_secs(7)),
+            ..baton_core::Settings::default()
+        };
+        let built = crate::with_request_settings(ureq::config::Config::builder(), &s).build();
+        assert!(policy_attempt(&s).is_agents(&built));
+        // ureq's own defaults follow redirects, fail on 4xx/5xx and read the
+        // environment's proxy: such an agent's requests are always configured.
+        let stock = ureq::config::Config::builder().build();
+        assert!(!policy_attempt(&s).is_agents(&stock));
+    }
+
+    #[test]
+    fn an_attempt_asking_anything_else_is_configured_for_itself() {
+        let s = baton_core::Settings::default();
+        let built = crate::with_request_settings(ureq::config::Config::builder(), &s).build();
+        let changes: [fn(&mut AttemptConfig); 5] = [
+            |a| a.timeout = Duration::from_millis(1500),
+            |a| a.connect = Duration::from_millis(1),
+            |a| a.global = Some(Duration::from_secs(1)),
+            |a| a.recv_body = Some(Duration::from_millis(1)),
+            |a| a.tunnel = Some(ureq::Proxy::new("http://127.0.0.1:3128").unwrap()),
+        ];
+        for change in changes {
+            let mut a = policy_attempt(&s);
+            change(&mut a);
+            assert!(!a.is_agents(&built));
+        }
     }
 }

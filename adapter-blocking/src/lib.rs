@@ -572,7 +572,7 @@ fn agent_configs(
         if let Some(k) = files.iter().position(|f| f == t.files()) {
             return Ok(k);
         }
-        let mut b = Config::builder();
+        let mut b = with_request_settings(Config::builder(), policy.settings());
         if let Some(f) = configure {
             b = f(b);
         }
@@ -590,6 +590,31 @@ fn agent_configs(
         agent_of.push(AgentOf { own, elsewhere });
     }
     Ok((configs, agent_of))
+}
+
+/// baton's settings for every request, and the policy's timeouts, as an agent's own
+/// (before the caller's `configure_ureq`): an attempt that asks nothing else then runs with
+/// the agent's configuration as it is, where a request that changes any setting gets a
+/// copy of the whole configuration. What each attempt asks is in the driver's
+/// `AttemptConfig`; the request's own settings still decide whenever they differ.
+fn with_request_settings(
+    b: ConfigBuilder<AgentScope>,
+    settings: &baton_core::Settings,
+) -> ConfigBuilder<AgentScope> {
+    let attempt = Some(settings.attempt_timeout);
+    let connect = Some(settings.connect_timeout.min(settings.attempt_timeout));
+    b.http_status_as_error(false)
+        .max_redirects(0)
+        // The environment's proxies are core's to decide (SPEC 3), per request.
+        .proxy(None)
+        .timeout_global(None)
+        .timeout_per_call(None)
+        .timeout_resolve(connect)
+        .timeout_connect(connect)
+        .timeout_send_request(attempt)
+        .timeout_send_body(attempt)
+        .timeout_recv_response(attempt)
+        .timeout_recv_body(settings.body_timeout)
 }
 
 #[cfg(feature = "tracing")]

@@ -16,7 +16,9 @@
 //! wall time per call of the second round, which is as noisy as scenario 1.
 //!
 //! `tower` and `hyper` are the same pair for baton-tower's layer in front of hyper-util's
-//! `Client` and that client used directly (scenario 1's tower row).
+//! `Client` and that client used directly (scenario 1's tower row); `blocking` and `ureq`
+//! for baton-blocking and a stock `ureq::Agent` with the policy's timeouts (scenario 1's
+//! blocking row; no runtime).
 //!
 //! `callcost cpu N` runs both contenders in one process, interleaved in turns of 10
 //! calls (as scenario 1 does), and prints each one's wall time and the calling thread's
@@ -52,9 +54,11 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if !["baton", "raw", "cpu", "tower", "hyper"].contains(&who.as_str()) {
+    let contenders = ["baton", "raw", "cpu", "tower", "hyper", "blocking", "ureq"];
+    if !contenders.contains(&who.as_str()) {
         eprintln!(
-            "callcost: the contender is `baton`, `raw`, `tower`, `hyper` or `cpu`, not {who:?}"
+            "callcost: the contender is `baton`, `raw`, `tower`, `hyper`, `blocking`, `ureq` \
+             or `cpu`, not {who:?}"
         );
         std::process::exit(2);
     }
@@ -69,6 +73,10 @@ fn main() {
             format!("{}/", p.url())
         })
         .collect();
+    if who == "blocking" || who == "ureq" {
+        blocking(&who, &urls, n);
+        return;
+    }
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_millis(100))
         .build()
@@ -191,6 +199,46 @@ fn main() {
             }
         }
     });
+}
+
+/// The blocking pair: baton-blocking, or a stock ureq Agent with the policy's timeouts
+/// sending the same request bytes (as scenario 1's blocking row).
+fn blocking(who: &str, urls: &[String], n: usize) {
+    let d = baton_core::Settings::default();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_connect(Some(d.connect_timeout))
+        .timeout_recv_response(Some(d.attempt_timeout))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut policy = Policy::builder();
+    for (i, url) in urls.iter().enumerate() {
+        policy = policy.endpoint(Endpoint::new(format!("e{i}"), url.clone()));
+    }
+    let client = baton_blocking::Client::new(policy).expect("baton-blocking client");
+    let read_all = |body: ureq::Body| {
+        let mut body = body;
+        body.read_to_vec().is_ok()
+    };
+    for round in 0..2 {
+        let t = Instant::now();
+        for _ in 0..n {
+            let answered =
+                |r: http::Response<ureq::Body>| r.status().is_success() && read_all(r.into_body());
+            let ok = match who {
+                "blocking" => client.get("/").call().is_ok_and(answered),
+                _ => (agent.get(&urls[0]))
+                    .header("x-request-id", bare::REQUEST_ID)
+                    .call()
+                    .is_ok_and(answered),
+            };
+            assert!(ok, "callcost: every call is answered 200");
+        }
+        if round == 1 {
+            let per = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+            println!("{who}: {n} calls, {per:.1} µs per call");
+        }
+    }
 }
 
 /// Seconds the calling thread has been on a CPU (user and kernel), from the first field of
