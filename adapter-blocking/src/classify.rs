@@ -85,7 +85,9 @@ const DISARMED: Slot = Slot {
 };
 
 thread_local! {
-    static SLOT: Cell<Slot> = const { Cell::new(DISARMED) };
+    /// In a `RefCell`, changed in place: a `Cell` copied the whole slot out and back on
+    /// every look (several times an attempt).
+    static SLOT: std::cell::RefCell<Slot> = const { std::cell::RefCell::new(DISARMED) };
     /// While an event stream reads its body on this thread: when the read must give up.
     static IDLE: Cell<Option<Instant>> = const { Cell::new(None) };
     /// While an event stream's connection call runs on this thread: its body gets no
@@ -114,13 +116,9 @@ fn forwarding() -> Option<Forward> {
     FORWARD.with(|f| f.borrow().clone())
 }
 
+/// Runs `f` on this thread's slot. `f` never reaches the slot again itself.
 fn with_slot<R>(f: impl FnOnce(&mut Slot) -> R) -> R {
-    SLOT.with(|c| {
-        let mut s = c.get();
-        let r = f(&mut s);
-        c.set(s);
-        r
-    })
+    SLOT.with(|c| f(&mut c.borrow_mut()))
 }
 
 fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
