@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_io::Timer;
 use baton_core::drive::{Built, CallTransport, Flight, Landed, NotBuilt, Sent};
@@ -141,10 +141,10 @@ impl CallTransport for Calls {
     fn build(
         &self,
         req: &mut Prepared,
-        _: &Call<'_, Kept>,
+        call: &Call<'_, Kept>,
         identity: &Result<IdentityHeaders, DestinationError>,
         a: &Attempt,
-    ) -> Result<Built<Outgoing, std::time::Duration>, NotBuilt<TransportError>> {
+    ) -> Result<Built<Outgoing, Duration>, NotBuilt<TransportError>> {
         let inner = &*self.0;
         let built = match (&req.invalid, identity) {
             (Some(why), _) => Err(NotBuilt::Rejected(Box::new(why.clone()) as BoxError)),
@@ -160,6 +160,11 @@ impl CallTransport for Calls {
             Err(NotBuilt::Rejected(e)) => return Err(NotBuilt::Rejected(why(e))),
             Err(NotBuilt::Replay(e)) => return Err(NotBuilt::Replay(e.map(why))),
         };
+        // The attempt's timers end by the call's deadline as an instant (the engine
+        // clipped them from the time of its last input): they fire with the driver's
+        // deadline wait, so a connect the deadline cuts reports its phase (SPEC 2.6).
+        let start = Instant::now();
+        let left = (call.deadline()).map_or(Duration::MAX, |d| d.saturating_duration_since(start));
         let ctx = AttemptCtx {
             pool: inner.pool.clone(),
             tls: inner.wires[a.endpoint].tls.clone(),
@@ -169,9 +174,9 @@ impl CallTransport for Calls {
             endpoint_id: inner.ids[a.endpoint].clone(),
             version: inner.wires[a.endpoint].version,
             number: a.number,
-            start: Instant::now(),
-            connect_timeout: a.connect_timeout,
-            timeout: a.timeout,
+            start,
+            connect_timeout: a.connect_timeout.min(left),
+            timeout: a.timeout.min(left),
         };
         // Only an endpoint with a credential pays for the copy.
         let spare = (inner.engine.credential(a.endpoint))

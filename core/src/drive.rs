@@ -362,7 +362,13 @@ impl<'a, T: CallTransport, F: Future<Output = T::Ended>> Driver<'a, '_, T, F> {
     fn send(&mut self, prepared: &mut T::Prepared, call: &mut Call<'_, T::Answer>, a: &Attempt) {
         let input = match self.t.build(prepared, call, &self.identity, a) {
             Ok(built) => {
+                // Clipped to the call's deadline as an instant, not only as a duration
+                // (the engine clipped it from the time of its last input): the attempt's
+                // timer then ends with the driver's deadline wait, not a hair after it,
+                // and an attempt the deadline cuts in its connect reports that phase
+                // rather than losing the proof to the deadline's wake (SPEC 2.6).
                 let at = self.t.now() + a.timeout;
+                let at = call.deadline().map_or(at, |d| at.min(d));
                 let fut = self.start(a.endpoint, built.request, built.spare, at, true);
                 let sent = Sent {
                     number: a.number,

@@ -1,0 +1,122 @@
+//! The async call driver's attempt timer and the call's deadline (SPEC 2.6): the timer of
+//! an attempt the deadline clips ends at the deadline itself, never after the driver's
+//! own deadline wait, however long after the engine's last input the attempt is sent.
+
+use std::future::{ready, Future};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use baton_core::drive::{self, Built, CallTransport, Landed, NotBuilt, Sent};
+use baton_core::{
+    Attempt, BodyKind, Call, CallOptions, DestinationError, Done, Endpoint, Engine, Head, Hop,
+    IdentityHeaders, Policy,
+};
+use http::request::Parts;
+
+/// A transport on a clock that moves 3 ms each time it is read, answering 200 at once and
+/// keeping the end of every attempt timer the driver asked for.
+struct SlowClock {
+    engine: Engine,
+    clock: Mutex<Instant>,
+    timers: Mutex<Vec<Instant>>,
+}
+
+struct Get(Parts);
+
+impl AsRef<Parts> for Get {
+    fn as_ref(&self) -> &Parts {
+        &self.0
+    }
+}
+
+impl CallTransport for &SlowClock {
+    type Prepared = Get;
+    type Answer = Head;
+    type Request = ();
+    type Ticket = ();
+    type Ended = Head;
+    type Error = String;
+    type Timer = std::future::Pending<()>;
+    type Output = Done<Head>;
+
+    fn engine(&self) -> &Engine {
+        &self.engine
+    }
+    fn now(&self) -> Instant {
+        let mut clock = self.clock.lock().unwrap();
+        *clock += Duration::from_millis(3);
+        *clock
+    }
+    fn body_kind(&self, _: &Get) -> BodyKind {
+        BodyKind::Empty
+    }
+    fn build(
+        &self,
+        _: &mut Get,
+        _: &Call<'_, Head>,
+        _: &Result<IdentityHeaders, DestinationError>,
+        _: &Attempt,
+    ) -> Result<Built<(), ()>, NotBuilt<String>> {
+        Ok(Built {
+            request: (),
+            spare: None,
+            ticket: (),
+        })
+    }
+    fn send(&self, _: usize, _: (), at: Instant) -> impl Future<Output = Head> + Send {
+        self.timers.lock().unwrap().push(at);
+        ready(Head::new(http::StatusCode::OK))
+    }
+    fn land(&self, ended: Head, _: &Sent<()>) -> Landed<Head, String> {
+        Landed::Response(ended)
+    }
+    fn hop(&self, _: &mut Get, _: &Sent<()>, _: &Hop, _: http::HeaderMap) -> Option<()> {
+        None
+    }
+    fn timer(&self, _: Instant) -> Self::Timer {
+        std::future::pending()
+    }
+    fn finish(
+        &self,
+        _: Get,
+        done: Done<Head>,
+        _: Option<(u32, String)>,
+        _: Option<Instant>,
+    ) -> Done<Head> {
+        done
+    }
+}
+
+#[test]
+fn an_attempt_timer_the_deadline_clips_ends_at_the_deadline() {
+    let policy = Policy::builder()
+        .endpoint(Endpoint::new("a", "http://a.example/"))
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let t = SlowClock {
+        engine: Engine::new(policy),
+        clock: Mutex::new(t0),
+        timers: Mutex::new(Vec::new()),
+    };
+    let (get, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+    let options = CallOptions {
+        deadline: Some(Duration::from_millis(100)),
+        ..CallOptions::default()
+    };
+    let mut call = std::pin::pin!(drive::drive(&t, Get(get), options));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let std::task::Poll::Ready(done) = call.as_mut().poll(&mut cx) else {
+        panic!("the call answers at once");
+    };
+    assert!(matches!(done, Done::Answer { .. }));
+    let timers = t.timers.lock().unwrap().clone();
+    assert_eq!(timers.len(), 1);
+    // The call started at the clock's first reading; later readings moved on before the
+    // send, so the engine's clipped timeout, counted from the send, would end past it.
+    let deadline = t0 + Duration::from_millis(3) + Duration::from_millis(100);
+    assert_eq!(
+        timers[0], deadline,
+        "the attempt timer ends at the deadline"
+    );
+}
