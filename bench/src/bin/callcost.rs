@@ -18,8 +18,7 @@
 //! `tower` and `hyper` are the same pair for baton-tower's layer in front of hyper-util's
 //! `Client` and that client used directly (scenario 1's tower row); `blocking` and `ureq`
 //! for baton-blocking and a stock `ureq::Agent` with the policy's timeouts (scenario 1's
-//! blocking row; no runtime); `async-std` and `bare` for baton-async-std and a bare hyper
-//! connection polled in the calling task, both on smol's executor (scenario 1's smol row).
+//! blocking row; no runtime).
 //!
 //! `callcost cpu N` runs both contenders in one process, interleaved in turns of 10
 //! calls (as scenario 1 does), and prints each one's wall time and the calling thread's
@@ -34,6 +33,8 @@ use baton_core::{Endpoint, Policy};
 use testkit::{Behaviour, Provider};
 use tower::Layer as _;
 
+// Only its request id is used here.
+#[allow(dead_code)]
 #[path = "../bare.rs"]
 mod bare;
 
@@ -84,10 +85,6 @@ fn main() {
         .collect();
     if who == "blocking" || who == "ureq" {
         blocking(&who, &urls, n);
-        return;
-    }
-    if who == "async-std" || who == "bare" {
-        smol::block_on(on_smol(&who, &providers[0], &urls, n));
         return;
     }
     let http = reqwest::Client::builder()
@@ -244,34 +241,6 @@ fn blocking(who: &str, urls: &[String], n: usize) {
                     .header("x-request-id", bare::REQUEST_ID)
                     .call()
                     .is_ok_and(answered),
-            };
-            assert!(ok, "callcost: every call is answered 200");
-        }
-        if round == 1 {
-            let per = t.elapsed().as_secs_f64() * 1e6 / n as f64;
-            println!("{who}: {n} calls, {per:.1} µs per call");
-        }
-    }
-}
-
-/// The smol pair: baton-async-std, or a bare hyper connection sending the same request
-/// bytes, polled in the calling task (as scenario 1's smol row).
-async fn on_smol(who: &str, provider: &Provider, urls: &[String], n: usize) {
-    let mut policy = Policy::builder();
-    for (i, url) in urls.iter().enumerate() {
-        policy = policy.endpoint(Endpoint::new(format!("e{i}"), url.clone()));
-    }
-    let client = baton_async_std::Client::new(policy).expect("baton-async-std client");
-    let mut conn = bare::Bare::connect(provider.addr()).await;
-    for round in 0..2 {
-        let t = Instant::now();
-        for _ in 0..n {
-            let ok = match who {
-                "async-std" => match client.get("/").send().await {
-                    Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
-                    Err(_) => false,
-                },
-                _ => conn.call(true).await,
             };
             assert!(ok, "callcost: every call is answered 200");
         }
