@@ -1,6 +1,7 @@
 //! A bare hyper 1.x HTTP/1.1 connection over async-io (bridged by smol-hyper), its
 //! connection future polled in the calling task: the raw client the async-std and smol
-//! rows measure baton-async-std against (shared by the `bench` and `allocs` binaries).
+//! rows measure baton-async-std against, and the blocking rows' stock ureq agent (shared
+//! by the `bench`, `allocs` and `callcost` binaries).
 
 use std::future::Future;
 use std::net::{SocketAddr, TcpStream};
@@ -13,6 +14,18 @@ use smol_hyper::rt::FuturesIo;
 
 /// The request id the raw clients send: 26 characters, as baton's generated ones.
 pub const REQUEST_ID: &str = "01JD6Y8Z3W4X5V6T7S8R9Q0P1N";
+
+/// The raw client of the blocking rows: a stock ureq Agent with the policy's default
+/// connect and attempt timeouts, answering 4xx and 5xx as responses.
+pub fn stock_ureq() -> ureq::Agent {
+    let d = baton_core::Settings::default();
+    ureq::Agent::config_builder()
+        .timeout_connect(Some(d.connect_timeout))
+        .timeout_recv_response(Some(d.attempt_timeout))
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
 
 type Conn = hyper::client::conn::http1::Connection<FuturesIo<Async<TcpStream>>, Empty<Bytes>>;
 

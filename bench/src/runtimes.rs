@@ -27,13 +27,7 @@ fn read_all(body: ureq::Body) -> bool {
 pub(crate) fn blocking(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
     let p = provider(Behaviour::ok());
     let url = format!("{}/", p.url());
-    let d = baton_core::Settings::default();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_connect(Some(d.connect_timeout))
-        .timeout_recv_response(Some(d.attempt_timeout))
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = crate::bare::stock_ureq();
     let client = baton_blocking::Client::new(crate::endpoints(std::slice::from_ref(&url)))
         .expect("baton-blocking client");
     let same = || match agent.get(&url).header("x-request-id", REQUEST_ID).call() {

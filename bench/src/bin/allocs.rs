@@ -19,6 +19,8 @@ use std::net::TcpStream;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use testkit::{Behaviour, Provider};
 
+// Its stock ureq agent is the bench's; this binary counts ureq's defaults.
+#[allow(dead_code)]
 #[path = "../bare.rs"]
 mod bare;
 

@@ -33,7 +33,7 @@ use baton_core::{Endpoint, Policy};
 use testkit::{Behaviour, Provider};
 use tower::Layer as _;
 
-// Only its request id is used here.
+// Only its request id and the stock ureq agent are used here.
 #[allow(dead_code)]
 #[path = "../bare.rs"]
 mod bare;
@@ -214,13 +214,7 @@ fn main() {
 /// The blocking pair: baton-blocking, or a stock ureq Agent with the policy's timeouts
 /// sending the same request bytes (as scenario 1's blocking row).
 fn blocking(who: &str, urls: &[String], n: usize) {
-    let d = baton_core::Settings::default();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_connect(Some(d.connect_timeout))
-        .timeout_recv_response(Some(d.attempt_timeout))
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = bare::stock_ureq();
     let mut policy = Policy::builder();
     for (i, url) in urls.iter().enumerate() {
         policy = policy.endpoint(Endpoint::new(format!("e{i}"), url.clone()));
