@@ -267,7 +267,6 @@ impl CallTransport for Calls {
 
     fn finish(
         &self,
-        _: Prepared,
         done: Done<Kept>,
         last: Option<(u32, TransportError)>,
         read_by: Option<Instant>,

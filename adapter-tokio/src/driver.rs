@@ -445,7 +445,6 @@ impl<O: Owner> CallTransport for Calls<O> {
     /// and any retained response.
     fn finish(
         &self,
-        _: Prepared,
         done: Done<Reply>,
         last: Option<(u32, AttemptError)>,
         deadline: Option<Instant>,

@@ -137,6 +137,7 @@ impl<B> AsRef<http::request::Parts> for Prepared<B> {
 }
 
 /// Drives one call to its end, on core's call driver.
+#[inline]
 pub(crate) fn drive<S, B, R>(
     shared: Arc<Shared>,
     backends: SharedBackends<S>,
@@ -322,7 +323,6 @@ where
 
     fn finish(
         &self,
-        _: Prepared<B>,
         done: Done<Response<R>>,
         last: Option<(u32, BoxError)>,
         _: Option<Instant>,

@@ -397,10 +397,15 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> CallFuture<R> {
-        Box::pin(driver::drive(
-            Arc::clone(&self.shared),
-            Arc::clone(&self.backends),
-            request,
-        ))
+        let (shared, backends) = (Arc::clone(&self.shared), Arc::clone(&self.backends));
+        boxed(|| driver::drive(shared, backends, request))
     }
+}
+
+/// The future `make` builds, in a box allocated before it is built, so that it can be
+/// built in place: boxed after it was built, it was built aside and copied in.
+#[inline(always)]
+fn boxed<F: Future>(make: impl FnOnce() -> F) -> Pin<Box<F>> {
+    let slot = Box::new_uninit();
+    Box::into_pin(Box::write(slot, make()))
 }

@@ -65,7 +65,7 @@
 //!         None // this transport follows no redirect: a 3xx is the answer
 //!     }
 //!     fn timer(&self, _: Instant) -> Self::Timer { std::future::pending() }
-//!     fn finish(&self, _: Get, done: Done<Head>, _: Option<(u32, String)>, _: Option<Instant>)
+//!     fn finish(&self, done: Done<Head>, _: Option<(u32, String)>, _: Option<Instant>)
 //!         -> Self::Output {
 //!         match done.into_result() {
 //!             Ok((head, report)) => Ok((report.attempts.len(), head.status.as_u16())),
@@ -272,7 +272,6 @@ pub trait CallTransport {
     /// body reads must end.
     fn finish(
         &self,
-        prepared: Self::Prepared,
         done: Done<Self::Answer>,
         last: Option<(u32, Self::Error)>,
         read_by: Option<Instant>,
@@ -282,6 +281,7 @@ pub trait CallTransport {
 /// Drives one call of `prepared` with `options` through `transport`, to its end.
 // Not `async fn`, on purpose: see the module's docs.
 #[allow(clippy::manual_async_fn)]
+#[inline]
 pub fn drive<T: CallTransport>(
     transport: T,
     mut prepared: T::Prepared,
@@ -327,7 +327,7 @@ pub fn drive<T: CallTransport>(
         let done = call.take_done();
         let last = driver.last.take();
         drop(driver);
-        transport.finish(prepared, done, last, read_by)
+        transport.finish(done, last, read_by)
     }
 }
 
@@ -341,7 +341,7 @@ struct InFlight<'a, T: CallTransport + 'a> {
 }
 
 /// The state of one call's driver besides the call's.
-struct Driver<'a, 's, T: CallTransport, F> {
+struct Driver<'a, 's, T: CallTransport, F, M> {
     t: &'a T,
     /// The call's request id and key as header values, made once for all its attempts.
     identity: Result<IdentityHeaders, DestinationError>,
@@ -352,12 +352,18 @@ struct Driver<'a, 's, T: CallTransport, F> {
     timer: Option<T::Timer>,
     /// The send of one attempt, unboxed, in the call's own future.
     slot: Pin<&'s mut Option<F>>,
-    /// Makes the slot's send ([`CallTransport::send`]; a pointer, as its type has no
-    /// name).
-    make: fn(&'a T, usize, T::Request, Instant) -> F,
+    /// Makes the slot's send: [`CallTransport::send`] itself, whose future's type has no
+    /// name. Its own type (not a function pointer) keeps the call direct, so the send is
+    /// built where the slot keeps it.
+    make: M,
 }
 
-impl<'a, T: CallTransport, F: Future<Output = T::Ended>> Driver<'a, '_, T, F> {
+impl<'a, T, F, M> Driver<'a, '_, T, F, M>
+where
+    T: CallTransport,
+    F: Future<Output = T::Ended>,
+    M: Fn(&'a T, usize, T::Request, Instant) -> F,
+{
     /// Builds and starts attempt `a`, or tells the call why it could not be sent.
     fn send(&mut self, prepared: &mut T::Prepared, call: &mut Call<'_, T::Answer>, a: &Attempt) {
         let input = match self.t.build(prepared, call, &self.identity, a) {
@@ -418,6 +424,8 @@ impl<'a, T: CallTransport, F: Future<Output = T::Ended>> Driver<'a, '_, T, F> {
         if self.slot.is_some() {
             return Some(Box::pin(t.send(endpoint, request, at)));
         }
+        // Emptied first (it is empty: nothing to drop), so that the send is built in it.
+        self.slot.set(None);
         self.slot.set(Some((self.make)(t, endpoint, request, at)));
         None
     }

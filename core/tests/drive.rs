@@ -76,13 +76,7 @@ impl CallTransport for &SlowClock {
     fn timer(&self, _: Instant) -> Self::Timer {
         std::future::pending()
     }
-    fn finish(
-        &self,
-        _: Get,
-        done: Done<Head>,
-        _: Option<(u32, String)>,
-        _: Option<Instant>,
-    ) -> Done<Head> {
+    fn finish(&self, done: Done<Head>, _: Option<(u32, String)>, _: Option<Instant>) -> Done<Head> {
         done
     }
 }
