@@ -150,7 +150,7 @@ pub(crate) struct Finished {
     pub(crate) response: reqwest::Response,
     /// When body reads must end (the body timeout, the call's deadline).
     pub(crate) deadline: Option<Instant>,
-    pub(crate) report: Report,
+    pub(crate) report: Box<Report>,
     pub(crate) endpoint: EndpointId,
 }
 
@@ -466,11 +466,11 @@ impl<O: Owner> CallTransport for Calls<O> {
                 response: response.0,
                 deadline,
                 endpoint: kept_endpoint(&report),
-                report,
+                report: Box::new(report),
             })),
             Err((error, retained)) => {
                 let retained = retained.map(|r| {
-                    let report = (*error.report).clone();
+                    let report = error.report.clone();
                     let endpoint = kept_endpoint(&report);
                     Box::new(Response::new(r.0, report, endpoint, deadline))
                 });

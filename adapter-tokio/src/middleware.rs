@@ -135,7 +135,7 @@ impl Middleware for BatonMiddleware {
         match driver::drive((&self.shared, &transport), prepared, options).await {
             Ok(f) => {
                 let mut response = f.response;
-                response.extensions_mut().insert(f.report);
+                response.extensions_mut().insert(*f.report);
                 Ok(response)
             }
             Err(e) => Err(reqwest_middleware::Error::middleware(e)),
