@@ -62,8 +62,6 @@ fn main() {
         "hyper",
         "blocking",
         "ureq",
-        "async-std",
-        "bare",
     ];
     if !contenders.contains(&who.as_str()) {
         eprintln!(
