@@ -291,17 +291,17 @@ fn finish(
             read_by,
         )
     };
-    match done.into_result() {
-        Ok((k, report)) => Ok(make(k, Box::new(report))),
-        Err((error, retained)) => {
+    done.resolve(
+        |k, report| Ok(make(k, Box::new(report))),
+        |error, retained| {
             let response = retained.map(|k| make(k, error.report.clone()));
             Err(Error::Call(Box::new(CallError {
                 error,
                 response,
                 transport,
             })))
-        }
-    }
+        },
+    )
 }
 
 /// Where a redirect hop of `endpoint` connects: the endpoint's own target and pool, or,

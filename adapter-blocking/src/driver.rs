@@ -136,13 +136,13 @@ fn finish(
     last_error: Option<ureq::Error>,
 ) -> Result<Response<Body>, Error> {
     let kept = done.report().outcome.kept_attempt().unwrap_or(0);
-    match done.into_result() {
-        Ok((resp, report)) => Ok(response::finish(resp, report, kept)),
-        Err((error, retained)) => {
+    done.resolve(
+        |resp, report| Ok(response::finish(resp, report, kept)),
+        |error, retained| {
             let retained = retained.map(|r| response::finish(r, (*error.report).clone(), kept));
             Err(Error::new(error, last_error, retained))
-        }
-    }
+        },
+    )
 }
 
 /// Sends one attempt and classifies how it ended, following the redirects the engine's

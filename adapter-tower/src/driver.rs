@@ -433,17 +433,17 @@ where
     let last = last
         .filter(|(n, _)| Some(*n) == last_number)
         .map(|(_, e)| e);
-    match done.into_result() {
-        Ok((mut response, report)) => {
+    done.resolve(
+        |mut response, report| {
             response.extensions_mut().insert(report);
             Ok(response)
-        }
-        Err((error, retained)) => {
+        },
+        |error, retained| {
             let retained = retained.map(|mut response| {
                 response.extensions_mut().insert((*error.report).clone());
                 response
             });
             Err(Error::new(error, last, retained))
-        }
-    }
+        },
+    )
 }

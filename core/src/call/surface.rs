@@ -332,6 +332,35 @@ impl<R> Done<R> {
         }
     }
 
+    /// Hands the response and its report to `answer`, or the call's error and the retained
+    /// response it carries (if any) to `error`: what [`into_result`](Self::into_result)
+    /// gives, without building the `Result` in between (inlined, each field then moves
+    /// once, straight to where `answer` puts it; through `into_result` the response and
+    /// its report were copied once more).
+    ///
+    /// ```
+    /// use baton_core::{Done, Report};
+    /// fn status(done: Done<u16>) -> String {
+    ///     done.resolve(|status, _| format!("answered {status}"), |e, _| e.to_string())
+    /// }
+    /// # let _ = status;
+    /// ```
+    #[inline(always)]
+    pub fn resolve<T>(
+        self,
+        answer: impl FnOnce(R, Report) -> T,
+        error: impl FnOnce(crate::report::Error, Option<R>) -> T,
+    ) -> T {
+        match self {
+            Done::Answer { response, report } => answer(response, report),
+            Done::Error {
+                kind,
+                retained,
+                report,
+            } => error(crate::report::Error::new(kind, report), retained),
+        }
+    }
+
     /// The report, dropping any response.
     #[inline]
     pub fn into_report(self) -> Report {
