@@ -255,6 +255,10 @@ where
         })
     }
 
+    // Inlined with `attempt`: the send is then made where the driver's slot keeps it, not
+    // returned and copied in (callgrind, `callcost tower 2000`: 196.22 M to 195.99 M
+    // instructions, 58 a call).
+    #[inline]
     fn send<'a>(
         &'a self,
         endpoint: usize,
@@ -368,6 +372,7 @@ impl std::error::Error for Elapsed {}
 /// Not an `async fn`: that would hold a second copy of the service and the request in
 /// every call's future.
 #[allow(clippy::manual_async_fn)]
+#[inline]
 fn attempt<S, B, R>(
     mut svc: Option<S>,
     request: Request<ReplayBody<B>>,
