@@ -29,6 +29,14 @@
 //! thread that runs the client, the provider's threads not included). Where the two
 //! differ by more than the counted instructions explain, the cost is in cycles (cache
 //! and TLB misses) or in the kernel, not in the instructions baton runs.
+//!
+//! `callcost parts N` splits baton-tokio's extra the same way, four contenders interleaved:
+//! the raw call, the raw call inside one 30 s tokio timeout (the attempt timer baton arms),
+//! the raw call inside one healthy call of baton's engine (`Call::new` and the first
+//! attempt before the send, the response and `take_done` after it), and baton's call. The
+//! engine row shows what the engine costs with the caches a network call leaves behind:
+//! several microseconds, ten times what `healthy_floor` times for it in a loop, where its
+//! code and data stay cached; the remainder of baton's row is its adapter and driver.
 
 use std::time::{Duration, Instant};
 
@@ -58,7 +66,7 @@ fn main() {
         }
     };
     let contenders = [
-        "baton", "raw", "cpu", "tower", "hyper", "blocking", "ureq", "smol",
+        "baton", "raw", "cpu", "parts", "tower", "hyper", "blocking", "ureq", "smol",
     ];
     if !contenders.contains(&who.as_str()) {
         eprintln!(
@@ -90,10 +98,7 @@ fn main() {
         .connect_timeout(Duration::from_millis(100))
         .build()
         .expect("reqwest client");
-    let mut policy = Policy::builder();
-    for (i, url) in urls.iter().enumerate() {
-        policy = policy.endpoint(Endpoint::new(format!("e{i}"), url.clone()));
-    }
+    let policy = endpoints(&urls);
     let client = baton_tokio::Client::builder(policy)
         .reqwest_client(http.clone())
         .build()
@@ -122,10 +127,7 @@ fn main() {
     let hyper: HyperClient =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build(connector);
-    let mut policy = Policy::builder();
-    for (i, url) in urls.iter().enumerate() {
-        policy = policy.endpoint(Endpoint::new(format!("e{i}"), url.clone()));
-    }
+    let policy = endpoints(&urls);
     let layered = baton_tower::BatonLayer::new(policy)
         .expect("baton-tower layer")
         .layer(hyper.clone());
@@ -153,41 +155,35 @@ fn main() {
             Err(_) => false,
         }
     };
-    if who == "cpu" {
+    if who == "cpu" || who == "parts" {
         if on_cpu().is_none() {
-            eprintln!("callcost cpu: /proc/thread-self/schedstat cannot be read on this system");
+            eprintln!("callcost {who}: /proc/thread-self/schedstat cannot be read on this system");
             std::process::exit(2);
         }
-        let on_cpu = || on_cpu().unwrap_or(0.0);
-        rt.block_on(async {
-            // [wall, on-CPU] seconds per contender (0 raw, 1 baton), after a warm-up.
-            let mut sums = [[0.0f64; 2]; 2];
-            for round in 0..(2 * n / 10).max(2) {
-                for k in [round % 2, 1 - round % 2] {
-                    let (t, c) = (Instant::now(), on_cpu());
-                    for _ in 0..10 {
-                        let ok = if k == 1 {
-                            baton_call().await
-                        } else {
-                            raw_call().await
-                        };
-                        assert!(ok, "callcost: every call is answered 200");
-                    }
-                    if round >= n / 10 {
-                        sums[k][0] += t.elapsed().as_secs_f64();
-                        sums[k][1] += on_cpu() - c;
-                    }
+        // `parts`: the raw call alone, with one 30 s tokio timeout around it (baton's attempt
+        // timer), with one healthy engine call around it (baton's decisions, made cold, as
+        // they are between network reads), and baton's call.
+        let names: &[&str] = if who == "cpu" {
+            &["raw", "baton"]
+        } else {
+            &["raw", "raw+timer", "raw+engine", "baton"]
+        };
+        let engine = baton_core::Engine::new(endpoints(&urls).build().expect("policy"));
+        let call = |name: &str| {
+            let engine = &engine;
+            let name = name.to_owned();
+            async move {
+                match name.as_str() {
+                    "baton" => baton_call().await,
+                    "raw+timer" => tokio::time::timeout(Duration::from_secs(30), raw_call())
+                        .await
+                        .unwrap_or(false),
+                    "raw+engine" => engine_around(engine, raw_call()).await,
+                    _ => raw_call().await,
                 }
             }
-            let calls = ((2 * n / 10).max(2) - n / 10) as f64 * 10.0;
-            for (k, name) in ["raw", "baton"].iter().enumerate() {
-                println!(
-                    "{name}: {calls} calls, wall {:.1} µs, calling thread on CPU {:.1} µs per call",
-                    sums[k][0] * 1e6 / calls,
-                    sums[k][1] * 1e6 / calls
-                );
-            }
-        });
+        };
+        rt.block_on(interleaved(names, n, call));
         return;
     }
     rt.block_on(async {
@@ -214,10 +210,7 @@ fn main() {
 /// scenario 1, a bare hyper connection, runs 2.4 times its instructions (375 M against
 /// 155 M for 4,000 calls), so the pair would not tell baton's cost.
 fn smol_calls(urls: &[String], n: usize) {
-    let mut policy = Policy::builder();
-    for (i, url) in urls.iter().enumerate() {
-        policy = policy.endpoint(Endpoint::new(format!("e{i}"), url.clone()));
-    }
+    let policy = endpoints(urls);
     let client = baton_async_std::Client::new(policy).expect("baton-async-std client");
     smol::block_on(async {
         for round in 0..2 {
@@ -241,10 +234,7 @@ fn smol_calls(urls: &[String], n: usize) {
 /// sending the same request bytes (as scenario 1's blocking row).
 fn blocking(who: &str, urls: &[String], n: usize) {
     let agent = bare::stock_ureq();
-    let mut policy = Policy::builder();
-    for (i, url) in urls.iter().enumerate() {
-        policy = policy.endpoint(Endpoint::new(format!("e{i}"), url.clone()));
-    }
+    let policy = endpoints(urls);
     let client = baton_blocking::Client::new(policy).expect("baton-blocking client");
     let read_all = |body: ureq::Body| {
         let mut body = body;
@@ -269,6 +259,90 @@ fn blocking(who: &str, urls: &[String], n: usize) {
             println!("{who}: {n} calls, {per:.1} µs per call");
         }
     }
+}
+
+/// A policy of the providers at `urls`, in that order.
+fn endpoints(urls: &[String]) -> baton_core::PolicyBuilder {
+    let mut policy = Policy::builder();
+    for (i, url) in urls.iter().enumerate() {
+        policy = policy.endpoint(Endpoint::new(format!("e{i}"), url.clone()));
+    }
+    policy
+}
+
+/// The contenders `names`, interleaved in turns of 10 calls (the order of each turn rotating),
+/// after a warm-up of `n` calls each: each one's wall time and the calling thread's on-CPU
+/// time per call over the next `n`.
+async fn interleaved<F, C>(names: &[&str], n: usize, call: C)
+where
+    C: Fn(&str) -> F,
+    F: std::future::Future<Output = bool>,
+{
+    let on_cpu = || on_cpu().unwrap_or(0.0);
+    // [wall, on-CPU] seconds per contender, after the warm-up.
+    let mut sums = vec![[0.0f64; 2]; names.len()];
+    let turns = (2 * n / 10).max(2);
+    for round in 0..turns {
+        for j in 0..names.len() {
+            let k = (round + j) % names.len();
+            let (t, c) = (Instant::now(), on_cpu());
+            for _ in 0..10 {
+                assert!(call(names[k]).await, "callcost: every call is answered 200");
+            }
+            if round >= n / 10 {
+                sums[k][0] += t.elapsed().as_secs_f64();
+                sums[k][1] += on_cpu() - c;
+            }
+        }
+    }
+    let calls = (turns - n / 10) as f64 * 10.0;
+    for (k, name) in names.iter().enumerate() {
+        println!(
+            "{name}: {calls} calls, wall {:.1} µs, calling thread on CPU {:.1} µs per call",
+            sums[k][0] * 1e6 / calls,
+            sums[k][1] * 1e6 / calls
+        );
+    }
+}
+
+/// One healthy call of `engine` around `send`: the call is made and its first attempt
+/// started before the send, and the response handed to it after, as an adapter does; what
+/// it adds to `send` is the engine's cost with the caches as a real call leaves them.
+async fn engine_around(
+    engine: &baton_core::Engine,
+    send: impl std::future::Future<Output = bool>,
+) -> bool {
+    use baton_core::{Action, BodyKind, Call, CallOptions, Head, Input, RequestInfo};
+    let (uri, headers) = (http::Uri::from_static("/"), http::HeaderMap::new());
+    let info = RequestInfo {
+        method: &http::Method::GET,
+        uri: &uri,
+        headers: &headers,
+    };
+    let mut call: Call<'_, Head> = Call::new(
+        engine,
+        &info,
+        BodyKind::Empty,
+        CallOptions::default(),
+        Instant::now(),
+    );
+    let Action::Send(attempt) = call.poll() else {
+        return false;
+    };
+    let ok = send.await;
+    let response = Head::new(http::StatusCode::OK);
+    let input = Input::Response {
+        attempt: attempt.number,
+        response,
+        wall: None,
+    };
+    call.handle(input, Instant::now());
+    let done = call.poll() == Action::Done;
+    ok && done
+        && matches!(
+            std::hint::black_box(call.take_done()),
+            baton_core::Done::Answer { .. }
+        )
 }
 
 /// Seconds the calling thread has been on a CPU (user and kernel), from the first field of
