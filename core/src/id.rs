@@ -19,17 +19,6 @@ pub const GENERATED_ID_LEN: usize = 26;
 /// Alphabet of generated ids (Crockford base32: no look-alike letters).
 const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
-/// Every pair of alphabet characters, indexed by 10 bits: the low 5 pick the first.
-const PAIRS: [[u8; 2]; 1024] = {
-    let mut t = [[0u8; 2]; 1024];
-    let mut i = 0;
-    while i < 1024 {
-        t[i] = [ALPHABET[i & 31], ALPHABET[i >> 5]];
-        i += 1;
-    }
-    t
-};
-
 /// The id of one call, sent in the request-id header on every attempt and carried by every
 /// event and error of the call.
 ///
@@ -96,17 +85,19 @@ impl RequestId {
     pub(crate) fn generate(rng: &mut Rng) -> Self {
         let mut buf = [0u8; TEXT_INLINE];
         // 26 characters of 5 bits: 12 from each of two random words (60 bits each), the
-        // last 2 from their remaining high bits mixed together. Two characters (10 bits) at
-        // a time, from a table of every pair.
+        // last 2 from their remaining high bits mixed together. One character per look-up
+        // in the 32-byte alphabet: a table of every pair (2 KB) took half as many look-ups
+        // but touched about 13 of its 32 cache lines a call, each a miss when the call runs
+        // cold between network reads.
         let (a, b) = (rng.next_u64(), rng.next_u64());
         let tail = (a >> 60) | ((b >> 60) << 4) | ((a ^ b.rotate_left(29)) & 0b11) << 8;
         for (k, word) in [a, b].into_iter().enumerate() {
-            for j in 0..6 {
-                let pair = PAIRS[((word >> (10 * j)) & 1023) as usize];
-                buf[k * 12 + 2 * j..k * 12 + 2 * j + 2].copy_from_slice(&pair);
+            for m in 0..12 {
+                buf[k * 12 + m] = ALPHABET[((word >> (5 * m)) & 31) as usize];
             }
         }
-        buf[24..26].copy_from_slice(&PAIRS[(tail & 1023) as usize]);
+        buf[24] = ALPHABET[(tail & 31) as usize];
+        buf[25] = ALPHABET[((tail >> 5) & 31) as usize];
         RequestId(Text::Inline {
             len: GENERATED_ID_LEN as u8,
             buf,
