@@ -73,7 +73,10 @@ impl BudgetState {
 
     fn slot_index(&self, now: Instant) -> u64 {
         let origin = *self.origin.get_or_init(|| now);
-        (since(now, origin).as_nanos() / self.slot_width.as_nanos().max(1)) as u64 + SLOTS as u64
+        // In u64 nanoseconds (584 years), not u128: a u128 division is a call into the
+        // compiler's runtime on every first attempt.
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        ns(since(now, origin)) / ns(self.slot_width).max(1) + SLOTS as u64
     }
 
     /// The reserve available in every window.
