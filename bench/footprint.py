@@ -32,7 +32,7 @@ def symbols(binary, base):
     syms = []
     for line in out.splitlines():
         parts = line.split(" ", 3)
-        if len(parts) == 4 and parts[2] in "tTwW":
+        if len(parts) == 4 and parts[2] in ("t", "T", "w", "W"):
             syms.append((int(parts[0], 16) + base, int(parts[1], 16), parts[3]))
     return sorted(syms)
 

@@ -35,7 +35,7 @@
 //! the raw call inside one healthy call of baton's engine (`Call::new` and the first
 //! attempt before the send, the response and `take_done` after it), and baton's call. The
 //! engine row shows what the engine costs with the caches a network call leaves behind:
-//! several microseconds, ten times what `healthy_floor` times for it in a loop, where its
+//! several microseconds, about eight times what `healthy_floor` times for it in a loop, where its
 //! code and data stay cached; the remainder of baton's row is its adapter and driver.
 
 use std::time::{Duration, Instant};
@@ -169,11 +169,10 @@ fn main() {
             &["raw", "raw+timer", "raw+engine", "baton"]
         };
         let engine = baton_core::Engine::new(endpoints(&urls).build().expect("policy"));
-        let call = |name: &str| {
-            let engine = &engine;
-            let name = name.to_owned();
+        let call = |k: usize| {
+            let (engine, name) = (&engine, names[k]);
             async move {
-                match name.as_str() {
+                match name {
                     "baton" => baton_call().await,
                     "raw+timer" => tokio::time::timeout(Duration::from_secs(30), raw_call())
                         .await
@@ -273,9 +272,10 @@ fn endpoints(urls: &[String]) -> baton_core::PolicyBuilder {
 /// The contenders `names`, interleaved in turns of 10 calls (the order of each turn rotating),
 /// after a warm-up of `n` calls each: each one's wall time and the calling thread's on-CPU
 /// time per call over the next `n`.
+/// `call(k)` makes one call of contender `names[k]`.
 async fn interleaved<F, C>(names: &[&str], n: usize, call: C)
 where
-    C: Fn(&str) -> F,
+    C: Fn(usize) -> F,
     F: std::future::Future<Output = bool>,
 {
     let on_cpu = || on_cpu().unwrap_or(0.0);
@@ -287,7 +287,7 @@ where
             let k = (round + j) % names.len();
             let (t, c) = (Instant::now(), on_cpu());
             for _ in 0..10 {
-                assert!(call(names[k]).await, "callcost: every call is answered 200");
+                assert!(call(k).await, "callcost: every call is answered 200");
             }
             if round >= n / 10 {
                 sums[k][0] += t.elapsed().as_secs_f64();
