@@ -35,7 +35,7 @@
 //! the raw call inside one healthy call of baton's engine (`Call::new` and the first
 //! attempt before the send, the response and `take_done` after it), and baton's call. The
 //! engine row shows what the engine costs with the caches a network call leaves behind:
-//! several microseconds, about eight times what `healthy_floor` times for it in a loop, where its
+//! several microseconds, about nine times what `healthy_floor` times for it in a loop, where its
 //! code and data stay cached; the remainder of baton's row is its adapter and driver.
 
 use std::time::{Duration, Instant};
