@@ -215,6 +215,11 @@ impl Engine {
         self.budget.as_ref().map(|b| b.balance(now))
     }
 
+    /// Whether any rate limiter governs this engine's attempts.
+    pub(crate) fn has_limiters(&self) -> bool {
+        !self.limiters.is_empty()
+    }
+
     /// The limiter that governs attempts at endpoint `index`, if any.
     pub(crate) fn limiter(&self, index: usize) -> Option<&LimiterState> {
         match self.limiters.len() {

@@ -31,6 +31,8 @@ pub(crate) enum Admission {
 
 impl<R> Call<'_, R> {
     /// Permission (SPEC 2.2) for an attempt at endpoint `x`, from the call's whole history.
+    /// Out of line: asked only after a first attempt, from several places.
+    #[inline(never)]
     pub(crate) fn allowed(&self, x: usize) -> bool {
         let policy = &self.engine.policy;
         permission::attempt_allowed(
@@ -67,13 +69,32 @@ impl<R> Call<'_, R> {
     /// budget, limiter token.
     pub(crate) fn admit(
         &mut self,
+        endpoint: usize,
+        kind: AttemptKind,
+        now: Instant,
+    ) -> Result<Admission, Stop> {
+        // The call's first attempt needs no permission (`allowed` says so too, after
+        // reading the history).
+        if self.history.made() > 0 && !self.allowed(endpoint) {
+            return Err(Stop::Reason(StopReason::NotPermitted));
+        }
+        if !self.engine.has_limiters() {
+            self.pay(endpoint, kind, now)?;
+            return Ok(Admission::Go { endpoint, kind });
+        }
+        self.admit_limited(endpoint, kind, now)
+    }
+
+    /// [`admit`](Self::admit) with a rate limiter (SPEC 2.9): the limiter's "go or not
+    /// before T" is asked without spending, then the budget, then the limiter's token.
+    /// Out of line: a policy without limiters never runs it.
+    #[inline(never)]
+    fn admit_limited(
+        &mut self,
         mut endpoint: usize,
         mut kind: AttemptKind,
         now: Instant,
     ) -> Result<Admission, Stop> {
-        if !self.allowed(endpoint) {
-            return Err(Stop::Reason(StopReason::NotPermitted));
-        }
         if let Admit::NotBefore(until) = self.limit_peek(endpoint, now) {
             match self.limited(endpoint, until, now)? {
                 Some(e) => {
@@ -145,12 +166,19 @@ impl<R> Call<'_, R> {
     /// The budget step of the planned attempt, once (a re-planned attempt does not pay
     /// twice): a first attempt deposits, a later one withdraws unless it is free.
     fn pay(&mut self, endpoint: usize, kind: AttemptKind, now: Instant) -> Result<(), Stop> {
+        if self.engine.budget.is_none() || self.schedule.paid {
+            return Ok(());
+        }
+        self.pay_budget(endpoint, kind, now)
+    }
+
+    /// [`pay`](Self::pay) to the budget. Out of line: its withdrawal path would sit
+    /// between the lines of every attempt's start.
+    #[inline(never)]
+    fn pay_budget(&mut self, endpoint: usize, kind: AttemptKind, now: Instant) -> Result<(), Stop> {
         let Some(budget) = &self.engine.budget else {
             return Ok(());
         };
-        if self.schedule.paid {
-            return Ok(());
-        }
         if kind == AttemptKind::First {
             budget.deposit(now);
             self.schedule.paid = true;

@@ -110,10 +110,18 @@ impl<R> History<R> {
 
     /// Takes attempt `number` out of flight.
     pub(crate) fn land(&mut self, number: u32) -> Option<Flight> {
-        let pos = self.flights.iter().position(|f| f.number == number)?;
-        if pos + 1 == self.flights.len() {
+        // The newest attempt lands most often (a call without hedges has one in flight).
+        if self.flights.last().is_some_and(|f| f.number == number) {
             return self.flights.pop();
         }
+        self.land_older(number)
+    }
+
+    /// [`land`](Self::land) for an attempt that is not the newest in flight (or none).
+    #[cold]
+    #[inline(never)]
+    fn land_older(&mut self, number: u32) -> Option<Flight> {
+        let pos = self.flights.iter().position(|f| f.number == number)?;
         Some(self.flights.remove(pos))
     }
 

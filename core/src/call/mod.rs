@@ -182,6 +182,25 @@ impl<'e, R: Answer> Call<'e, R> {
                 Schedule::new(rng, first, now),
             );
         }
+        Self::new_uncommon(engine, sink, class, body, options, eligibility, rng, now)
+    }
+
+    /// [`new`](Self::new) for any start but the common one (an endpoint not calm, a
+    /// preferred endpoint, ranked tiers, an invalid call): built on the call. Out of
+    /// line, so that the common start's code sits on few lines and pages.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn new_uncommon(
+        engine: &'e Engine,
+        sink: Option<crate::policy::EventSink>,
+        class: Class,
+        body: BodyKind,
+        options: CallOptions,
+        eligibility: Result<(Bits, Option<u8>), Stop>,
+        rng: crate::rng::Rng,
+        now: Instant,
+    ) -> Self {
         let mut call = Self::made(
             engine,
             sink,
@@ -268,10 +287,8 @@ impl<'e, R: Answer> Call<'e, R> {
             if self.is_done() {
                 return Action::Done;
             }
-            let now = self.now;
-            if self.class.deadline.is_some_and(|d| now >= d) {
-                self.cancel_in_flight(now, AttemptResult::Deadline);
-                self.stop(now, Stop::Reason(StopReason::Deadline));
+            if self.class.deadline.is_some_and(|d| self.now >= d) {
+                self.deadline_reached();
                 continue;
             }
             match self.step() {
@@ -516,23 +533,34 @@ impl<'e, R> Call<'e, R> {
             return Ok(None);
         };
         self.schedule.paid = false;
-        if let Some((from, reason)) = self.history.last {
-            let from = from as usize;
-            let moved =
-                kind == AttemptKind::Failover || (kind == AttemptKind::Retry && endpoint != from);
-            if moved {
-                self.emit(
-                    now,
-                    EventKind::Failover {
-                        from: &self.engine.ids[from],
-                        to: &self.engine.ids[endpoint],
-                        reason,
-                        status: reason.status(),
-                    },
-                );
-            }
+        if self.has_sink() && self.history.last.is_some() {
+            self.emit_moved(endpoint, kind, now);
         }
         Ok(Some(self.launch(endpoint, kind, now)))
+    }
+
+    /// The failover event, when the attempt about to start moves the call to another
+    /// endpoint.
+    #[cold]
+    #[inline(never)]
+    fn emit_moved(&self, endpoint: usize, kind: AttemptKind, now: Instant) {
+        let Some((from, reason)) = self.history.last else {
+            return;
+        };
+        let from = from as usize;
+        let moved =
+            kind == AttemptKind::Failover || (kind == AttemptKind::Retry && endpoint != from);
+        if moved {
+            self.emit(
+                now,
+                EventKind::Failover {
+                    from: &self.engine.ids[from],
+                    to: &self.engine.ids[endpoint],
+                    reason,
+                    status: reason.status(),
+                },
+            );
+        }
     }
 
     /// Admits the attempt with the endpoint's health, records it and puts it in flight.
@@ -613,6 +641,18 @@ impl<'e, R> Call<'e, R> {
                 probe,
             },
         );
+    }
+
+    /// The call's deadline has passed: attempts in flight end cut by it, and the call
+    /// stops. Out of line, as every rare branch of the healthy path: the lines of a call's
+    /// code it runs are each a cache miss in place (`bench/footprint.py`), and a rare
+    /// branch inlined between them spreads them over more lines.
+    #[cold]
+    #[inline(never)]
+    fn deadline_reached(&mut self) {
+        let now = self.now;
+        self.cancel_in_flight(now, AttemptResult::Deadline);
+        self.stop(now, Stop::Reason(StopReason::Deadline));
     }
 
     /// Cancels the call: in-flight attempts are discarded (and count for nothing), and the

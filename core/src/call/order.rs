@@ -613,7 +613,18 @@ impl<R> Call<'_, R> {
         planned: usize,
         now: Instant,
     ) -> Result<usize, Stop> {
-        if self.available(planned, now) {
+        if self.engine.health.calm(planned) {
+            return Ok(planned);
+        }
+        self.reroute_if_unavailable(planned, now)
+    }
+
+    /// [`reroute_unavailable`](Self::reroute_unavailable) when the planned endpoint is
+    /// not calm (cold: a healthy call's endpoint is).
+    #[cold]
+    #[inline(never)]
+    fn reroute_if_unavailable(&mut self, planned: usize, now: Instant) -> Result<usize, Stop> {
+        if self.available_now(planned, now) {
             return Ok(planned);
         }
         let skip = self.engine.policy.settings.unavailable == Unavailable::Skip;

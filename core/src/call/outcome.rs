@@ -48,21 +48,11 @@ impl<R: Answer> Call<'_, R> {
         if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
             self.cool_down(&flight, response.headers(), wall);
         }
-        let verdict = self.engine.policy.classify.as_ref().and_then(|f| {
-            f(&ResponseView {
-                method: &self.class.method,
-                endpoint: &self.engine.policy.endpoints[endpoint],
-                status,
-                headers: response.headers(),
-                // This attempt's own record is a response: never ambiguous.
-                earlier_ambiguous: self.history.any_ambiguous(),
-                body: response.body().filter(|b| {
-                    let limit = self.engine.policy.settings.classify_body;
-                    limit > 0 && b.len() <= limit
-                }),
-            })
-        });
-        let mut kept = Kept {
+        let verdict = match &self.engine.policy.classify {
+            Some(f) => self.verdict(f, endpoint, &response),
+            None => None,
+        };
+        let kept = Kept {
             attempt: number,
             endpoint: flight.endpoint,
             status,
@@ -82,16 +72,49 @@ impl<R: Answer> Call<'_, R> {
                 };
                 self.answer(kept, success, now, call_elapsed);
             }
-            Trigger::Yes => {
-                let not_processed = &self.engine.policy.settings.not_processed;
-                kept.executed_before = self.history.executed_count(not_processed);
-                self.history.kept = Some(kept);
-                self.after_trigger(&flight, false);
-            }
+            Trigger::Yes => self.keep_and_go_on(kept, &flight),
         }
     }
 
+    /// A response that calls for another attempt: kept (it may be returned if nothing
+    /// better comes, SPEC 2.10), and the next attempt planned. Out of line: a healthy
+    /// call's answer does not trigger.
+    #[cold]
+    #[inline(never)]
+    fn keep_and_go_on(&mut self, mut kept: Kept<R>, flight: &Flight) {
+        let not_processed = &self.engine.policy.settings.not_processed;
+        kept.executed_before = self.history.executed_count(not_processed);
+        self.history.kept = Some(kept);
+        self.after_trigger(flight, false);
+    }
+
+    /// The policy's classify function's verdict on a response from `endpoint`. Out of
+    /// line: most policies have none.
+    #[inline(never)]
+    fn verdict(
+        &self,
+        classify: &crate::policy::ClassifyFn,
+        endpoint: usize,
+        response: &R,
+    ) -> Option<crate::policy::Verdict> {
+        classify(&ResponseView {
+            method: &self.class.method,
+            endpoint: &self.engine.policy.endpoints[endpoint],
+            status: response.status(),
+            headers: response.headers(),
+            // This attempt's own record is a response: never ambiguous.
+            earlier_ambiguous: self.history.any_ambiguous(),
+            body: response.body().filter(|b| {
+                let limit = self.engine.policy.settings.classify_body;
+                limit > 0 && b.len() <= limit
+            }),
+        })
+    }
+
     /// Attempt `number` ended without a response.
+    // Out of line: `handle` keeps only a response's path, so that a healthy call's code
+    // in it sits on as few lines and pages as it can.
+    #[inline(never)]
     pub(super) fn on_failure(&mut self, number: u32, outcome: AttemptOutcome) {
         let Some(flight) = self.history.land(number) else {
             return;
@@ -205,6 +228,7 @@ impl<R> Call<'_, R> {
 
     /// Records the redirects attempt `number` followed (SPEC 3), each with an event.
     /// Redirects of an attempt that is not in flight are ignored.
+    #[inline(never)]
     pub(super) fn on_redirects(&mut self, number: u32, redirects: Vec<Redirect>) {
         let Some(flight) = self.history.flights.iter().find(|f| f.number == number) else {
             return;
@@ -224,6 +248,7 @@ impl<R> Call<'_, R> {
 
     /// No copy of the body could be made for attempt `number`: no later attempt can be
     /// made (every endpoint would need the copy); the call ends with what it has.
+    #[inline(never)]
     pub(super) fn on_replay_failed(&mut self, number: u32) {
         let Some(flight) = self.history.land(number) else {
             return;

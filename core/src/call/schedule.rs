@@ -175,15 +175,23 @@ impl<R> Call<'_, R> {
                 Step::Again
             }
             Plan::Idle => {
-                if let Some(a) = self.hedge_if_due(now) {
-                    return Step::Send(a);
+                if self.schedule.hedge_at.is_some_and(|at| now >= at) {
+                    if let Some(a) = self.hedge_if_due(now) {
+                        return Step::Send(a);
+                    }
                 }
-                match (self.schedule.hedge_at, self.class.deadline) {
-                    (Some(h), Some(d)) => Step::WaitUntil(h.min(d)),
-                    (Some(t), None) | (None, Some(t)) => Step::WaitUntil(t),
-                    (None, None) => Step::WaitForAttempt,
-                }
+                self.wait_step()
             }
+        }
+    }
+
+    /// What to wait for while attempts are in flight: the hedge timer, the deadline, or
+    /// an attempt's end.
+    fn wait_step(&self) -> Step {
+        match (self.schedule.hedge_at, self.class.deadline) {
+            (Some(h), Some(d)) => Step::WaitUntil(h.min(d)),
+            (Some(t), None) | (None, Some(t)) => Step::WaitUntil(t),
+            (None, None) => Step::WaitForAttempt,
         }
     }
 
@@ -198,6 +206,14 @@ impl<R> Call<'_, R> {
 
     /// Arms the hedge timer after a launch, while more attempts may be in flight.
     pub(crate) fn arm_hedge(&mut self, now: Instant) {
+        if self.class.hedged {
+            self.arm_hedge_timer(now);
+        }
+    }
+
+    /// [`arm_hedge`](Self::arm_hedge) for a hedged call. Out of line: most calls are not.
+    #[inline(never)]
+    fn arm_hedge_timer(&mut self, now: Instant) {
         if let Some(h) = self.hedging() {
             self.schedule.hedge_at =
                 ((self.history.flights.len() as u32) < h.max_in_flight).then(|| add(now, h.after));
@@ -215,6 +231,8 @@ impl<R> Call<'_, R> {
 
     /// Starts a hedge when its time came: the next endpoint of the round that is not in
     /// flight, available and permitted, within `max_in_flight` and the attempt cap.
+    /// Out of line: only a hedged call's timer gets here.
+    #[inline(never)]
     fn hedge_if_due(&mut self, now: Instant) -> Option<Attempt> {
         if self.schedule.hedge_at.is_none_or(|at| now < at) {
             return None;
