@@ -231,12 +231,10 @@ impl<R> Call<'_, R> {
 
     /// Starts a hedge when its time came: the next endpoint of the round that is not in
     /// flight, available and permitted, within `max_in_flight` and the attempt cap.
-    /// Out of line: only a hedged call's timer gets here.
+    /// Called by [`step`](Self::step) once the hedge timer is due. Out of line: only a
+    /// hedged call's timer gets here.
     #[inline(never)]
     fn hedge_if_due(&mut self, now: Instant) -> Option<Attempt> {
-        if self.schedule.hedge_at.is_none_or(|at| now < at) {
-            return None;
-        }
         self.schedule.hedge_at = None;
         let max = self.hedging()?.max_in_flight;
         if self.history.flights.len() as u32 >= max
