@@ -421,6 +421,12 @@ pub fn apply_attempt_headers(
         .endpoints()
         .get(index)
         .ok_or(DestinationError::Endpoint(index))?;
+    // The Host rule first: it reads only the caller's Host (none of the identity and
+    // attempt headers below can be Host: the policy refuses that name), and on a caller's
+    // map with no headers at all it is then skipped without hashing the name.
+    if !headers.is_empty() {
+        host_rule(policy, endpoint, request, headers)?;
+    }
     headers.insert(
         policy.request_id_header().clone(),
         identity.request_id.clone(),
@@ -431,6 +437,24 @@ pub fn apply_attempt_headers(
     if let Some(h) = policy.attempt_header() {
         headers.insert(h.clone(), HeaderValue::from(attempt));
     }
+    for name in endpoint.headers().keys() {
+        headers.remove(name);
+    }
+    for (name, v) in endpoint.headers() {
+        headers.append(name.clone(), v.clone());
+    }
+    Ok(())
+}
+
+/// The Host rule of [`apply_attempt_headers`]: a caller's Host equal to the original URL's
+/// host follows the endpoint; any other value is kept. Out of line: most calls set no Host.
+#[inline(never)]
+fn host_rule(
+    policy: &Policy,
+    endpoint: &crate::Endpoint,
+    request: &Uri,
+    headers: &mut HeaderMap,
+) -> Result<(), DestinationError> {
     if let Some(current) = headers.get(HOST) {
         let original = original_authority(policy, request);
         let follows = original.is_some_and(|a| {
@@ -443,12 +467,6 @@ pub fn apply_attempt_headers(
                 headers.insert(HOST, header_value("host", target.as_str())?);
             }
         }
-    }
-    for name in endpoint.headers().keys() {
-        headers.remove(name);
-    }
-    for (name, v) in endpoint.headers() {
-        headers.append(name.clone(), v.clone());
     }
     Ok(())
 }
