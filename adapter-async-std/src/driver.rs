@@ -144,6 +144,7 @@ impl CallTransport for Calls {
         call: &Call<'_, Kept>,
         identity: &Result<IdentityHeaders, DestinationError>,
         a: &Attempt,
+        now: Instant,
     ) -> Result<Built<Outgoing, Duration>, NotBuilt<TransportError>> {
         let inner = &*self.0;
         let built = match (&req.invalid, identity) {
@@ -163,7 +164,7 @@ impl CallTransport for Calls {
         // The attempt's timers end by the call's deadline as an instant (the engine
         // clipped them from the time of its last input): they fire with the driver's
         // deadline wait, so a connect the deadline cuts reports its phase (SPEC 2.6).
-        let start = Instant::now();
+        let start = now;
         let left = (call.deadline()).map_or(Duration::MAX, |d| d.saturating_duration_since(start));
         let ctx = AttemptCtx {
             pool: inner.pool.clone(),

@@ -298,6 +298,7 @@ impl<O: Owner> CallTransport for Calls<O> {
         call: &Call<'_, Reply>,
         identity: &Result<IdentityHeaders, DestinationError>,
         a: &Attempt,
+        _: Instant,
     ) -> Result<Built<reqwest::Request, Ticket>, NotBuilt<AttemptError>> {
         let shared = self.0.shared();
         let built = match identity {

@@ -232,6 +232,7 @@ where
         call: &Call<'_, Response<R>>,
         identity: &Result<IdentityHeaders, DestinationError>,
         a: &Attempt,
+        _: Instant,
     ) -> Result<Built<Self::Request, ()>, NotBuilt<BoxError>> {
         let mut headers = p.parts.headers.clone();
         // Why an attempt cannot be sent is the error's source: the destination rules'

@@ -51,7 +51,7 @@
 //!     fn now(&self) -> Instant { Instant::now() }
 //!     fn body_kind(&self, _: &Get) -> BodyKind { BodyKind::Empty }
 //!     fn build(&self, _: &mut Get, _: &Call<'_, Head>,
-//!         _: &Result<IdentityHeaders, DestinationError>, a: &Attempt)
+//!         _: &Result<IdentityHeaders, DestinationError>, a: &Attempt, _: Instant)
 //!         -> Result<Built<usize, ()>, NotBuilt<String>> {
 //!         Ok(Built { request: a.endpoint, spare: None, ticket: () })
 //!     }
@@ -187,7 +187,8 @@ pub trait CallTransport {
         std::future::ready(None)
     }
     /// Builds the request of attempt `a` (`identity`: the call's request id and key as
-    /// header values, or why they cannot be made).
+    /// header values, or why they cannot be made), which starts at `now` (its timer runs
+    /// from then: one clock read serves the request and the timer).
     #[allow(clippy::type_complexity)]
     fn build(
         &self,
@@ -195,6 +196,7 @@ pub trait CallTransport {
         call: &Call<'_, Self::Answer>,
         identity: &Result<IdentityHeaders, DestinationError>,
         a: &Attempt,
+        now: Instant,
     ) -> Result<Built<Self::Request, Self::Ticket>, NotBuilt<Self::Error>>;
     /// Sends `request` to `endpoint` under the attempt's timer, which ends at `at`.
     fn send<'a>(
@@ -325,7 +327,7 @@ pub fn drive<T: CallTransport>(
             }
         }
         driver.clear();
-        let read_by = call.body_read_by(t.now());
+        let read_by = call.body_read_by();
         let done = call.take_done();
         // The driver (its timer, the identity's values) is dropped where it is, after the
         // output is made: dropped here by `drop`, it was first moved out (360 bytes).
@@ -369,14 +371,15 @@ where
 {
     /// Builds and starts attempt `a`, or tells the call why it could not be sent.
     fn send(&mut self, prepared: &mut T::Prepared, call: &mut Call<'_, T::Answer>, a: &Attempt) {
-        let input = match self.t.build(prepared, call, &self.identity, a) {
+        let now = self.t.now();
+        let input = match self.t.build(prepared, call, &self.identity, a, now) {
             Ok(built) => {
                 // Clipped to the call's deadline as an instant, not only as a duration
                 // (the engine clipped it from the time of its last input): the attempt's
                 // timer then ends with the driver's deadline wait, not a hair after it,
                 // and an attempt the deadline cuts in its connect reports that phase
                 // rather than losing the proof to the deadline's wake (SPEC 2.6).
-                let at = self.t.now() + a.timeout;
+                let at = now + a.timeout;
                 let at = call.deadline().map_or(at, |d| at.min(d));
                 let fut = self.start(a.endpoint, built.request, built.spare, at, true);
                 let sent = Sent {
@@ -407,7 +410,7 @@ where
                 Input::ReplayFailed { attempt: a.number }
             }
         };
-        call.handle(input, self.t.now());
+        call.handle(input, now);
     }
 
     /// Starts a send to `endpoint`: in the slot when it is free and no credential goes

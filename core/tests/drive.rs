@@ -56,6 +56,7 @@ impl CallTransport for &SlowClock {
         _: &Call<'_, Head>,
         _: &Result<IdentityHeaders, DestinationError>,
         _: &Attempt,
+        _: Instant,
     ) -> Result<Built<(), ()>, NotBuilt<String>> {
         Ok(Built {
             request: (),

@@ -351,15 +351,16 @@ impl<'e, R> Call<'e, R> {
         self.class.deadline
     }
 
-    /// When reading the body of a response that arrived at `now` must end: the policy's
-    /// `body_timeout` from `now`, never past the call's deadline (SPEC 2.6).
-    pub fn body_read_by(&self, now: Instant) -> Option<Instant> {
+    /// When reading the body of the call's response must end: the policy's `body_timeout`
+    /// from the call's last input (when the response arrived), never past the call's
+    /// deadline (SPEC 2.6). Asked once the call is done; no clock is read for it.
+    pub fn body_read_by(&self) -> Option<Instant> {
         let timeout = self
             .engine
             .policy
             .settings
             .body_timeout
-            .map(|d| add(now, d));
+            .map(|d| add(self.now, d));
         match (timeout, self.class.deadline) {
             (Some(t), Some(d)) => Some(t.min(d)),
             (t, d) => t.or(d),
