@@ -76,16 +76,18 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
         headers: &p.headers,
     };
     let kind = p.body.kind();
-    let mut call: Call<'_, Response<Body>> =
-        Call::new(&inner.engine, &info, kind, options, Instant::now());
+    // The time of the call's last input: an attempt's redirect hops share a timer that
+    // runs from when the attempt was decided (one clock read per event, not two).
+    let mut now = Instant::now();
+    let mut call: Call<'_, Response<Body>> = Call::new(&inner.engine, &info, kind, options, now);
     // The request id and key as header values, made once for every attempt and hop.
     let identity = call.identity_headers();
     let mut last_error: Option<ureq::Error> = None;
     loop {
         match call.poll() {
             Action::Send(attempt) => {
-                let (sent, redirects) = send(inner, &call, &identity, &attempt, &mut p);
-                let now = Instant::now();
+                let (sent, redirects) = send(inner, &call, &identity, &attempt, &mut p, now);
+                now = Instant::now();
                 if !redirects.is_empty() {
                     let number = attempt.number;
                     call.handle(
@@ -115,18 +117,23 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
             // One attempt is in flight at a time and it has ended before the next poll:
             // there is never anything to cancel or wait for.
             Action::Discard(_) | Action::WaitForAttempt => {
-                call.handle(Input::Cancel, Instant::now())
+                now = Instant::now();
+                call.handle(Input::Cancel, now)
             }
             Action::WaitUntil(until) => {
-                let now = Instant::now();
-                if until > now {
-                    thread::sleep(until - now);
+                let before = Instant::now();
+                if until > before {
+                    thread::sleep(until - before);
                 }
-                call.handle(Input::Timer, Instant::now());
+                now = Instant::now();
+                call.handle(Input::Timer, now);
             }
             Action::Done => return finish(call.take_done(), last_error),
             // An action this adapter does not know: end the call with what it has.
-            _ => call.handle(Input::Cancel, Instant::now()),
+            _ => {
+                now = Instant::now();
+                call.handle(Input::Cancel, now)
+            }
         }
     }
 }
@@ -153,6 +160,7 @@ fn send(
     identity: &Result<IdentityHeaders, DestinationError>,
     attempt: &Attempt,
     p: &mut Prepared,
+    decided: Instant,
 ) -> (Sent, Vec<Redirect>) {
     const REJECTED: AttemptOutcome = AttemptOutcome::Failure(FailureClass::RejectedLocally);
     // Why the call is rejected travels as the error's source, like every adapter's: the
@@ -186,8 +194,9 @@ fn send(
         return rejected(Box::new(e));
     }
     let first = attempt.number == 1 || !attempt.fresh_body;
-    // Every hop of the attempt shares its timer, as on the other adapters.
-    let respond_by = Instant::now() + attempt.timeout;
+    // Every hop of the attempt shares its timer, as on the other adapters, from when the
+    // attempt was decided.
+    let respond_by = decided + attempt.timeout;
     let sent = send_one(
         inner,
         call,
