@@ -30,17 +30,28 @@ use crate::exec::Exec;
 use crate::io::Io;
 use crate::pool::{Conn, Lease, Pool};
 
-/// Everything an attempt needs, owned (the attempt future is `'static`).
-#[derive(Clone)]
-pub(crate) struct AttemptCtx {
+/// Where and how an attempt connects: one endpoint's pool, TLS, HTTP/1.1 settings and
+/// target (made once per endpoint when the client is built and shared by all its
+/// attempts), or those of one redirect hop to another origin (made for that hop).
+pub(crate) struct Route {
     pub(crate) pool: Arc<Pool>,
     pub(crate) tls: Arc<futures_rustls::rustls::ClientConfig>,
     pub(crate) http1: Arc<http1::Builder>,
     pub(crate) target: Arc<Target>,
+    /// The endpoint's index in the pool (and for its credential); a hop to another
+    /// origin: 0, in a pool of its own.
     pub(crate) endpoint: usize,
+    /// The id of the endpoint the attempt is for, named in its errors.
     pub(crate) endpoint_id: Arc<str>,
     /// The endpoint's HTTP version setting (SPEC 9).
     pub(crate) version: HttpVersion,
+}
+
+/// Everything an attempt needs, owned (the attempt future is `'static`). The route is
+/// shared: an attempt takes one reference to it, not one to each of its parts.
+#[derive(Clone)]
+pub(crate) struct AttemptCtx {
+    pub(crate) route: Arc<Route>,
     pub(crate) number: u32,
     pub(crate) start: Instant,
     pub(crate) connect_timeout: Duration,
@@ -145,21 +156,21 @@ type Failure = (Phase, BoxError);
 /// knowledge on http), else HTTP/1.1. An endpoint that requires HTTP/2 and was not
 /// agreed it is a connection closed before the protocol was agreed: undelivered.
 async fn open(ctx: &AttemptCtx) -> Result<Taken, Failure> {
-    let stream = connect::connect(&ctx.target, &ctx.tls)
+    let stream = connect::connect(&ctx.route.target, &ctx.route.tls)
         .await
         .map_err(|(p, e)| (crate::classify::proven(p, &e, true), e.into()))?;
-    let h2 = match &ctx.target.tls {
+    let h2 = match &ctx.route.target.tls {
         Some(_) => connect::agreed_h2(&stream),
-        None => ctx.version == HttpVersion::Http2,
+        None => ctx.route.version == HttpVersion::Http2,
     };
-    if ctx.version == HttpVersion::Http2 && !h2 {
+    if ctx.route.version == HttpVersion::Http2 && !h2 {
         return Err((
             Phase::NotSent,
             "the server did not agree to HTTP/2 (ALPN h2), which the endpoint requires".into(),
         ));
     }
-    if ctx.target.tls.is_some() && ctx.version == HttpVersion::Auto {
-        ctx.pool.agreed(ctx.endpoint, h2);
+    if ctx.route.target.tls.is_some() && ctx.route.version == HttpVersion::Auto {
+        ctx.route.pool.agreed(ctx.route.endpoint, h2);
     }
     if h2 {
         crate::exec::start().map_err(|e| (Phase::NotSent, e.into()))?;
@@ -174,6 +185,7 @@ async fn open(ctx: &AttemptCtx) -> Result<Taken, Failure> {
         return Ok(Taken::H2(sender, Some(died)));
     }
     let (sender, driver) = ctx
+        .route
         .http1
         .handshake(Io::new(stream))
         .await
@@ -183,10 +195,12 @@ async fn open(ctx: &AttemptCtx) -> Result<Taken, Failure> {
 
 /// Whether the endpoint may speak HTTP/2 on this attempt's connection.
 fn h2_possible(ctx: &AttemptCtx) -> bool {
-    match ctx.version {
+    match ctx.route.version {
         HttpVersion::Http2 => true,
         HttpVersion::Http1 => false,
-        HttpVersion::Auto => ctx.target.tls.is_some() && !ctx.pool.speaks_h1(ctx.endpoint),
+        HttpVersion::Auto => {
+            ctx.route.target.tls.is_some() && !ctx.route.pool.speaks_h1(ctx.route.endpoint)
+        }
     }
 }
 
@@ -200,14 +214,14 @@ async fn take(ctx: &AttemptCtx, connect_by: Instant) -> Result<Taken, AttemptEnd
             Some(r) => r.map_err(|(p, e)| ctx.failed(p, e, true)),
         }
     };
-    if let (true, Some(slot)) = (h2_possible(ctx), ctx.pool.h2(ctx.endpoint)) {
+    if let (true, Some(slot)) = (h2_possible(ctx), ctx.route.pool.h2(ctx.route.endpoint)) {
         let Some(mut shared) = timeout_at(connect_by, slot.lock()).await else {
             return Err(timed_out());
         };
         if let Some(s) = shared.as_ref().filter(|s| !s.is_closed()) {
             return Ok(Taken::H2(s.clone(), None));
         }
-        if !ctx.pool.speaks_h1(ctx.endpoint) {
+        if !ctx.route.pool.speaks_h1(ctx.route.endpoint) {
             let taken = open_by(ctx).await?;
             if let Taken::H2(s, _) = &taken {
                 *shared = Some(s.clone());
@@ -215,7 +229,7 @@ async fn take(ctx: &AttemptCtx, connect_by: Instant) -> Result<Taken, AttemptEnd
             return Ok(taken);
         }
     }
-    match ctx.pool.take(ctx.endpoint, Instant::now()) {
+    match ctx.route.pool.take(ctx.route.endpoint, Instant::now()) {
         Some(c) => Ok(Taken::H1(c, false)),
         None => open_by(ctx).await,
     }
@@ -226,7 +240,7 @@ impl AttemptCtx {
     fn failed(&self, phase: Phase, e: BoxError, fresh: bool) -> AttemptEnd {
         let phase = crate::classify::proven(phase, &*e, fresh);
         AttemptEnd::Failed(TransportError::new(
-            self.endpoint_id.clone(),
+            self.route.endpoint_id.clone(),
             self.number,
             phase,
             false,
@@ -235,7 +249,7 @@ impl AttemptCtx {
     }
 
     fn timeout_error(&self, phase: Phase) -> TransportError {
-        TransportError::timeout(self.endpoint_id.clone(), self.number, phase)
+        TransportError::timeout(self.route.endpoint_id.clone(), self.number, phase)
     }
 
     fn exchange(&self, res: http::Response<Incoming>, lease: Option<Lease>) -> AttemptEnd {
@@ -321,8 +335,8 @@ fn send_h1(
             Some(Ok(res)) => {
                 let lease = Lease {
                     conn,
-                    pool: ctx.pool.clone(),
-                    endpoint: ctx.endpoint,
+                    pool: ctx.route.pool.clone(),
+                    endpoint: ctx.route.endpoint,
                 };
                 ctx.exchange(res, Some(lease))
             }
@@ -356,7 +370,7 @@ async fn send_h2(
         }
         Some(Ok(())) => {}
     }
-    let req = absolute(&ctx.target, req);
+    let req = absolute(&ctx.route.target, req);
     Sent::Done(
         match timeout_at(respond_by, sender.try_send_request(req)).await {
             None => AttemptEnd::Failed(ctx.timeout_error(Phase::Exchange)),
@@ -438,7 +452,7 @@ mod tests {
     use crate::connect::harden;
 
     fn ctx(url: &str, pool: &Arc<Pool>, connect_ms: u64, timeout_ms: u64) -> AttemptCtx {
-        AttemptCtx {
+        let route = Route {
             pool: pool.clone(),
             tls: Arc::new(harden(
                 baton_tls::TlsConfig::load(&baton_core::Tls::default())
@@ -451,6 +465,9 @@ mod tests {
             endpoint: 0,
             endpoint_id: Arc::from("e"),
             version: HttpVersion::Auto,
+        };
+        AttemptCtx {
+            route: Arc::new(route),
             number: 1,
             start: Instant::now(),
             connect_timeout: Duration::from_millis(connect_ms),

@@ -33,8 +33,8 @@ pub(crate) async fn run(
     mut req: http::Request<OutBody>,
     spare: Option<http::Request<OutBody>>,
 ) -> AttemptEnd {
-    let slot = inner.engine.credential(ctx.endpoint);
-    let ep = inner.engine.policy().endpoints().get(ctx.endpoint);
+    let slot = inner.engine.credential(ctx.route.endpoint);
+    let ep = inner.engine.policy().endpoints().get(ctx.route.endpoint);
     let (Some(slot), Some(tokens), Some(ep)) = (slot, &inner.tokens, ep) else {
         return attempt::run(ctx, req).await;
     };
@@ -49,7 +49,7 @@ pub(crate) async fn run(
     let first = match lease().await {
         Ok(l) => l,
         Err(e) => {
-            let id = ctx.endpoint_id.clone();
+            let id = ctx.route.endpoint_id.clone();
             return AttemptEnd::Failed(TransportError::new(
                 id,
                 ctx.number,

@@ -18,7 +18,7 @@ use baton_core::{
 use http::header::{HeaderMap, HOST};
 use http::Uri;
 
-use crate::attempt::{self, AttemptCtx, AttemptEnd, Exchange};
+use crate::attempt::{self, AttemptCtx, AttemptEnd, Exchange, Route};
 use crate::body::{OutBody, Source};
 use crate::classify::{BoxError, Phase, TransportError};
 use crate::connect;
@@ -153,7 +153,7 @@ impl CallTransport for Calls {
             (None, Ok(id)) => build(inner, id, a, req),
         };
         let why = |e: BoxError| {
-            let id = inner.ids[a.endpoint].clone();
+            let id = inner.routes[a.endpoint].endpoint_id.clone();
             TransportError::new(id, a.number, Phase::NotSent, false, e)
         };
         let request = match built {
@@ -167,13 +167,7 @@ impl CallTransport for Calls {
         let start = now;
         let left = (call.deadline()).map_or(Duration::MAX, |d| d.saturating_duration_since(start));
         let ctx = AttemptCtx {
-            pool: inner.pool.clone(),
-            tls: inner.wires[a.endpoint].tls.clone(),
-            http1: inner.http1.clone(),
-            target: inner.targets[a.endpoint].clone(),
-            endpoint: a.endpoint,
-            endpoint_id: inner.ids[a.endpoint].clone(),
-            version: inner.wires[a.endpoint].version,
+            route: inner.routes[a.endpoint].clone(),
             number: a.number,
             start,
             connect_timeout: a.connect_timeout.min(left),
@@ -226,7 +220,7 @@ impl CallTransport for Calls {
     }
 
     /// The hop's request: on the endpoint's own target and pool, or, for another origin,
-    /// on a connection of its own (see [`hop_target`]).
+    /// on a connection of its own (see [`hop_route`]).
     fn hop(
         &self,
         req: &mut Prepared,
@@ -239,7 +233,8 @@ impl CallTransport for Calls {
             true => req.body.body_for(true).ok()?,
             false => OutBody::Empty,
         };
-        let (target, pool) = hop_target(inner, sent.endpoint, hop)?;
+        let route = hop_route(inner, sent.endpoint, hop)?;
+        let target = &route.target;
         if !h.contains_key(HOST) {
             h.insert(HOST, target.host_header.clone());
         }
@@ -254,8 +249,7 @@ impl CallTransport for Calls {
         *request.method_mut() = hop.method.clone();
         *request.uri_mut() = target.request_uri(path);
         *request.headers_mut() = h;
-        let ctx = hop_ctx(inner, sent, target, pool, hop.cross_origin);
-        Some((ctx, request))
+        Some((hop_ctx(sent, route), request))
     }
 
     fn timer(&self, at: Instant) -> Timer {
@@ -286,7 +280,7 @@ fn finish(
     let make = |k: Kept, report: Box<baton_core::Report>| {
         Response::new(
             *k.exchange,
-            inner.ids[k.endpoint].clone(),
+            inner.routes[k.endpoint].endpoint_id.clone(),
             k.number,
             report,
             read_by,
@@ -305,47 +299,34 @@ fn finish(
     )
 }
 
-/// Where a redirect hop of `endpoint` connects: the endpoint's own target and pool, or,
-/// for another origin, a connection of its own, never pooled with the endpoint's (`None`:
+/// Where a redirect hop of `endpoint` connects: the endpoint's own route, or, for another
+/// origin, a connection of its own, never pooled with the endpoint's, with the same trust,
+/// never the endpoint's client identity (SPEC 9), and its own protocol by ALPN (`None`:
 /// the hop's URL cannot be routed).
-fn hop_target(
-    inner: &Inner,
-    endpoint: usize,
-    hop: &baton_core::Hop,
-) -> Option<(Arc<connect::Target>, Arc<Pool>)> {
+fn hop_route(inner: &Inner, endpoint: usize, hop: &baton_core::Hop) -> Option<Arc<Route>> {
+    let own = &inner.routes[endpoint];
     if !hop.cross_origin {
-        return Some((inner.targets[endpoint].clone(), inner.pool.clone()));
+        return Some(own.clone());
     }
     let target = connect::Target::routed(&hop.uri, &inner.proxies).ok()?;
-    let pool = Pool::new(0, 0, std::time::Duration::ZERO);
-    Some((Arc::new(target), Arc::new(pool)))
+    Some(Arc::new(Route {
+        pool: Arc::new(Pool::new(0, 0, std::time::Duration::ZERO)),
+        tls: inner.bare[endpoint].clone(),
+        http1: inner.http1.clone(),
+        target: Arc::new(target),
+        endpoint: 0,
+        endpoint_id: own.endpoint_id.clone(),
+        version: baton_core::HttpVersion::Auto,
+    }))
 }
 
-/// The context of a redirect hop of attempt `sent`, within what is left of its time.
-/// Another origin gets a connection of its own with the same trust, never the endpoint's
-/// client identity (SPEC 9), and its own protocol by ALPN.
-fn hop_ctx(
-    inner: &Inner,
-    sent: &Sent<std::time::Duration>,
-    target: Arc<connect::Target>,
-    pool: Arc<Pool>,
-    cross_origin: bool,
-) -> AttemptCtx {
+/// The context of a redirect hop of attempt `sent` on `route`, within what is left of
+/// its time.
+fn hop_ctx(sent: &Sent<std::time::Duration>, route: Arc<Route>) -> AttemptCtx {
     let now = Instant::now();
     let left = sent.at.saturating_duration_since(now);
-    let wire = &inner.wires[sent.endpoint];
-    let (tls, endpoint, version) = match cross_origin {
-        true => (wire.bare.clone(), 0, baton_core::HttpVersion::Auto),
-        false => (wire.tls.clone(), sent.endpoint, wire.version),
-    };
     AttemptCtx {
-        pool,
-        tls,
-        http1: inner.http1.clone(),
-        target,
-        endpoint,
-        endpoint_id: inner.ids[sent.endpoint].clone(),
-        version,
+        route,
         number: sent.number,
         start: now,
         connect_timeout: sent.ticket.min(left),
@@ -377,7 +358,7 @@ fn build(
     let dest = attempt_uri(policy, a.endpoint, uri).map_err(rejected)?;
     let mut h = headers.clone();
     apply_attempt_headers(policy, a.endpoint, uri, identity, a.number, &mut h).map_err(rejected)?;
-    let target = &inner.targets[a.endpoint];
+    let target = &inner.routes[a.endpoint].target;
     if !h.contains_key(HOST) {
         h.insert(HOST, target.host_header.clone());
     }
@@ -411,7 +392,8 @@ pub(crate) async fn send_probe(
 ) -> Result<http::StatusCode, String> {
     let policy = inner.engine.policy();
     let endpoint = policy.endpoint_index(probe.endpoint_id()).unwrap_or(0);
-    let target = inner.targets[endpoint].clone();
+    let route = inner.routes[endpoint].clone();
+    let target = &route.target;
     let mut h = probe.headers.clone();
     if !h.contains_key(HOST) {
         h.insert(HOST, target.host_header.clone());
@@ -428,13 +410,7 @@ pub(crate) async fn send_probe(
     *req.uri_mut() = target.request_uri(path);
     *req.headers_mut() = h;
     let ctx = AttemptCtx {
-        pool: inner.pool.clone(),
-        tls: inner.wires[endpoint].tls.clone(),
-        http1: inner.http1.clone(),
-        target,
-        endpoint,
-        endpoint_id: inner.ids[endpoint].clone(),
-        version: inner.wires[endpoint].version,
+        route,
         number: 1,
         start: Instant::now(),
         connect_timeout: probe.connect_timeout,

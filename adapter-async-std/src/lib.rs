@@ -198,14 +198,14 @@ pub use sse::{EventStream, EventsError};
 pub(crate) struct Inner {
     pub(crate) engine: Arc<Engine>,
     pub(crate) pool: Arc<pool::Pool>,
-    /// Each endpoint's wire: its TLS (with its client identity), the same without the
-    /// identity (for another origin), and its HTTP version.
-    pub(crate) wires: Vec<Wire>,
+    /// Each endpoint's route: its pool, TLS (with its client identity), target, id and
+    /// HTTP version, shared by its attempts.
+    pub(crate) routes: Vec<Arc<attempt::Route>>,
+    /// Each endpoint's TLS without its client identity (for a redirect to another origin).
+    pub(crate) bare: Vec<Arc<ClientConfig>>,
     pub(crate) http1: Arc<hyper::client::conn::http1::Builder>,
-    pub(crate) targets: Vec<Arc<connect::Target>>,
     /// The environment's proxies (for redirect targets on another origin).
     pub(crate) proxies: Arc<baton_core::ProxyEnv>,
-    pub(crate) ids: Vec<Arc<str>>,
     pub(crate) buffer_limit: Option<usize>,
     /// The client's event sink, installed per call when the policy was built elsewhere.
     pub(crate) events: Option<EventSink>,
@@ -214,7 +214,7 @@ pub(crate) struct Inner {
 }
 
 /// One endpoint's wire settings (SPEC 9).
-pub(crate) struct Wire {
+struct Wire {
     pub(crate) tls: Arc<ClientConfig>,
     /// The same trust without the client identity, for a redirect to another origin.
     pub(crate) bare: Arc<ClientConfig>,
@@ -496,22 +496,37 @@ impl ClientBuilder {
             targets.push(Arc::new(t));
         }
         let wires = wires(&policy, self.tls)?;
-        let ids = policy
+        let n = policy.endpoints().len();
+        let pool = Arc::new(pool::Pool::new(n, self.max_idle, self.idle_timeout));
+        let http1 = Arc::new(hyper::client::conn::http1::Builder::new());
+        let (mut routes, mut bare) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let each = policy
             .endpoints()
             .iter()
-            .map(|e| Arc::from(e.id()))
-            .collect();
-        let n = policy.endpoints().len();
+            .zip(targets)
+            .zip(wires)
+            .enumerate();
+        for (endpoint, ((e, target), wire)) in each {
+            routes.push(Arc::new(attempt::Route {
+                pool: pool.clone(),
+                tls: wire.tls,
+                http1: http1.clone(),
+                target,
+                endpoint,
+                endpoint_id: Arc::from(e.id()),
+                version: wire.version,
+            }));
+            bare.push(wire.bare);
+        }
         Ok(Client {
             inner: Arc::new(Inner {
                 // OS randomness once per client; a seed set in the policy wins.
                 engine: Arc::new(Engine::with_entropy(policy, baton_core::os_entropy())),
-                pool: Arc::new(pool::Pool::new(n, self.max_idle, self.idle_timeout)),
-                wires,
-                http1: Arc::new(hyper::client::conn::http1::Builder::new()),
-                targets,
+                pool,
+                routes,
+                bare,
+                http1,
                 proxies,
-                ids,
                 buffer_limit: self.buffer_limit,
                 events,
                 tokens: self.tokens,
