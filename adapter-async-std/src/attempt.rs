@@ -30,9 +30,10 @@ use crate::exec::Exec;
 use crate::io::Io;
 use crate::pool::{Conn, Lease, Pool};
 
-/// Where and how an attempt connects: one endpoint's pool, TLS, HTTP/1.1 settings and
-/// target (made once per endpoint when the client is built and shared by all its
-/// attempts), or those of one redirect hop to another origin (made for that hop).
+/// Where and how an attempt connects: the client's pool (where connections are kept under
+/// the endpoint's index), the endpoint's TLS, HTTP/1.1 settings and target (made once per
+/// endpoint when the client is built and shared by all its attempts), or, for a redirect
+/// hop to another origin, a pool, TLS and target of the hop's own (made for that hop).
 pub(crate) struct Route {
     pub(crate) pool: Arc<Pool>,
     pub(crate) tls: Arc<futures_rustls::rustls::ClientConfig>,

@@ -198,8 +198,8 @@ pub use sse::{EventStream, EventsError};
 pub(crate) struct Inner {
     pub(crate) engine: Arc<Engine>,
     pub(crate) pool: Arc<pool::Pool>,
-    /// Each endpoint's route: its pool, TLS (with its client identity), target, id and
-    /// HTTP version, shared by its attempts.
+    /// Each endpoint's route: the client's pool and HTTP/1.1 settings, the endpoint's index,
+    /// TLS (with its client identity), target, id and HTTP version, shared by its attempts.
     pub(crate) routes: Vec<Arc<attempt::Route>>,
     /// Each endpoint's TLS without its client identity (for a redirect to another origin).
     pub(crate) bare: Vec<Arc<ClientConfig>>,
@@ -215,10 +215,10 @@ pub(crate) struct Inner {
 
 /// One endpoint's wire settings (SPEC 9).
 struct Wire {
-    pub(crate) tls: Arc<ClientConfig>,
+    tls: Arc<ClientConfig>,
     /// The same trust without the client identity, for a redirect to another origin.
-    pub(crate) bare: Arc<ClientConfig>,
-    pub(crate) version: baton_core::HttpVersion,
+    bare: Arc<ClientConfig>,
+    version: baton_core::HttpVersion,
 }
 
 /// Each endpoint's [`Wire`]: baton-tls's trust and identity (or a configuration given
