@@ -206,6 +206,16 @@ impl std::hash::Hash for Text {
     }
 }
 
+impl EndpointId {
+    /// An empty id, for a record slot that holds no record.
+    pub(crate) fn none() -> Self {
+        EndpointId(Text::Inline {
+            len: 0,
+            buf: [0; TEXT_INLINE],
+        })
+    }
+}
+
 impl From<&str> for EndpointId {
     fn from(id: &str) -> Self {
         EndpointId(Text::from(id))

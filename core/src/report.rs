@@ -200,6 +200,22 @@ pub struct AttemptRecord {
     pub credential_refused: bool,
 }
 
+impl AttemptRecord {
+    /// A slot of a report's inline list that holds no record (it is never read, and owns
+    /// nothing to free).
+    pub(crate) fn unused() -> Self {
+        AttemptRecord {
+            endpoint: 0,
+            endpoint_id: crate::id::EndpointId::none(),
+            number: 0,
+            result: AttemptResult::InFlight,
+            elapsed: Duration::ZERO,
+            http_version: None,
+            credential_refused: false,
+        }
+    }
+}
+
 impl fmt::Display for AttemptRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let refused = if self.credential_refused {

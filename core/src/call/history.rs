@@ -255,19 +255,38 @@ impl<R> History<R> {
         ids: &[EndpointId],
         refusal: impl Fn(usize, StatusCode) -> bool,
     ) -> SmallVec<[AttemptRecord; 2]> {
-        let mut out = SmallVec::new();
-        for (i, r) in self.records.iter().enumerate() {
-            out.push(AttemptRecord {
-                endpoint: r.endpoint as usize,
-                endpoint_id: ids[r.endpoint as usize].clone(),
-                number: i as u32 + 1,
-                result: r.result,
-                elapsed: Duration::from_nanos(r.elapsed_ns),
-                http_version: r.version,
-                credential_refused: self.refused_credential(i, r, &refusal),
-            });
+        let record = |i, r| self.report_record(ids, &refusal, i, r);
+        match &self.records[..] {
+            // One attempt, the healthy call: the list is written in one piece, in place.
+            // Pushed, the record is built aside and then copied, and the copy waits on the
+            // stores that built it (`healthy_calls`: 13% of the engine's time went here).
+            [r] => SmallVec::from_buf_and_len([record(0, r), AttemptRecord::unused()], 1),
+            records => records
+                .iter()
+                .enumerate()
+                .map(|(i, r)| record(i, r))
+                .collect(),
         }
-        out
+    }
+
+    /// The public record of record `i` (`r`).
+    #[inline(always)]
+    fn report_record(
+        &self,
+        ids: &[EndpointId],
+        refusal: &impl Fn(usize, StatusCode) -> bool,
+        i: usize,
+        r: &Rec,
+    ) -> AttemptRecord {
+        AttemptRecord {
+            endpoint: r.endpoint as usize,
+            endpoint_id: ids[r.endpoint as usize].clone(),
+            number: i as u32 + 1,
+            result: r.result,
+            elapsed: Duration::from_nanos(r.elapsed_ns),
+            http_version: r.version,
+            credential_refused: self.refused_credential(i, r, refusal),
+        }
     }
 
     /// Records how a landed attempt ended.
