@@ -82,6 +82,7 @@ pub struct Head {
 
 impl Head {
     /// A head with `status` and no headers (allocates nothing).
+    #[inline]
     pub fn new(status: StatusCode) -> Self {
         Head {
             status,
