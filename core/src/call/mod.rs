@@ -167,18 +167,17 @@ impl<'e, R: Answer> Call<'e, R> {
             Some(why) => Err(Stop::Invalid(why)),
             None => order::eligibility(&engine.policy, request, &options),
         };
-        let calm = (eligibility.as_ref().ok())
-            .and_then(|eligible| Order::calm_start(engine, *eligible, &options));
+        let calm = (eligibility.as_ref().ok()).and_then(|e| Order::calm_set(engine, *e));
         let sink = options.events.take();
-        if let Some(order) = calm {
-            let first = order.round.get(0) as u8;
+        if let Some(eligible) = calm {
+            let first = eligible.0.trailing_zeros() as u8;
             return Self::made(
                 engine,
                 sink,
                 class,
                 body,
                 now,
-                order,
+                Order::calm(engine, eligible, &options),
                 Schedule::new(rng, first, now),
             );
         }

@@ -82,7 +82,12 @@ impl List {
         }
     }
     pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.len()).map(|p| self.get(p))
+        // One of the two is empty: a list held as a set has no bytes written.
+        let written = match self.by_index.0 {
+            0 => &self.items[..self.len as usize],
+            _ => &[],
+        };
+        (self.by_index.iter()).chain(written.iter().map(|&e| e as usize))
     }
     pub(crate) fn position(&self, i: usize) -> Option<usize> {
         let set = self.by_index;
@@ -161,58 +166,89 @@ pub(crate) struct Order {
     pub(crate) max_explicit: bool,
 }
 
-impl Order {
-    /// The order at the start of a call whose first round is simply its eligible
-    /// endpoints by index, every one calm (no preferred endpoint, no tiers, nothing
-    /// cooling down: the common case), or `None` for any other call. It is the order
-    /// [`Call::order_start`] builds for such a call, made without the call so that
-    /// [`Call::new`] can write the call in one piece (measured with callgrind: a call
-    /// built and then started is copied out whole, 744 bytes, about 100 instructions).
-    #[inline(always)]
-    pub(crate) fn calm_start(
-        engine: &crate::Engine,
-        (eligible, preferred): (Bits, Option<u8>),
-        call: &crate::CallOptions,
-    ) -> Option<Order> {
-        if preferred.is_some() || matches!(engine.policy.tiers, Tiers::Ranked(_)) {
-            return None;
-        }
-        if eligible.0 == 0 || !eligible.iter().all(|i| engine.health.calm(i)) {
-            return None;
-        }
-        let round = List::of_set(eligible);
-        let mut order = Order {
-            eligible,
-            round,
-            ..Order::new()
-        };
-        order.set_caps(
-            &engine.policy,
-            call.attempts_per_endpoint,
-            call.max_attempts,
-        );
-        Some(order)
-    }
+/// A call's attempt caps (SPEC 2.6), decided once its first round is known.
+struct Caps {
+    per_default: u32,
+    pinned_limit: u32,
+    max_attempts: u32,
+    max_explicit: bool,
+}
 
-    /// Sets the attempt caps of a call whose first round is built (SPEC 2.6): attempts per
-    /// endpoint per round (the call's `per_call`, else each endpoint's own, else the
-    /// policy's, else 1, or 3 for a call with one usable endpoint), the pinned limit, and
-    /// the cap on attempts (the call's, else the policy's, else one round).
-    fn set_caps(&mut self, policy: &crate::Policy, per_call: Option<u32>, max: Option<u32>) {
+impl Caps {
+    /// The caps of a call whose first round is `round`: attempts per endpoint per round
+    /// (the call's `per_call`, else each endpoint's own, else the policy's, else 1, or 3
+    /// for a call with one usable endpoint), the pinned limit, and the cap on attempts
+    /// (the call's, else the policy's, else one round).
+    #[inline(always)]
+    fn of(policy: &crate::Policy, round: &List, per_call: Option<u32>, max: Option<u32>) -> Caps {
         let settings = &policy.settings;
         let explicit_per = per_call.or(settings.attempts_per_endpoint);
         let explicit_max = max.or(settings.max_attempts);
-        let usable = self.round.len() as u32;
+        let per_default = explicit_per.unwrap_or(if round.len() > 1 { 1 } else { 3 });
+        let per_endpoint =
+            |e| (per_call.or(policy.attempts_per_endpoint_of(e))).unwrap_or(per_default);
+        Caps {
+            per_default,
+            pinned_limit: settings.pinned_attempts.or(explicit_per).unwrap_or(3),
+            max_attempts: explicit_max.unwrap_or_else(|| {
+                (round.iter()).fold(0u32, |sum, e| sum.saturating_add(per_endpoint(e)))
+            }),
+            max_explicit: explicit_max.is_some(),
+        }
+    }
+}
+
+impl Order {
+    /// The endpoints of a call whose first round is simply its eligible endpoints by
+    /// index, every one calm (no preferred endpoint, no tiers, nothing cooling down: the
+    /// common case), or `None` for any other call. [`Order::calm`] is its order.
+    #[inline(always)]
+    pub(crate) fn calm_set(
+        engine: &crate::Engine,
+        (eligible, preferred): (Bits, Option<u8>),
+    ) -> Option<Bits> {
+        let calm = preferred.is_none()
+            && !matches!(engine.policy.tiers, Tiers::Ranked(_))
+            && eligible.0 != 0
+            && eligible.iter().all(|i| engine.health.calm(i));
+        calm.then_some(eligible)
+    }
+
+    /// The order of a call with a calm start (`eligible`, from [`Order::calm_set`]): the
+    /// order [`Call::order_start`] builds for such a call, made without the call and in
+    /// one piece, so that [`Call::new`] writes the call once, in place (measured with
+    /// callgrind: a call built and then started is copied out whole, 744 bytes, about 100
+    /// instructions; and with `healthy_calls`: an order built and then changed is copied
+    /// into the call, and the copy waits on the stores that changed it).
+    #[inline(always)]
+    pub(crate) fn calm(engine: &crate::Engine, eligible: Bits, call: &crate::CallOptions) -> Order {
+        let round = List::of_set(eligible);
+        let caps = Caps::of(
+            &engine.policy,
+            &round,
+            call.attempts_per_endpoint,
+            call.max_attempts,
+        );
+        Order {
+            eligible,
+            round,
+            per_call: call.attempts_per_endpoint,
+            per_default: caps.per_default,
+            pinned_limit: caps.pinned_limit,
+            max_attempts: caps.max_attempts,
+            max_explicit: caps.max_explicit,
+            ..Order::new()
+        }
+    }
+
+    /// Sets the attempt caps of a call whose first round is built (see [`Caps::of`]).
+    fn set_caps(&mut self, policy: &crate::Policy, per_call: Option<u32>, max: Option<u32>) {
+        let caps = Caps::of(policy, &self.round, per_call, max);
         self.per_call = per_call;
-        self.per_default = explicit_per.unwrap_or(if usable > 1 { 1 } else { 3 });
-        self.pinned_limit = settings.pinned_attempts.or(explicit_per).unwrap_or(3);
-        self.max_explicit = explicit_max.is_some();
-        self.max_attempts = explicit_max.unwrap_or_else(|| {
-            let round = self.round.iter();
-            round.fold(0u32, |sum, e| {
-                sum.saturating_add(self.per_endpoint(policy, e))
-            })
-        });
+        self.per_default = caps.per_default;
+        self.pinned_limit = caps.pinned_limit;
+        self.max_attempts = caps.max_attempts;
+        self.max_explicit = caps.max_explicit;
     }
 
     /// Attempts per round at endpoint `e`: the call's setting, else the endpoint's own,
@@ -812,12 +848,8 @@ mod tests {
                             let now = Instant::now();
                             let mut call: Call<'_, Head> =
                                 Call::new(&engine, &info, BodyKind::Empty, options.clone(), now);
-                            assert!(super::Order::calm_start(
-                                &engine,
-                                (call.order.eligible, None),
-                                &options
-                            )
-                            .is_some());
+                            let eligible = (call.order.eligible, None);
+                            assert!(super::Order::calm_set(&engine, eligible).is_some());
                             let calm = snapshot(&call);
                             let eligible = (call.order.eligible, None);
                             assert!(call.order_start(eligible, &options, now).is_ok());
