@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use smallvec::SmallVec;
+
 use super::history::Kept;
 use super::surface::Done;
 use super::{Call, Phase, Stop};
@@ -178,9 +180,7 @@ impl<R> Call<'_, R> {
                         RequestId::taken(),
                     ),
                     idempotency_key: self.class.identity.key.take(),
-                    attempts: self
-                        .history
-                        .report_records(&self.engine.ids, |e, s| self.is_credential_refusal(e, s)),
+                    attempts: SmallVec::new(),
                     redirects: std::mem::take(&mut self.history.redirects),
                     elapsed: ending.elapsed,
                     stop_reason: ending.reason,
@@ -189,7 +189,7 @@ impl<R> Call<'_, R> {
                 }
             };
         }
-        match (ending.error, self.history.kept.take()) {
+        let mut done = match (ending.error, self.history.kept.take()) {
             (None, Some(k)) => Done::Answer {
                 report: report!(Outcome::Response {
                     attempt: k.attempt,
@@ -211,6 +211,11 @@ impl<R> Call<'_, R> {
                     retained: kept.map(|k| k.response),
                 }
             }
-        }
+        };
+        let (Done::Answer { report, .. } | Done::Error { report, .. }) = &mut done;
+        let refusal = |e, s| self.is_credential_refusal(e, s);
+        self.history
+            .report_records(&self.engine.ids, refusal, &mut report.attempts);
+        done
     }
 }
