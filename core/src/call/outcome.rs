@@ -52,7 +52,9 @@ impl<R: Answer> Call<'_, R> {
             Some(f) => self.verdict(f, endpoint, &response),
             None => None,
         };
-        let kept = Kept {
+        // The response is moved once, straight to where the call keeps it: a copy of a
+        // copy waits on the stores that wrote the first (measured with `healthy_calls`).
+        let kept = |response| Kept {
             attempt: number,
             endpoint: flight.endpoint,
             status,
@@ -63,16 +65,16 @@ impl<R: Answer> Call<'_, R> {
             Trigger::No { success } => {
                 self.cancel_in_flight(now, AttemptResult::Cancelled);
                 // A newer response replaces an older one; the older is closed (dropped).
-                self.history.kept = None;
+                self.history.kept = Some(kept(response));
                 // The first attempt started with the call: its time is the call's.
                 let call_elapsed = if flight.started == self.start {
                     elapsed
                 } else {
                     crate::time::since(now, self.start)
                 };
-                self.answer(kept, success, now, call_elapsed);
+                self.answer(success, now, call_elapsed);
             }
-            Trigger::Yes => self.keep_and_go_on(kept, &flight),
+            Trigger::Yes => self.keep_and_go_on(kept(response), &flight),
         }
     }
 

@@ -47,10 +47,9 @@ impl Ending {
 }
 
 impl<R> Call<'_, R> {
-    /// Ends the call with the first usable answer, which arrived `elapsed` after the call
-    /// started.
-    pub(super) fn answer(&mut self, kept: Kept<R>, success: bool, now: Instant, elapsed: Duration) {
-        self.history.kept = Some(kept);
+    /// Ends the call with the first usable answer (kept already), which arrived `elapsed`
+    /// after the call started.
+    pub(super) fn answer(&mut self, success: bool, now: Instant, elapsed: Duration) {
         let ending = self.finish(now, elapsed, StopReason::Answered, None, success);
         self.phase = Phase::Finished(ending);
     }
