@@ -178,9 +178,18 @@ impl<R> Call<'_, R> {
                         &mut self.class.identity.request_id,
                         RequestId::taken(),
                     ),
-                    idempotency_key: self.class.identity.key.take(),
+                    // Taken only when there is something to take: a `None` or an empty
+                    // list is written as it is, where a taken one is copied aside first
+                    // and its copy into the result waits on that copy.
+                    idempotency_key: match self.class.identity.key {
+                        Some(_) => self.class.identity.key.take(),
+                        None => None,
+                    },
                     attempts: SmallVec::new(),
-                    redirects: std::mem::take(&mut self.history.redirects),
+                    redirects: match self.history.redirects.is_empty() {
+                        true => Vec::new(),
+                        false => std::mem::take(&mut self.history.redirects),
+                    },
                     elapsed: ending.elapsed,
                     stop_reason: ending.reason,
                     may_have_executed: ending.may_have_executed,
