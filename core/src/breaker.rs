@@ -230,7 +230,7 @@ impl Permit<'_> {
     /// Whether this permit is the half-open breaker's probe: its outcome closes or reopens
     /// the breaker.
     pub fn is_probe(&self) -> bool {
-        self.ticket.probe.is_some()
+        self.ticket.probe().is_some()
     }
 
     /// The send succeeded (at `now`: with a failure-rate rule's `slow_call`, a send slower

@@ -589,7 +589,7 @@ impl<'e, R> Call<'e, R> {
             connect_timeout: policy.connect_timeout_for(endpoint).min(timeout),
             timeout,
             fresh_body: number > 1 && self.body != BodyKind::Empty,
-            probe: ticket.probe.is_some(),
+            probe: ticket.probe().is_some(),
         };
         self.history.records.push(history::Rec {
             endpoint: endpoint as u8,
