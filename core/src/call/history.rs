@@ -249,10 +249,10 @@ impl<R> History<R> {
 
     /// Writes the public records of every attempt into `out` (empty), each with its
     /// endpoint's id (from `ids`); `refusal` tells a credential refusal (see
-    /// [`credential_refused`](Self::credential_refused)). Written where the report holds
-    /// them: a list built aside and then moved into the report is copied, and the copy
-    /// waits on the stores that built it (`healthy_calls`: 13% of the engine's time went
-    /// into building and moving the one record of a healthy call).
+    /// [`credential_refused`](Self::credential_refused)). The caller fills its list before
+    /// the rest of the result, so that its stores are done when the list is moved: a copy
+    /// that reads stores still in flight waits for them (`healthy_calls`: 13% of the
+    /// engine's time went into building and moving the one record of a healthy call).
     #[inline(always)]
     pub(crate) fn report_records(
         &self,

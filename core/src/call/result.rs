@@ -169,8 +169,14 @@ impl<R> Call<'_, R> {
     /// retained response); were one ever missing, the call fails as a failover rather than
     /// inventing a response.
     pub(super) fn hand_out(&mut self, ending: Ending) -> Done<R> {
-        // The report is written straight into the result: built aside and then moved, its
-        // copy would wait on the stores that just wrote it.
+        // The attempt records are written first, so that their stores are done by the time
+        // the report copies them; the result is then written straight where it is returned
+        // (built in a local and changed after, it was copied whole into the return slot,
+        // and the copy waited on the records' stores).
+        let mut attempts = SmallVec::new();
+        let refusal = |e, s| self.is_credential_refusal(e, s);
+        self.history
+            .report_records(&self.engine.ids, refusal, &mut attempts);
         macro_rules! report {
             ($outcome:expr) => {
                 Report {
@@ -185,7 +191,7 @@ impl<R> Call<'_, R> {
                         Some(_) => self.class.identity.key.take(),
                         None => None,
                     },
-                    attempts: SmallVec::new(),
+                    attempts,
                     redirects: match self.history.redirects.is_empty() {
                         true => Vec::new(),
                         false => std::mem::take(&mut self.history.redirects),
@@ -197,7 +203,7 @@ impl<R> Call<'_, R> {
                 }
             };
         }
-        let mut done = match (ending.error, self.history.kept.take()) {
+        match (ending.error, self.history.kept.take()) {
             (None, Some(k)) => Done::Answer {
                 report: report!(Outcome::Response {
                     attempt: k.attempt,
@@ -219,11 +225,6 @@ impl<R> Call<'_, R> {
                     retained: kept.map(|k| k.response),
                 }
             }
-        };
-        let (Done::Answer { report, .. } | Done::Error { report, .. }) = &mut done;
-        let refusal = |e, s| self.is_credential_refusal(e, s);
-        self.history
-            .report_records(&self.engine.ids, refusal, &mut report.attempts);
-        done
+        }
     }
 }
