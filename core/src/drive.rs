@@ -187,8 +187,9 @@ pub trait CallTransport {
         std::future::ready(None)
     }
     /// Builds the request of attempt `a` (`identity`: the call's request id and key as
-    /// header values, or why they cannot be made), which starts at `now` (its timer runs
-    /// from then: one clock read serves the request and the timer).
+    /// header values, or why they cannot be made), which starts at `now`: the time of the
+    /// call's last input, when the engine decided the attempt (its timer runs from then;
+    /// the clock read for that input serves the request and the timer too).
     #[allow(clippy::type_complexity)]
     fn build(
         &self,
@@ -296,20 +297,17 @@ pub fn drive<T: CallTransport>(
         let over_limit = t.prepare(&mut prepared).await;
         let kind = t.body_kind(&prepared);
         // Dropping the driver's future drops the call, which cancels it (SPEC 2.5).
-        let mut call: Call<'_, T::Answer> = Call::new(
-            t.engine(),
-            &prepared.as_ref().into(),
-            kind,
-            options,
-            t.now(),
-        );
+        let now = t.now();
+        let mut call: Call<'_, T::Answer> =
+            Call::new(t.engine(), &prepared.as_ref().into(), kind, options, now);
         if let Some(limit) = over_limit {
-            call.handle(Input::BodyNotBuffered { limit }, t.now());
+            call.handle(Input::BodyNotBuffered { limit }, now);
         }
         // Declared after the call: sends in flight are dropped before it.
         let slot = std::pin::pin!(None);
         let mut driver = Driver {
             t,
+            now,
             identity: call.identity_headers(),
             flights: SmallVec::new(),
             last: None,
@@ -348,6 +346,10 @@ struct InFlight<'a, T: CallTransport + 'a> {
 /// The state of one call's driver besides the call's.
 struct Driver<'a, 's, T: CallTransport, F, M> {
     t: &'a T,
+    /// The time of the call's last input. An attempt the call decides then starts then:
+    /// every action follows an input with no wait between, so one clock read serves the
+    /// input, the attempt's request and its timer (as in baton-blocking's loop).
+    now: Instant,
     /// The call's request id and key as header values, made once for all its attempts.
     identity: Result<IdentityHeaders, DestinationError>,
     flights: SmallVec<[InFlight<'a, T>; 2]>,
@@ -371,7 +373,7 @@ where
 {
     /// Builds and starts attempt `a`, or tells the call why it could not be sent.
     fn send(&mut self, prepared: &mut T::Prepared, call: &mut Call<'_, T::Answer>, a: &Attempt) {
-        let now = self.t.now();
+        let now = self.now;
         let input = match self.t.build(prepared, call, &self.identity, a, now) {
             Ok(built) => {
                 // Clipped to the call's deadline as an instant, not only as a duration
@@ -464,7 +466,7 @@ where
             }
         }
         if self.flights.is_empty() && until.is_none() {
-            call.handle(Input::Cancel, self.t.now());
+            self.hand(call, Input::Cancel);
             return;
         }
         let (flights, slot, timer) = (&mut self.flights, &mut self.slot, &mut self.timer);
@@ -489,7 +491,7 @@ where
         {
             Some(next) => next,
             None => {
-                call.handle(Input::Timer, self.t.now());
+                self.hand(call, Input::Timer);
                 return;
             }
         };
@@ -534,7 +536,13 @@ where
                 Input::Failed { attempt, outcome }
             }
         };
-        call.handle(input, self.t.now());
+        self.hand(call, input);
+    }
+
+    /// Hands the call `input` at the time read now, kept as its last input's.
+    fn hand(&mut self, call: &mut Call<'_, T::Answer>, input: Input<T::Answer>) {
+        self.now = self.t.now();
+        call.handle(input, self.now);
     }
 
     /// The next request of attempt `f` when `response` is a redirect the engine's rules
@@ -580,13 +588,13 @@ where
 
     /// Hands the call the redirects attempt `number` followed, once.
     fn hand_redirects(
-        &self,
+        &mut self,
         call: &mut Call<'_, T::Answer>,
         redirects: &mut Option<Box<Redirects>>,
         number: u32,
     ) {
         if let Some(r) = redirects.take() {
-            call.handle(r.into_input(number), self.t.now());
+            self.hand(call, r.into_input(number));
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The async call driver's attempt timer and the call's deadline (SPEC 2.6): the timer of
 //! an attempt the deadline clips ends at the deadline itself, never after the driver's
-//! own deadline wait, however long after the engine's last input the attempt is sent.
+//! own deadline wait, however long after the engine's last input the attempt is sent; and
+//! an attempt starts when the call decides it, at its last input, as the engine counts it.
 
 use std::future::{ready, Future};
 use std::sync::Mutex;
@@ -114,4 +115,41 @@ fn an_attempt_timer_the_deadline_clips_ends_at_the_deadline() {
         timers[0], deadline,
         "the attempt timer ends at the deadline"
     );
+}
+
+#[test]
+fn an_attempt_starts_at_the_input_the_call_decided_it_on() {
+    let policy = Policy::builder()
+        .endpoint(Endpoint::new("a", "http://a.example/"))
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let t = SlowClock {
+        engine: Engine::new(policy),
+        clock: Mutex::new(t0),
+        timers: Mutex::new(Vec::new()),
+    };
+    let (get, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+    let options = CallOptions {
+        attempt_timeout: Some(Duration::from_secs(1)),
+        ..CallOptions::default()
+    };
+    let mut call = std::pin::pin!(drive::drive(&t, Get(get), options));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let std::task::Poll::Ready(done) = call.as_mut().poll(&mut cx) else {
+        panic!("the call answers at once");
+    };
+    let Done::Answer { report, .. } = done else {
+        panic!("the call is answered");
+    };
+    // The first attempt is decided at the call's start (the clock's first reading): its
+    // timer runs from then, with no reading of its own.
+    let started = t0 + Duration::from_millis(3);
+    assert_eq!(
+        *t.timers.lock().unwrap(),
+        [started + Duration::from_secs(1)]
+    );
+    // Two readings in all: the call's start and the answer's arrival.
+    assert_eq!(*t.clock.lock().unwrap(), t0 + Duration::from_millis(6));
+    assert_eq!(report.elapsed, Duration::from_millis(3));
 }
