@@ -4,7 +4,7 @@
 //! `cargo run -p baton-async-std --example async_std_failover`.
 
 use baton_async_std::Client;
-use baton_core::{Endpoint, Policy};
+use baton_core::{Endpoint, Policy, PolicyBuilder};
 use testkit::{Behaviour, Provider};
 
 async fn charge(client: &Client) -> Result<String, baton_async_std::Error> {
@@ -24,14 +24,19 @@ async fn charge(client: &Client) -> Result<String, baton_async_std::Error> {
     Ok(format!("{line}; body: {}", response.text().await?))
 }
 
+/// A primary that refuses connections, then `backup`; proxies from the environment are
+/// ignored (the providers are local).
+fn failover(backup: &Provider) -> PolicyBuilder {
+    Policy::builder()
+        .endpoint(Endpoint::new("primary", testkit::refused_url()))
+        .endpoint(Endpoint::new("backup", backup.url()))
+        .configure(|s| s.env_proxies = false)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let backup = Provider::start(Behaviour::ok().body("charged"));
-    let client = Client::new(
-        Policy::builder()
-            .endpoint(Endpoint::new("primary", testkit::refused_url()))
-            .endpoint(Endpoint::new("backup", backup.url()))
-            .configure(|s| s.env_proxies = false),
-    )?;
+    // One client serves both runtimes: it holds no runtime of its own.
+    let client = Client::new(failover(&backup))?;
     println!("async-std: {}", async_std::task::block_on(charge(&client))?);
     println!("smol:      {}", smol::block_on(charge(&client))?);
     Ok(())

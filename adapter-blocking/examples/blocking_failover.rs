@@ -7,12 +7,14 @@ use testkit::{Behaviour, Provider};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let backup = Provider::start(Behaviour::ok().body("charged"));
-    let client = Client::new(
-        Policy::builder()
-            .endpoint(Endpoint::new("primary", testkit::refused_url()))
-            .endpoint(Endpoint::new("backup", backup.url()))
-            .configure(|s| s.env_proxies = false),
-    )?;
+    // Tried in order. A refused connection proves nothing was sent, so even this POST may
+    // go on to the backup; proxies from the environment are ignored (the providers are
+    // local).
+    let policy = Policy::builder()
+        .endpoint(Endpoint::new("primary", testkit::refused_url()))
+        .endpoint(Endpoint::new("backup", backup.url()))
+        .configure(|s| s.env_proxies = false);
+    let client = Client::new(policy)?;
     let mut response = client
         .post("/charges")
         .idempotency_key("order-42")

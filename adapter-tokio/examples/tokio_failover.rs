@@ -1,4 +1,4 @@
-//! A keyed POST through baton-tokio: the primary refuses the connection (nothing was sent
+//! A keyed JSON POST through baton-tokio: the primary refuses the connection (nothing was sent
 //! there), so the call fails over to the backup, and the report says where it went. Runs
 //! offline against local providers: `cargo run -p baton-tokio --example tokio_failover`.
 
@@ -17,7 +17,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let response = client
         .post("/charges")
         .idempotency_key("order-42")
-        .body("{\"amount\": 100}")
+        .json(&serde_json::json!({ "amount": 100 }))
         .send()
         .await?;
     println!(
