@@ -376,11 +376,13 @@ where
         let now = self.now;
         let input = match self.t.build(prepared, call, &self.identity, a, now) {
             Ok(built) => {
-                // Clipped to the call's deadline as an instant, not only as a duration
-                // (the engine clipped it from the time of its last input): the attempt's
-                // timer then ends with the driver's deadline wait, not a hair after it,
-                // and an attempt the deadline cuts in its connect reports that phase
-                // rather than losing the proof to the deadline's wake (SPEC 2.6).
+                // The engine clipped the timeout to the call's deadline from the time of
+                // its last input, which is `now` (its time never runs behind the
+                // driver's), so the timer ends at the deadline at the latest: with the
+                // driver's deadline wait, not a hair after it, and an attempt the deadline
+                // cuts in its connect reports that phase rather than losing the proof to
+                // the deadline's wake (SPEC 2.6). The bound is also stated here as an
+                // instant, so that it does not rest on that reasoning alone.
                 let at = now + a.timeout;
                 let at = call.deadline().map_or(at, |d| at.min(d));
                 let fut = self.start(a.endpoint, built.request, built.spare, at, true);

@@ -1,7 +1,7 @@
 //! The async call driver's attempt timer and the call's deadline (SPEC 2.6): the timer of
 //! an attempt the deadline clips ends at the deadline itself, never after the driver's
-//! own deadline wait, however long after the engine's last input the attempt is sent; and
-//! an attempt starts when the call decides it, at its last input, as the engine counts it.
+//! own deadline wait, on a clock that moves on at every reading; and an attempt starts
+//! when the call decides it, at its last input, as the engine counts it.
 
 use std::future::{ready, Future};
 use std::sync::Mutex;
@@ -108,8 +108,9 @@ fn an_attempt_timer_the_deadline_clips_ends_at_the_deadline() {
     assert!(matches!(done, Done::Answer { .. }));
     let timers = t.timers.lock().unwrap().clone();
     assert_eq!(timers.len(), 1);
-    // The call started at the clock's first reading; later readings moved on before the
-    // send, so the engine's clipped timeout, counted from the send, would end past it.
+    // The call started at the clock's first reading and the attempt with it; the clock
+    // moves on at every reading, so a timer counted from a reading of its own at the
+    // send would end past the deadline.
     let deadline = t0 + Duration::from_millis(3) + Duration::from_millis(100);
     assert_eq!(
         timers[0], deadline,
