@@ -83,28 +83,38 @@ impl CallTransport for &SlowClock {
     }
 }
 
-#[test]
-fn an_attempt_timer_the_deadline_clips_ends_at_the_deadline() {
+/// One GET on a fresh [`SlowClock`] that starts at `t0`, driven to its end with `options`:
+/// the transport (its clock and the timers asked of it) and the call's result.
+fn call_once(t0: Instant, options: CallOptions) -> (SlowClock, Done<Head>) {
     let policy = Policy::builder()
         .endpoint(Endpoint::new("a", "http://a.example/"))
         .build()
         .unwrap();
-    let t0 = Instant::now();
     let t = SlowClock {
         engine: Engine::new(policy),
         clock: Mutex::new(t0),
         timers: Mutex::new(Vec::new()),
     };
     let (get, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+    let done = {
+        let mut call = std::pin::pin!(drive::drive(&t, Get(get), options));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let std::task::Poll::Ready(done) = call.as_mut().poll(&mut cx) else {
+            panic!("the call answers at once");
+        };
+        done
+    };
+    (t, done)
+}
+
+#[test]
+fn an_attempt_timer_the_deadline_clips_ends_at_the_deadline() {
+    let t0 = Instant::now();
     let options = CallOptions {
         deadline: Some(Duration::from_millis(100)),
         ..CallOptions::default()
     };
-    let mut call = std::pin::pin!(drive::drive(&t, Get(get), options));
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    let std::task::Poll::Ready(done) = call.as_mut().poll(&mut cx) else {
-        panic!("the call answers at once");
-    };
+    let (t, done) = call_once(t0, options);
     assert!(matches!(done, Done::Answer { .. }));
     let timers = t.timers.lock().unwrap().clone();
     assert_eq!(timers.len(), 1);
@@ -120,26 +130,12 @@ fn an_attempt_timer_the_deadline_clips_ends_at_the_deadline() {
 
 #[test]
 fn an_attempt_starts_at_the_input_the_call_decided_it_on() {
-    let policy = Policy::builder()
-        .endpoint(Endpoint::new("a", "http://a.example/"))
-        .build()
-        .unwrap();
     let t0 = Instant::now();
-    let t = SlowClock {
-        engine: Engine::new(policy),
-        clock: Mutex::new(t0),
-        timers: Mutex::new(Vec::new()),
-    };
-    let (get, ()) = http::Request::get("/").body(()).unwrap().into_parts();
     let options = CallOptions {
         attempt_timeout: Some(Duration::from_secs(1)),
         ..CallOptions::default()
     };
-    let mut call = std::pin::pin!(drive::drive(&t, Get(get), options));
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    let std::task::Poll::Ready(done) = call.as_mut().poll(&mut cx) else {
-        panic!("the call answers at once");
-    };
+    let (t, done) = call_once(t0, options);
     let Done::Answer { report, .. } = done else {
         panic!("the call is answered");
     };
