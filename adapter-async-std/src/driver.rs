@@ -67,6 +67,8 @@ impl Answer for Kept {
 }
 
 /// Runs one call to its end, on core's call driver.
+// Inlined with `RequestBuilder::send`, so that the future is built where its caller keeps it.
+#[inline]
 pub(crate) fn run(
     inner: Arc<Inner>,
     req: Prepared,

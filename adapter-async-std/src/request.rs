@@ -156,6 +156,10 @@ impl RequestBuilder {
     ///
     /// The future is `Send`; dropping it cancels every attempt in flight (their
     /// connections are closed) and frees the half-open probe slots they held.
+    // Inlined, so that the future (3,128 bytes) is built where its caller keeps it, not
+    // built aside and copied there (callgrind, `callcost smol 2000`: 310 instructions a
+    // call fewer).
+    #[inline]
     pub fn send(self) -> impl Future<Output = Result<Response, Error>> + Send {
         let RequestBuilder {
             client,

@@ -895,6 +895,10 @@ impl RequestBuilder {
 
     /// Runs the call. The future is the call's driver itself (no `async fn` layer around
     /// it moves its state into place on the first poll); it owns the client.
+    // Inlined, so that the future (2,192 bytes) is built where its caller keeps it, not
+    // built aside and copied there (callgrind, `callcost baton 2000`: 401 instructions a
+    // call fewer, 426 of them `memcpy`).
+    #[inline]
     pub fn send(self) -> impl Future<Output = Result<Response, Error>> + 'static {
         let RequestBuilder {
             client,

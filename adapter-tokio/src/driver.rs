@@ -237,6 +237,8 @@ impl<T: Transport> Owner for (&Shared, &T) {
 }
 
 /// Drives one call to its end, on core's call driver.
+// Inlined with `RequestBuilder::send`, so that the future is built where its caller keeps it.
+#[inline]
 pub(crate) fn drive<O: Owner>(
     owner: O,
     req: Prepared,
