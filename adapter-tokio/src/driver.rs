@@ -446,10 +446,6 @@ impl<O: Owner> CallTransport for Calls<O> {
 
     /// The call's result: the response, or the error carrying the last attempt's cause
     /// and any retained response.
-    // Inlined: called apart, the call's `Done` (504 bytes) was copied into it, and its
-    // parts again on their way out (`bench/copies.c` on `callcost baton 2000`: 504 bytes
-    // a call fewer; callgrind: 72 instructions a call fewer).
-    #[inline]
     fn finish(
         &self,
         done: Done<Reply>,
