@@ -37,6 +37,8 @@ __attribute__((constructor)) static void start(void) {
     const char *min = getenv("COPIES_MIN");
     if (min)
         min_size = (size_t)atol(min);
+    if (min_size < 1)
+        min_size = 1; /* a size of 0 marks a slot not yet filled */
     counting = 1;
 }
 
@@ -55,21 +57,34 @@ static void copy(unsigned char *d, const unsigned char *s, size_t n) {
     }
 }
 
+/* Called from every thread of the process (callcost's provider runs in it): a slot is
+ * claimed by compare-and-swap and counted with an atomic add, so no copy is lost. */
 static void count(void *caller, size_t size) {
     if (!counting || size < min_size)
         return;
     uintptr_t h = ((uintptr_t)caller * 2654435761u ^ size * 40503u) % SLOTS;
     for (size_t k = 0; k < SLOTS; k++) {
         size_t j = (h + k) % SLOTS;
-        if (table[j].caller == caller && table[j].size == size) {
-            table[j].count++;
-            return;
+        void *seen = __atomic_load_n(&table[j].caller, __ATOMIC_ACQUIRE);
+        if (!seen) {
+            void *empty = NULL;
+            if (__atomic_compare_exchange_n(&table[j].caller, &empty, caller, 0,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                __atomic_store_n(&table[j].size, size, __ATOMIC_RELEASE);
+                __atomic_fetch_add(&table[j].count, 1, __ATOMIC_RELAXED);
+                return;
+            }
+            seen = empty; /* another thread claimed it first: read what it holds */
         }
-        if (!table[j].caller) {
-            table[j].caller = caller;
-            table[j].size = size;
-            table[j].count = 1;
-            return;
+        if (seen == caller) {
+            /* The claiming thread may not have stored the size yet: wait for it. */
+            size_t held;
+            while (!(held = __atomic_load_n(&table[j].size, __ATOMIC_ACQUIRE)))
+                ;
+            if (held == size) {
+                __atomic_fetch_add(&table[j].count, 1, __ATOMIC_RELAXED);
+                return;
+            }
         }
     }
 }

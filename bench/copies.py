@@ -5,9 +5,9 @@ writes (see there for how to build and run it):
     python3 bench/copies.py EXE CALLS A [B]
 
 EXE is the binary that ran (its symbols name the callers), CALLS the number of calls the
-run made (`callcost W N` makes 2 N). With one file it lists the run's copies of at least
-one a call; with two, what A copies beyond B, largest first. Only copies made once a call
-or more count, so the setup's do not.
+run made (`callcost W N` makes 2 N). With one file it lists the run's copies made about
+once a call or more (at least nine calls in ten); with two, what A copies beyond B,
+largest first. The setup's copies do not count.
 """
 
 import collections
@@ -29,16 +29,22 @@ def load(path, exe, calls):
             elif kind == "R":
                 caller, size, count = rest.split()
                 records.append((int(caller, 16), int(size), int(count)))
-    # A return address in EXE, as the address its symbols use: its mapping's file offset
-    # plus the page the linker puts between file offsets and addresses.
+    # A return address in EXE, as the address its symbols use: its distance from where the
+    # executable's first segment (file offset 0, address 0 for a position-independent
+    # executable) was mapped. How the linker lays the later segments out does not matter.
+    exe_name = exe.split("/")[-1]
+    base = min((lo for lo, _, offset, mapped in maps
+                if offset == 0 and mapped.split("/")[-1] == exe_name), default=0)
     located = []
     for caller, size, count in records:
-        if count < calls:
+        # Made at least nine times in ten calls: a copy of every call but the first
+        # (a connection's) counts; the setup's do not.
+        if count < 0.9 * calls:
             continue
-        for lo, hi, offset, mapped in maps:
+        for lo, hi, _, mapped in maps:
             if lo <= caller < hi:
-                ours = mapped.endswith(exe.split("/")[-1])
-                located.append((caller - lo + offset + (0x1000 if ours else 0), ours, mapped, size, count))
+                ours = mapped.split("/")[-1] == exe_name
+                located.append((caller - base if ours else caller, ours, mapped, size, count))
                 break
     addresses = [hex(a) for a, ours, *_ in located if ours]
     out = subprocess.run(["addr2line", "-f", "-C", "-e", exe, *addresses],
