@@ -7,7 +7,7 @@
 use std::future::{poll_fn, Future};
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use baton_core::drive::{Built, CallTransport, Landed, NotBuilt, Sent};
@@ -23,13 +23,13 @@ use tower_service::Service;
 use crate::body::{self, Kept, ReplayBody};
 use crate::classify::{classify, ErrorClassifier};
 use crate::error::Error;
-use crate::sleep::{Sleep, Sleeping};
+use crate::sleep::{Sleeping, Timers};
 use crate::BoxError;
 
 /// What a service shares with every call's driver.
 pub(crate) struct Shared {
     pub(crate) engine: Arc<Engine>,
-    pub(crate) sleep: Arc<dyn Sleep>,
+    pub(crate) timers: Timers,
     pub(crate) buffer_limit: Option<usize>,
     pub(crate) classify_error: Option<ErrorClassifier>,
 }
@@ -206,7 +206,7 @@ where
     }
 
     fn now(&self) -> Instant {
-        self.shared.sleep.now()
+        self.shared.timers.now()
     }
 
     fn body_kind(&self, p: &Prepared<B>) -> BodyKind {
@@ -267,14 +267,9 @@ where
         request: Self::Request,
         at: Instant,
     ) -> impl Future<Output = End<R>> + Send + 'a {
-        let timer = self.shared.sleep.sleep_until(at);
-        attempt(
-            &self.backends,
-            endpoint,
-            request,
-            self.shared.classify_error.clone(),
-            timer,
-        )
+        let (backends, timers) = (&*self.backends, &self.shared.timers);
+        let hook = self.shared.classify_error.clone();
+        attempt(backends, endpoint, request, hook, timers, at)
     }
 
     fn land(&self, ended: End<R>, sent: &Sent<()>) -> Landed<Response<R>, BoxError> {
@@ -330,7 +325,7 @@ where
     }
 
     fn timer(&self, at: Instant) -> Sleeping {
-        self.shared.sleep.sleep_until(at)
+        self.shared.timers.sleep_until(at)
     }
 
     fn finish(
@@ -372,10 +367,10 @@ impl std::fmt::Display for Elapsed {
 
 impl std::error::Error for Elapsed {}
 
-/// One request of an attempt on a clone of `endpoint`'s service, under its timer: the
-/// service's readiness first (a service that fails it never took the request:
-/// undelivered), then its call; `TimedOut` when `timer` ends first, saying whether the
-/// request had been handed over.
+/// One request of an attempt on a clone of `endpoint`'s service, under its timer (made in
+/// the future, ending at `at`): the service's readiness first (a service that fails it
+/// never took the request: undelivered), then its call; `TimedOut` when the timer ends
+/// first, saying whether the request had been handed over.
 ///
 /// Not an `async fn`: that would hold a second copy of the request in every call's
 /// future.
@@ -386,7 +381,8 @@ fn attempt<'a, S, B, R>(
     endpoint: usize,
     request: Request<ReplayBody<B>>,
     hook: Option<ErrorClassifier>,
-    mut timer: Sleeping,
+    timers: &'a Timers,
+    at: Instant,
 ) -> impl Future<Output = End<R>> + 'a
 where
     S: Service<Request<ReplayBody<B>>, Response = Response<R>> + Clone,
@@ -402,12 +398,21 @@ where
             let why = Rejected("no service for the attempt's endpoint".into());
             return End::Failed(FailureClass::RejectedLocally, Box::new(why));
         };
+        // tokio's timer pinned here, in the attempt's future; another runtime's boxed.
+        let (in_place, mut boxed) = timers.attempt(at);
+        let mut in_place = std::pin::pin!(in_place);
+        let mut timer = |cx: &mut Context<'_>| match in_place.as_mut().as_pin_mut() {
+            Some(t) => t.poll(cx),
+            None => boxed
+                .as_mut()
+                .map_or(Poll::Pending, |t| t.as_mut().poll(cx)),
+        };
         // Errors become `BoxError` at once: a service's own error type need not be `Send`.
         let ready = poll_fn(|cx| {
             if let Poll::Ready(r) = svc.poll_ready(cx) {
                 return Poll::Ready(Some(r.map_err(Into::<BoxError>::into)));
             }
-            timer.as_mut().poll(cx).map(|()| None)
+            timer(cx).map(|()| None)
         })
         .await;
         match ready {
@@ -423,7 +428,7 @@ where
             if let Poll::Ready(r) = call.as_mut().poll(cx) {
                 return Poll::Ready(Some(r.map_err(Into::<BoxError>::into)));
             }
-            timer.as_mut().poll(cx).map(|()| None)
+            timer(cx).map(|()| None)
         })
         .await;
         match answered {

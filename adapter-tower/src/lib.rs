@@ -66,7 +66,8 @@
 //!
 //! ## Timers
 //! Through the [`Sleep`] trait; [`TokioSleep`] (feature `tokio`, default) is the tokio
-//! implementation. `poll_ready` of `Baton` is always ready: the chosen backend's readiness
+//! implementation. tokio's attempt timer is made inside the attempt's own future (no box,
+//! no dynamic call); another [`Sleep`]'s timers are boxed. `poll_ready` of `Baton` is always ready: the chosen backend's readiness
 //! is awaited inside the call, under the attempt's timer, and a backend whose `poll_ready`
 //! fails never took the request (undelivered).
 //!
@@ -134,6 +135,7 @@ use tower_service::Service;
 pub use body::ReplayBody;
 pub use classify::ErrorClassifier;
 pub use error::{BuildError, Error};
+use sleep::Timers;
 #[cfg(feature = "tokio")]
 pub use sleep::TokioSleep;
 pub use sleep::{Sleep, Sleeping};
@@ -157,7 +159,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// ```
 pub struct BatonBuilder {
     policy: Result<Policy, BuildError>,
-    sleep: Option<Arc<dyn Sleep>>,
+    sleep: Option<Timers>,
     buffer_limit: Option<usize>,
     classify_error: Option<ErrorClassifier>,
 }
@@ -184,7 +186,7 @@ impl BatonBuilder {
 
     /// The timers (default [`TokioSleep`] with feature `tokio`; required without it).
     pub fn sleep(mut self, sleep: impl Sleep) -> Self {
-        self.sleep = Some(Arc::new(sleep));
+        self.sleep = Some(Timers::of(sleep));
         self
     }
 
@@ -223,13 +225,13 @@ impl BatonBuilder {
                 ),
             });
         }
-        let sleep = match self.sleep {
+        let timers = match self.sleep {
             Some(s) => s,
-            None => default_sleep()?,
+            None => default_timers()?,
         };
         Ok(Arc::new(Shared {
             engine: Arc::new(Engine::with_entropy(policy, baton_core::os_entropy())),
-            sleep,
+            timers,
             buffer_limit: self.buffer_limit,
             classify_error: self.classify_error,
         }))
@@ -264,12 +266,12 @@ impl BatonBuilder {
 }
 
 #[cfg(feature = "tokio")]
-fn default_sleep() -> Result<Arc<dyn Sleep>, BuildError> {
-    Ok(Arc::new(TokioSleep))
+fn default_timers() -> Result<Timers, BuildError> {
+    Ok(Timers::Tokio)
 }
 
 #[cfg(not(feature = "tokio"))]
-fn default_sleep() -> Result<Arc<dyn Sleep>, BuildError> {
+fn default_timers() -> Result<Timers, BuildError> {
     Err(BuildError::Setting {
         setting: "sleep",
         reason: "without the `tokio` feature, give the timers with BatonBuilder::sleep".into(),

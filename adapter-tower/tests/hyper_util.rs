@@ -443,3 +443,32 @@ fn a_credential_slot_is_refused_rather_than_sent_without_its_token() {
     };
     assert!(e.to_string().contains("credential"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builders_own_timers_end_attempts_and_tokio_sleep_given_is_tokios() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    /// tokio's timers, counting the ones made.
+    struct Counted(Arc<AtomicUsize>);
+    impl baton_tower::Sleep for Counted {
+        fn sleep_until(&self, deadline: std::time::Instant) -> baton_tower::Sleeping {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(tokio::time::sleep_until(deadline.into()))
+        }
+    }
+    let a = Provider::start(Behaviour::black_hole());
+    let b = Provider::start(Behaviour::ok());
+    let made = Arc::new(AtomicUsize::new(0));
+    let counted = BatonLayer::builder(two(&a.url(), &b.url())).sleep(Counted(made.clone()));
+    let tokio = BatonLayer::builder(two(&a.url(), &b.url())).sleep(baton_tower::TokioSleep);
+    for builder in [counted, tokio] {
+        let mut svc = builder.layer().unwrap().layer(client());
+        let resp = svc.call(request("GET", full(""))).await.unwrap();
+        let report = resp.extensions().get::<Report>().unwrap();
+        assert_eq!(report.attempts[0].result.as_str(), "timeout");
+        assert_eq!(report.result_endpoint(), Some("b"));
+    }
+    // Both attempts of the first call ran under the given timers; the second call's ran
+    // under tokio's own, made in place.
+    assert_eq!(made.load(Ordering::SeqCst), 2);
+}
