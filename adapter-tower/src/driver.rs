@@ -403,9 +403,11 @@ where
         let mut in_place = std::pin::pin!(in_place);
         let mut timer = |cx: &mut Context<'_>| match in_place.as_mut().as_pin_mut() {
             Some(t) => t.poll(cx),
+            // Never without a timer (`Timers::attempt` makes one of the two); were it
+            // ever, the attempt would time out at once rather than never.
             None => boxed
                 .as_mut()
-                .map_or(Poll::Pending, |t| t.as_mut().poll(cx)),
+                .map_or(Poll::Ready(()), |t| t.as_mut().poll(cx)),
         };
         // Errors become `BoxError` at once: a service's own error type need not be `Send`.
         let ready = poll_fn(|cx| {

@@ -66,10 +66,13 @@
 //!
 //! ## Timers
 //! Through the [`Sleep`] trait; [`TokioSleep`] (feature `tokio`, default) is the tokio
-//! implementation. tokio's attempt timer is made inside the attempt's own future (no box,
-//! no dynamic call); another [`Sleep`]'s timers are boxed. `poll_ready` of `Baton` is always ready: the chosen backend's readiness
-//! is awaited inside the call, under the attempt's timer, and a backend whose `poll_ready`
-//! fails never took the request (undelivered).
+//! implementation. With tokio's timers (the default, or [`TokioSleep`] given to
+//! [`BatonBuilder::sleep`]), an attempt's timer is made inside the attempt's own future:
+//! no box, no dynamic call. Any other [`Sleep`]'s timers are boxed.
+//!
+//! `poll_ready` of `Baton` is always ready: the chosen backend's readiness is awaited
+//! inside the call, under the attempt's timer, and a backend whose `poll_ready` fails
+//! never took the request (undelivered).
 //!
 //! ## Classification
 //! See [`classify`](crate#classification): undelivered only with proof (a failed

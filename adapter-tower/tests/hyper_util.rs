@@ -445,7 +445,7 @@ fn a_credential_slot_is_refused_rather_than_sent_without_its_token() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_builders_own_timers_end_attempts_and_tokio_sleep_given_is_tokios() {
+async fn attempts_end_under_the_builders_own_timers_and_under_tokio_sleep_given() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     /// tokio's timers, counting the ones made.
@@ -468,7 +468,7 @@ async fn the_builders_own_timers_end_attempts_and_tokio_sleep_given_is_tokios() 
         assert_eq!(report.attempts[0].result.as_str(), "timeout");
         assert_eq!(report.result_endpoint(), Some("b"));
     }
-    // Both attempts of the first call ran under the given timers; the second call's ran
-    // under tokio's own, made in place.
+    // Both attempts of the first call ran under the given timers, none of the second's
+    // (`TokioSleep` given is tokio's timers in place: the unit test in `sleep.rs`).
     assert_eq!(made.load(Ordering::SeqCst), 2);
 }
