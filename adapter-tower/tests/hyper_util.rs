@@ -444,6 +444,7 @@ fn a_credential_slot_is_refused_rather_than_sent_without_its_token() {
     assert!(e.to_string().contains("credential"), "{e}");
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempts_end_under_the_builders_own_timers_and_under_tokio_sleep_given() {
     use std::sync::atomic::{AtomicUsize, Ordering};
