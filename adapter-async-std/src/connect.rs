@@ -22,7 +22,7 @@ use baton_core::{ProxyEnv, Route};
 use futures_rustls::pki_types::ServerName;
 use futures_rustls::rustls::ClientConfig;
 use futures_rustls::TlsConnector;
-use http::header::HeaderValue;
+use http::header::{HeaderMap, HeaderValue};
 use http::Uri;
 
 use crate::classify::Phase;
@@ -121,6 +121,16 @@ impl Target {
         match &self.via {
             Some(v) if !v.tunnel => format!("{}{}", v.absolute, path).parse().unwrap_or(path),
             _ => path,
+        }
+    }
+
+    /// Adds what a request to this target needs beyond its own headers: Host when it has
+    /// none (bare hyper writes no Host of its own), and `Proxy-Authorization` when it is
+    /// forwarded to a proxy.
+    pub(crate) fn complete_headers(&self, h: &mut HeaderMap) {
+        baton_core::default_host(h, &self.host_header);
+        if let Some(auth) = self.proxy_authorization() {
+            h.insert(http::header::PROXY_AUTHORIZATION, auth.clone());
         }
     }
 

@@ -15,7 +15,7 @@ use baton_core::{
     apply_attempt_headers, attempt_uri, Answer, Attempt, BodyKind, Call, CallOptions,
     DestinationError, Done, IdentityHeaders, InvalidRequest,
 };
-use http::header::{HeaderMap, HOST};
+use http::header::HeaderMap;
 use http::Uri;
 
 use crate::attempt::{self, AttemptCtx, AttemptEnd, Exchange, Route};
@@ -237,12 +237,7 @@ impl CallTransport for Calls {
         };
         let route = hop_route(inner, sent.endpoint, hop)?;
         let target = &route.target;
-        if !h.contains_key(HOST) {
-            h.insert(HOST, target.host_header.clone());
-        }
-        if let Some(a) = target.proxy_authorization() {
-            h.insert(http::header::PROXY_AUTHORIZATION, a.clone());
-        }
+        target.complete_headers(&mut h);
         let path = hop
             .uri
             .path_and_query()
@@ -361,12 +356,7 @@ fn build(
     let mut h = headers.clone();
     apply_attempt_headers(policy, a.endpoint, uri, identity, a.number, &mut h).map_err(rejected)?;
     let target = &inner.routes[a.endpoint].target;
-    if !h.contains_key(HOST) {
-        h.insert(HOST, target.host_header.clone());
-    }
-    if let Some(auth) = target.proxy_authorization() {
-        h.insert(http::header::PROXY_AUTHORIZATION, auth.clone());
-    }
+    target.complete_headers(&mut h);
     let out = match body.body_for(a.fresh_body) {
         Ok(b) => b,
         Err(e) if a.number > 1 => return Err(NotBuilt::Replay(Some(Box::new(e)))),
@@ -397,12 +387,7 @@ pub(crate) async fn send_probe(
     let route = inner.routes[endpoint].clone();
     let target = &route.target;
     let mut h = probe.headers.clone();
-    if !h.contains_key(HOST) {
-        h.insert(HOST, target.host_header.clone());
-    }
-    if let Some(auth) = target.proxy_authorization() {
-        h.insert(http::header::PROXY_AUTHORIZATION, auth.clone());
-    }
+    target.complete_headers(&mut h);
     let path = probe
         .uri
         .path_and_query()

@@ -446,6 +446,33 @@ pub fn apply_attempt_headers(
     Ok(())
 }
 
+/// Gives an attempt's headers the Host `host` when they have none: for a transport that
+/// writes the request as it is (bare hyper), where nothing else adds Host. A Host the
+/// caller gave, or the Host rule of [`apply_attempt_headers`] set, is kept. Clients that
+/// add their own Host (reqwest, hyper-util, ureq) do not need it.
+///
+/// Here rather than in the adapter: the attempt's headers are then set by one copy of
+/// `http`'s insertion code, this crate's, not one per crate (measured with callgrind on
+/// `callcost smol`: about 20 fewer lines of machine code a call).
+///
+/// ```
+/// use baton_core::default_host;
+/// use http::{HeaderMap, HeaderValue};
+/// let endpoint = HeaderValue::from_static("b.example:8443");
+/// let mut none = HeaderMap::new();
+/// default_host(&mut none, &endpoint);
+/// assert_eq!(none["host"], "b.example:8443");
+/// let mut given = HeaderMap::new();
+/// given.insert("host", HeaderValue::from_static("virtual.example"));
+/// default_host(&mut given, &endpoint);
+/// assert_eq!(given["host"], "virtual.example");
+/// ```
+pub fn default_host(headers: &mut HeaderMap, host: &HeaderValue) {
+    if !headers.contains_key(HOST) {
+        headers.insert(HOST, host.clone());
+    }
+}
+
 /// The Host rule of [`apply_attempt_headers`]: a caller's Host equal to the original URL's
 /// host follows the endpoint; any other value is kept. Out of line: most calls set no Host.
 #[inline(never)]

@@ -102,8 +102,8 @@ pub use call::{
     MIN_ATTEMPT_TIME,
 };
 pub use destination::{
-    apply_attempt_headers, attempt_uri, check_scheme, original_authority, request_head,
-    request_target, request_uri, DestinationError, IdentityHeaders, InvalidRequest,
+    apply_attempt_headers, attempt_uri, check_scheme, default_host, original_authority,
+    request_head, request_target, request_uri, DestinationError, IdentityHeaders, InvalidRequest,
 };
 pub use engine::Engine;
 pub use event::{AttemptKind, Event, EventKind, WaitReason};
