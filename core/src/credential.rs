@@ -221,6 +221,13 @@ impl CredentialSettings {
                 return bad("credential.scheme", format!("{s:?}"), "must be one word");
             }
         }
+        if self.refresh_margin > crate::MAX_DURATION {
+            return bad(
+                "credential.refresh_margin",
+                format!("{:?}", self.refresh_margin),
+                "must be at most 10 years",
+            );
+        }
         let b = &self.failure_backoff;
         if !(b.multiplier.is_finite() && b.multiplier >= 1.0) {
             return bad(
@@ -502,8 +509,8 @@ impl Credential {
                 s.retry_at = None;
                 s.last_error = None;
                 let expires_at = token.expires_in.and_then(|d| now.checked_add(d));
-                let jitter = 1.0 - self.settings.margin_jitter * s.rng.next_f64();
-                let margin = self.settings.refresh_margin.mul_f64(jitter);
+                let (margin, jitter) = (self.settings.refresh_margin, self.settings.margin_jitter);
+                let margin = jittered_margin(margin, jitter, s.rng.next_f64());
                 let refresh_at = expires_at.map(|e| e.checked_sub(margin).unwrap_or(now));
                 let held = Held {
                     secret: token.secret,
@@ -707,6 +714,19 @@ impl Drop for Abandon<'_> {
     }
 }
 
+/// How long before expiry a token is refreshed: `margin` shortened by up to `jitter` of it,
+/// with `r` drawn from `[0, 1)`. The same product as `margin.mul_f64(1 - jitter * r)`, but
+/// total: a [`Credential`] made directly is not validated, so a jitter outside `0..=1` is
+/// clamped into it (NaN counts as none), and a product too large for a `Duration` keeps the
+/// margin as it is.
+fn jittered_margin(margin: Duration, jitter: f64, r: f64) -> Duration {
+    let jitter = if jitter.is_nan() {
+        0.0
+    } else {
+        jitter.clamp(0.0, 1.0)
+    };
+    Duration::try_from_secs_f64((1.0 - jitter * r) * margin.as_secs_f64()).unwrap_or(margin)
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -864,5 +884,44 @@ mod tests {
         assert!(v.is_sensitive());
         assert_eq!(v, "Bearer abc");
         assert!(!format!("{lease:?}").contains("abc"));
+    }
+
+    #[test]
+    fn a_margin_of_any_size_and_any_jitter_refreshes_without_panicking() {
+        // Settings a Credential made directly may carry: they were never validated.
+        for (margin, jitter) in [
+            (Duration::MAX, 0.0),
+            (Duration::MAX, 0.2),
+            (Duration::from_secs(30), 2.0),
+            (Duration::from_secs(30), -1.0),
+            (Duration::from_secs(30), f64::NAN),
+        ] {
+            let settings = CredentialSettings {
+                refresh_margin: margin,
+                margin_jitter: jitter,
+                ..CredentialSettings::default()
+            };
+            let slot = Credential::new(settings, 7);
+            for n in 0..20 {
+                let lease = lease_blocking(&slot, Instant::now, || token("t", 60));
+                assert!(lease.is_ok(), "{margin:?} {jitter} refresh {n}");
+                slot.lock().current = None;
+            }
+        }
+        // Within the settings' range it is the plain product, unchanged.
+        let m = Duration::from_millis(30_001);
+        assert_eq!(jittered_margin(m, 0.2, 0.37), m.mul_f64(1.0 - 0.2 * 0.37));
+        assert_eq!(jittered_margin(m, 2.0, 0.5), m.mul_f64(0.5));
+        assert_eq!(jittered_margin(m, f64::NAN, 0.5), m);
+    }
+
+    #[test]
+    fn a_refresh_margin_over_ten_years_is_rejected_by_name() {
+        let settings = CredentialSettings {
+            refresh_margin: Duration::MAX,
+            ..CredentialSettings::default()
+        };
+        let e = settings.validate().unwrap_err().to_string();
+        assert!(e.contains("credential.refresh_margin"), "{e}");
     }
 }

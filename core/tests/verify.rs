@@ -224,6 +224,20 @@ fn the_outage_run_shows_the_budget_at_work() {
     assert!(w.steady < wo.steady, "{w:?} vs {wo:?}");
 }
 
+#[test]
+fn an_outage_window_too_long_to_plan_is_cut_not_a_panic() {
+    let policy = Policy::builder()
+        .endpoint(Endpoint::new("a", "https://a.example/"))
+        .build()
+        .unwrap();
+    let f = Check::new()
+        .calls(10)
+        .outage(Duration::MAX)
+        .run(&policy, Instant::now());
+    // A call every 50 ms, cut at 100,000 calls (5,000 s).
+    assert_eq!(class(&f, CallClass::SafeRead).outage.calls, 100_000);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 

@@ -128,6 +128,9 @@ use crate::rng::Rng;
 use explore::{class_index, Explorer};
 use world::{Planned, Variant, World};
 
+/// The total-outage run's calls at most (see [`Check::outage`]).
+const MAX_OUTAGE_CALLS: u128 = 100_000;
+
 /// How much to explore, from which seed.
 ///
 /// ```
@@ -172,7 +175,8 @@ impl Check {
         self
     }
 
-    /// The virtual duration of the total-outage run.
+    /// The virtual duration of the total-outage run, at most 5,000 s: the run plans a
+    /// call every 50 ms of the window, and a longer window is cut to 100,000 calls.
     pub fn outage(mut self, window: Duration) -> Self {
         self.outage = window;
         self
@@ -286,7 +290,8 @@ impl Check {
         };
         let faults = vec![Fault::Status503; worst as usize + 1];
         let gap = Duration::from_millis(50);
-        let calls_in_window = (self.outage.as_millis() / gap.as_millis()).max(1) as usize;
+        let calls_in_window =
+            (self.outage.as_millis() / gap.as_millis()).clamp(1, MAX_OUTAGE_CALLS) as usize;
         let mut planned: Vec<Planned> = Vec::with_capacity(calls_in_window);
         planned.resize(
             calls_in_window,
