@@ -234,6 +234,22 @@ pub fn policy<S: AsRef<str>>(urls: impl IntoIterator<Item = S>) -> PolicyBuilder
 
 /// What [`BatonTransport::broadcast`] learned: the transaction's hash, and how it got
 /// there.
+///
+/// ```no_run
+/// # async fn demo(raw_signed_tx: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
+/// let urls = ["https://rpc-a.example/", "https://rpc-b.example/"];
+/// let client = baton_tokio::Client::new(baton_tokio::alloy::policy(urls))?;
+/// let transport = baton_tokio::alloy::BatonTransport::new(client);
+/// let sent = transport.broadcast(raw_signed_tx).await?;
+/// // One hash whatever happened: the transaction lands at most once.
+/// println!("transaction {}", sent.hash);
+/// if sent.answer_lost {
+///     // A node may have taken it before its answer was lost: the hash came from the
+///     // chain or from another node, and `rebroadcast` says whether it was sent again.
+///     println!("answer lost; broadcast again: {}", sent.rebroadcast);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Broadcast {
     /// The transaction hash.

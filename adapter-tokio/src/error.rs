@@ -91,6 +91,29 @@ impl StdError for AttemptError {
 
 /// An attempt timeout fired (the source of an [`AttemptError`] with cause `Timeout` or
 /// `ConnectTimeout` when baton's own timer fired rather than reqwest's).
+///
+/// Found by walking an error's sources, as for any error in the chain:
+///
+/// ```
+/// use std::error::Error;
+/// use std::time::Duration;
+/// use baton_tokio::AttemptTimeout;
+///
+/// fn timed_out_after(e: &(dyn Error + 'static)) -> Option<Duration> {
+///     let mut next = Some(e);
+///     while let Some(e) = next {
+///         if let Some(t) = e.downcast_ref::<AttemptTimeout>() {
+///             return Some(t.after);
+///         }
+///         next = e.source();
+///     }
+///     None
+/// }
+///
+/// let fired = AttemptTimeout { after: Duration::from_millis(200) };
+/// assert_eq!(fired.to_string(), "no response head within 200ms");
+/// assert_eq!(timed_out_after(&fired), Some(Duration::from_millis(200)));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttemptTimeout {
     /// The attempt timeout that fired.

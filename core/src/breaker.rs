@@ -217,6 +217,23 @@ impl<'a> Circuit<'a> {
 
 /// Leave to send once, handed out by [`Circuit::allow`]. Report how the send ended; a
 /// permit dropped unreported counts for nothing (and frees its probe slot).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use baton_core::{Breaker, BreakerRule, BreakerState, Breakers};
+///
+/// let settings = Breaker { rule: BreakerRule::Consecutive { failures: 2 }, ..Breaker::default() };
+/// let breakers = Breakers::new(settings, ["smtp"]).unwrap();
+/// let smtp = breakers.circuit("smtp").unwrap();
+/// let now = Instant::now();
+/// let permit = smtp.allow(now).unwrap();
+/// assert!(!permit.is_probe()); // closed: an ordinary send
+/// permit.failure(now); // one failure of two
+/// drop(smtp.allow(now).unwrap()); // dropped unreported: counts for nothing
+/// assert_eq!(smtp.state(now), BreakerState::Closed);
+/// smtp.allow(now).unwrap().failure(now + Duration::from_millis(1));
+/// assert_eq!(smtp.state(now + Duration::from_millis(1)), BreakerState::Open);
+/// ```
 #[must_use = "report the send's outcome with success() or failure()"]
 #[derive(Debug)]
 pub struct Permit<'a> {
@@ -259,6 +276,25 @@ impl Drop for Permit<'_> {
 
 /// The circuit refused a send: open, or half-open with its probes out, or cooling down
 /// after a `Retry-After`.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use baton_core::{Breaker, BreakerRule, Breakers};
+///
+/// let settings = Breaker {
+///     rule: BreakerRule::Consecutive { failures: 1 },
+///     open: Duration::from_secs(5),
+///     ..Breaker::default()
+/// };
+/// let breakers = Breakers::new(settings, ["fcm"]).unwrap();
+/// let fcm = breakers.circuit("fcm").unwrap();
+/// let t0 = Instant::now();
+/// fcm.allow(t0).unwrap().failure(t0);
+/// let open = fcm.allow(t0 + Duration::from_secs(1)).unwrap_err();
+/// assert_eq!(open.key, "fcm");
+/// assert_eq!(open.retry_at, Some(t0 + Duration::from_secs(5)));
+/// assert_eq!(open.to_string(), r#"the circuit of "fcm" is open"#);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the circuit of {key:?} is open")]
 #[non_exhaustive]

@@ -297,6 +297,27 @@ where
 }
 
 /// A token to send: its secret, its generation, and whether this lease refreshed it.
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::credential::{Credential, CredentialSettings, Token};
+/// # fn now_or_never<F: std::future::Future>(f: F) -> F::Output {
+/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// #     match std::future::Future::poll(std::pin::pin!(f), &mut cx) {
+/// #         std::task::Poll::Ready(v) => v,
+/// #         std::task::Poll::Pending => unreachable!(),
+/// #     }
+/// # }
+/// let settings = CredentialSettings::default();
+/// let slot = Credential::new(settings.clone(), 1);
+/// let lease = now_or_never(slot.lease(Instant::now, || async { Ok(Token::new("t1")) })).unwrap();
+/// assert!(lease.fresh()); // this lease asked the provider
+/// assert_eq!(lease.generation(), 1);
+/// let value = lease.header_value(&settings).unwrap();
+/// assert_eq!(value, "Bearer t1");
+/// assert!(value.is_sensitive());
+/// assert_eq!(format!("{:?}", lease.secret()), "[redacted]");
+/// ```
 #[derive(Debug, Clone)]
 pub struct Lease {
     secret: Secret,
@@ -397,6 +418,34 @@ enum Begin {
 
 /// One endpoint's credential slot (share it in an `Arc`; every call of a client uses the
 /// same one). See the [module docs](self).
+///
+/// Refresh ahead of expiry, here with a 30 s margin and no jitter:
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use baton_core::credential::{Credential, CredentialSettings, Token};
+/// # fn now_or_never<F: std::future::Future>(f: F) -> F::Output {
+/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// #     match std::future::Future::poll(std::pin::pin!(f), &mut cx) {
+/// #         std::task::Poll::Ready(v) => v,
+/// #         std::task::Poll::Pending => unreachable!(),
+/// #     }
+/// # }
+/// let settings = CredentialSettings { margin_jitter: 0.0, ..CredentialSettings::default() };
+/// let slot = Credential::new(settings, 7);
+/// let t0 = Instant::now();
+/// let lease = |at: Instant, t: &'static str| {
+///     let token = Token::new(t).expires_in(Duration::from_secs(60));
+///     now_or_never(slot.lease(|| at, || async move { Ok(token) })).unwrap()
+/// };
+/// assert_eq!(lease(t0, "t1").secret().expose(), "t1");
+/// // 20 s in: still outside the margin, the provider is not asked.
+/// assert_eq!(lease(t0 + Duration::from_secs(20), "unused").secret().expose(), "t1");
+/// // 31 s in: within 30 s of expiry, the next lease refreshes.
+/// let next = lease(t0 + Duration::from_secs(31), "t2");
+/// assert_eq!((next.secret().expose(), next.generation()), ("t2", 2));
+/// assert!(slot.valid(t0 + Duration::from_secs(90)).is_some()); // t2 expires at 91 s
+/// ```
 #[derive(Debug)]
 pub struct Credential {
     settings: CredentialSettings,

@@ -99,6 +99,23 @@ use crate::{
 pub type Flight<'a, E> = Pin<Box<dyn Future<Output = E> + Send + 'a>>;
 
 /// An attempt's request, ready to send.
+///
+/// ```
+/// use baton_core::drive::Built;
+///
+/// // A transport's `build`: the attempt's request, a spare copy when the endpoint has a
+/// // credential (for the one re-send after a 401), and what it keeps beside the attempt.
+/// fn build(url: &str, body: &[u8], credential: bool, attempt: u32) -> Built<(String, Vec<u8>), u32> {
+///     let request = (url.to_string(), body.to_vec());
+///     let spare = credential.then(|| Box::new(request.clone()));
+///     Built { request, spare, ticket: attempt }
+/// }
+/// let plain = build("https://a.example/pay", b"{}", false, 1);
+/// assert!(plain.spare.is_none());
+/// let with_token = build("https://b.example/pay", b"{}", true, 2);
+/// assert_eq!(with_token.spare.as_deref(), Some(&with_token.request));
+/// assert_eq!(with_token.ticket, 2);
+/// ```
 #[derive(Debug)]
 pub struct Built<R, K> {
     /// The request of the attempt's first hop.
@@ -112,6 +129,21 @@ pub struct Built<R, K> {
 }
 
 /// Why no request could be built for an attempt.
+///
+/// ```
+/// use baton_core::drive::NotBuilt;
+///
+/// // A transport's `build`: a bad header is the request's own fault; a one-shot body
+/// // already sent cannot go to a later attempt.
+/// fn build(token: &str, body: &mut Option<Vec<u8>>) -> Result<Vec<u8>, NotBuilt<String>> {
+///     http::HeaderValue::from_str(token).map_err(|e| NotBuilt::Rejected(e.to_string()))?;
+///     body.take().ok_or(NotBuilt::Replay(None))
+/// }
+/// let mut body = Some(b"{}".to_vec());
+/// assert_eq!(build("t1", &mut body).unwrap(), b"{}");
+/// assert!(matches!(build("t1", &mut body), Err(NotBuilt::Replay(None))));
+/// assert!(matches!(build("t1\n", &mut Some(vec![])), Err(NotBuilt::Rejected(_))));
+/// ```
 #[derive(Debug)]
 pub enum NotBuilt<E> {
     /// The request is invalid: the attempt fails as rejected locally, with this error.
@@ -122,6 +154,28 @@ pub enum NotBuilt<E> {
 }
 
 /// How a request of an attempt ended, as the driver hands it on.
+///
+/// ```
+/// use std::io::{Error, ErrorKind};
+/// use baton_core::drive::Landed;
+/// use baton_core::{AttemptOutcome, FailureClass, Head};
+///
+/// // A transport's `land`: a response, or the failure classified by how far it got.
+/// fn land(ended: Result<u16, Error>) -> Landed<Head, Error> {
+///     match ended {
+///         Ok(status) => Landed::Response(Head::new(status.try_into().unwrap())),
+///         Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+///             Landed::Failed(AttemptOutcome::Failure(FailureClass::Undelivered), e)
+///         }
+///         Err(e) => Landed::Failed(AttemptOutcome::Failure(FailureClass::Ambiguous), e),
+///     }
+/// }
+/// assert!(matches!(land(Ok(503)), Landed::Response(h) if h.status == 503));
+/// let refused = land(Err(ErrorKind::ConnectionRefused.into()));
+/// assert!(matches!(refused, Landed::Failed(AttemptOutcome::Failure(FailureClass::Undelivered), _)));
+/// let reset = land(Err(ErrorKind::ConnectionReset.into()));
+/// assert!(matches!(reset, Landed::Failed(AttemptOutcome::Failure(c), _) if c.may_have_executed()));
+/// ```
 #[derive(Debug)]
 pub enum Landed<A, E> {
     /// Response headers arrived (the commit point).
@@ -131,6 +185,23 @@ pub enum Landed<A, E> {
 }
 
 /// An attempt in flight, as its transport is told about it.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use baton_core::drive::Sent;
+/// use baton_core::{AttemptOutcome, TimeoutPhase};
+///
+/// // A transport reads it in `land`: here, whether a send that ended at `now` without an
+/// // answer ran out of the attempt's time.
+/// fn timed_out(sent: &Sent<&str>, now: Instant) -> Option<AttemptOutcome> {
+///     (now >= sent.at).then_some(AttemptOutcome::Timeout(TimeoutPhase::Response))
+/// }
+/// let t0 = Instant::now();
+/// let timeout = Duration::from_secs(30);
+/// let sent = Sent { number: 2, endpoint: 1, timeout, at: t0 + timeout, ticket: "conn-7" };
+/// assert_eq!(timed_out(&sent, t0 + Duration::from_secs(1)), None);
+/// assert!(timed_out(&sent, t0 + timeout).is_some());
+/// ```
 #[derive(Debug)]
 pub struct Sent<K> {
     /// The attempt's number.
@@ -148,6 +219,66 @@ pub struct Sent<K> {
 /// What one adapter gives the driver: its request, its sends and their classification,
 /// its timer, and what a call ends as. Everything here is the adapter's client; every
 /// decision is the [`Call`]'s.
+///
+/// A transport whose first endpoint refuses every connection and whose second answers
+/// 200 at once, driven once to its end (the module docs show another):
+///
+/// ```
+/// # use std::future::{ready, Future, Pending};
+/// # use std::time::Instant;
+/// # use baton_core::drive::{drive, Built, CallTransport, Landed, NotBuilt, Sent};
+/// # use baton_core::{Attempt, AttemptOutcome, BodyKind, Call, CallOptions, DestinationError,
+/// #     Done, Endpoint, Engine, FailureClass, Head, Hop, IdentityHeaders, Policy};
+/// # struct Get(http::request::Parts);
+/// # impl AsRef<http::request::Parts> for Get { fn as_ref(&self) -> &http::request::Parts { &self.0 } }
+/// struct RefusedThenOk(Engine);
+///
+/// impl CallTransport for RefusedThenOk {
+///     type Prepared = Get; // the request's head
+///     type Answer = Head;
+///     type Request = usize; // a request is only its endpoint here
+///     type Ticket = ();
+///     type Ended = usize;
+///     type Error = &'static str;
+///     type Timer = Pending<()>;
+///     type Output = (Vec<String>, Option<u16>);
+///     fn engine(&self) -> &Engine { &self.0 }
+///     fn now(&self) -> Instant { Instant::now() }
+///     fn body_kind(&self, _: &Get) -> BodyKind { BodyKind::Empty }
+///     fn build(&self, _: &mut Get, _: &Call<'_, Head>, _: &Result<IdentityHeaders, DestinationError>,
+///         a: &Attempt, _: Instant) -> Result<Built<usize, ()>, NotBuilt<&'static str>> {
+///         Ok(Built { request: a.endpoint, spare: None, ticket: () })
+///     }
+///     fn send(&self, _: usize, to: usize, _: Instant) -> impl Future<Output = usize> + Send {
+///         ready(to)
+///     }
+///     fn land(&self, to: usize, _: &Sent<()>) -> Landed<Head, &'static str> {
+///         match to {
+///             0 => Landed::Failed(AttemptOutcome::Failure(FailureClass::Undelivered), "refused"),
+///             _ => Landed::Response(Head::new(http::StatusCode::OK)),
+///         }
+///     }
+///     fn hop(&self, _: &mut Get, _: &Sent<()>, _: &Hop, _: http::HeaderMap) -> Option<usize> { None }
+///     fn timer(&self, _: Instant) -> Pending<()> { std::future::pending() }
+///     fn finish(&self, done: Done<Head>, _: Option<(u32, &'static str)>, _: Option<Instant>)
+///         -> Self::Output {
+///         let report = done.report();
+///         let ids = report.attempts.iter().map(|a| a.endpoint_id.to_string()).collect();
+///         (ids, report.status().map(|s| s.as_u16()))
+///     }
+/// }
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "http://a.example/"))
+///     .endpoint(Endpoint::new("b", "http://b.example/"))
+///     .build()
+///     .unwrap();
+/// let (head, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// let call = drive(RefusedThenOk(Engine::new(policy)), Get(head), CallOptions::default());
+/// let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// let std::task::Poll::Ready((ids, status)) = std::pin::pin!(call).poll(&mut cx) else { panic!() };
+/// assert_eq!((ids, status), (vec!["a".to_string(), "b".to_string()], Some(200)));
+/// ```
 pub trait CallTransport {
     /// The caller's request, as the adapter keeps it for the whole call: its head (method,
     /// URL, headers) is what the engine reads of it.

@@ -93,6 +93,30 @@ impl AttemptKind {
 }
 
 /// The events of SPEC 4.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Instant;
+/// use baton_core::sim::{Script, Sim};
+/// use baton_core::{CallOptions, Endpoint, EventKind, Policy};
+///
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let log = seen.clone();
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .on_event(move |e| {
+///         if let EventKind::Failover { from, to, .. } = &e.kind {
+///             log.lock().unwrap().push(format!("{from} -> {to}"));
+///         }
+///     })
+///     .build()
+///     .unwrap();
+/// let mut sim = Sim::new(policy, Instant::now());
+/// sim.script("a", Script::refuse());
+/// sim.run(http::Method::GET, CallOptions::default());
+/// assert_eq!(*seen.lock().unwrap(), ["a -> b"]);
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum EventKind<'a> {

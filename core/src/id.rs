@@ -33,6 +33,18 @@ const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 pub struct RequestId(Text);
 
 /// Why a caller-chosen request id was rejected.
+///
+/// ```
+/// use baton_core::{RequestId, RequestIdError};
+///
+/// let e = RequestId::parse("short").unwrap_err();
+/// assert!(matches!(e, RequestIdError::Length { len: 5, .. }));
+/// assert_eq!(e.to_string(), r#"request id "short" has 5 characters; it needs 8 to 128"#);
+///
+/// let e = RequestId::parse("order/1234").unwrap_err();
+/// assert!(matches!(e, RequestIdError::Character { found: '/', .. }));
+/// assert!(e.to_string().contains(r#""order/1234" contains '/'"#));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RequestIdError {

@@ -35,6 +35,27 @@ pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// Why a policy or an endpoint could not be built. Each variant names the setting and the
 /// offending value.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::{ConfigError, Endpoint, Policy};
+///
+/// let e = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("a", "https://b.example/"))
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(e, ConfigError::DuplicateId { id: "a".into() });
+/// assert_eq!(e.to_string(), r#"duplicate endpoint id "a""#);
+///
+/// let e = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .attempt_timeout(Duration::ZERO)
+///     .build()
+///     .unwrap_err();
+/// assert!(matches!(e, ConfigError::InvalidSetting { setting: "attempt_timeout", .. }));
+/// assert_eq!(e.to_string(), "setting `attempt_timeout` = 0ns: a timeout must be greater than zero");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {

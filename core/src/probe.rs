@@ -44,6 +44,24 @@ use crate::BreakerState;
 
 /// A health request to send, admitted by the endpoint's breaker (a half-open endpoint's
 /// probe slot is held until [`finish`](Probe::finish), or freed if the probe is dropped).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use baton_core::{Endpoint, Engine, Policy};
+///
+/// let endpoint = Endpoint::new("a", "https://a.example/rpc").header("authorization", "Bearer t");
+/// let engine = Engine::new(Policy::builder().endpoint(endpoint).build().unwrap());
+/// let now = Instant::now();
+/// let probe = engine.probe("a", now).unwrap(); // a closed endpoint may be probed too
+/// assert_eq!((probe.endpoint_id(), &probe.method), ("a", &http::Method::GET));
+/// assert_eq!(probe.uri, "https://a.example/rpc");
+/// assert_eq!(probe.headers["authorization"], "Bearer t");
+/// assert_eq!(probe.timeout, Duration::from_secs(30));
+/// // ... the adapter sends it; the connection was refused:
+/// let result = probe.finish(Err("connection refused".into()), now);
+/// assert!(!result.healthy);
+/// assert_eq!(result.error.as_deref(), Some("connection refused"));
+/// ```
 #[derive(Debug)]
 #[must_use = "send the request and hand its outcome to finish()"]
 pub struct Probe<'a> {
@@ -125,6 +143,27 @@ pub struct ProbeResult {
 }
 
 /// Why no probe was handed out.
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::{BreakerRule, Endpoint, Engine, Policy, ProbeRefused};
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .configure(|s| s.breaker.rule = BreakerRule::Consecutive { failures: 1 })
+///     .build()
+///     .unwrap();
+/// let engine = Engine::new(policy);
+/// let now = Instant::now();
+/// let e = engine.probe("z", now).unwrap_err();
+/// assert_eq!(e, ProbeRefused::UnknownEndpoint("z".into()));
+/// assert_eq!(e.to_string(), r#"unknown endpoint "z""#);
+///
+/// engine.circuit("a").unwrap().allow(now).unwrap().failure(now); // the breaker opens
+/// let e = engine.probe("a", now).unwrap_err();
+/// assert!(matches!(&e, ProbeRefused::Open(open) if open.key == "a"));
+/// assert_eq!(e.to_string(), r#"the circuit of "a" is open"#);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProbeRefused {

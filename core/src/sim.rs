@@ -90,6 +90,20 @@ impl Reply {
 }
 
 /// One scripted step: a reply after a delay.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::sim::{Reply, Script, Step};
+///
+/// // "Refused, then 200 after 20 ms": explicit steps, or the same through the builders.
+/// let steps = vec![
+///     Step { reply: Reply::Refuse, after: Duration::ZERO },
+///     Step { reply: Reply::Status(200, vec![]), after: Duration::from_millis(20) },
+/// ];
+/// let built = Script::refuse().then(Script::status(200).after(Duration::from_millis(20)));
+/// assert_eq!(Script::steps_of(steps), built);
+/// assert!(!built.steps()[0].reply.delivered());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
     /// The reply.
@@ -235,6 +249,26 @@ impl Script {
 }
 
 /// One request that reached a scripted endpoint.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use baton_core::sim::{Script, Sim};
+/// use baton_core::{CallOptions, Endpoint, Policy};
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .build()
+///     .unwrap();
+/// let mut sim = Sim::new(policy, Instant::now());
+/// sim.script("a", Script::reset().after(Duration::from_millis(10)));
+/// let run = sim.run(http::Method::GET, CallOptions::default());
+/// // Both providers received the GET, with the same request id.
+/// let (a, b) = (&run.executed[0][0], &run.executed[1][0]);
+/// assert_eq!((a.attempt, b.attempt), (1, 2));
+/// assert_eq!(a.request_id, b.request_id);
+/// assert_eq!(b.at, Duration::from_millis(10));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Execution {
     /// The call's request id.
@@ -249,6 +283,25 @@ pub struct Execution {
 
 /// A recorded event: its time since the simulator's start and its debug text (which starts
 /// with the event's name, e.g. `Failover { .. }`).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use baton_core::sim::{Script, Sim};
+/// use baton_core::{CallOptions, Endpoint, Policy};
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .build()
+///     .unwrap();
+/// let mut sim = Sim::new(policy, Instant::now());
+/// sim.script("a", Script::status(503).after(Duration::from_millis(40)));
+/// let run = sim.run(http::Method::GET, CallOptions::default());
+/// let failover = run.events_named("Failover");
+/// assert_eq!(failover.len(), 1);
+/// assert_eq!(failover[0].at, Duration::from_millis(40));
+/// assert!(failover[0].text.contains(r#"from: "a", to: "b""#));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimEvent {
     /// Time since the simulator's start.
@@ -308,6 +361,27 @@ impl SimRequest {
 }
 
 /// What one simulated call did.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use baton_core::sim::{Script, Sim};
+/// use baton_core::{CallOptions, Endpoint, Policy};
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .build()
+///     .unwrap();
+/// let mut sim = Sim::new(policy, Instant::now());
+/// sim.script("a", Script::refuse().after(Duration::from_millis(5)));
+/// sim.script("b", Script::status(200).after(Duration::from_millis(30)));
+/// let run = sim.run(http::Method::GET, CallOptions::default());
+/// assert_eq!(run.report.status(), Some(http::StatusCode::OK));
+/// assert_eq!(run.endpoints_attempted(), ["a", "b"]);
+/// assert_eq!(run.providers_executed(), 1); // the refused request never reached "a"
+/// assert_eq!(run.elapsed, Duration::from_millis(35));
+/// assert!(!run.stuck);
+/// ```
 #[derive(Debug, Clone)]
 pub struct SimRun {
     /// The call's report.
@@ -373,6 +447,31 @@ pub(crate) enum PendingOutcome {
 }
 
 /// The simulator: a shared [`Engine`], a virtual clock and one script per endpoint.
+///
+/// Health carries from call to call, and time only moves when the simulator says so:
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use baton_core::sim::{Script, Sim};
+/// use baton_core::{Breaker, BreakerRule, CallOptions, Endpoint, Policy};
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .breaker(Breaker { rule: BreakerRule::Consecutive { failures: 1 }, ..Breaker::default() })
+///     .build()
+///     .unwrap();
+/// let start = Instant::now();
+/// let mut sim = Sim::new(policy, start);
+/// sim.script("a", Script::refuse());
+/// let first = sim.run(http::Method::GET, CallOptions::default());
+/// assert_eq!(first.endpoints_attempted(), ["a", "b"]);
+/// // a's breaker is open now: the next call starts at b.
+/// let second = sim.run(http::Method::GET, CallOptions::default());
+/// assert_eq!(second.endpoints_attempted(), ["b"]);
+/// sim.advance(Duration::from_secs(60));
+/// assert_eq!(sim.now(), start + Duration::from_secs(60));
+/// ```
 #[derive(Debug)]
 pub struct Sim {
     engine: Arc<Engine>,

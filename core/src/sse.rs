@@ -181,6 +181,24 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// The incremental parser of one event stream (one connection; build a new one, or call
 /// [`Parser::reconnected`], for the next).
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_core::sse::Parser;
+///
+/// let mut p = Parser::new();
+/// let mut events = Vec::new();
+/// // Chunks split anywhere, even inside a CRLF, give the same events as the whole input.
+/// p.feed(b"retry: 1500\r", &mut events).unwrap();
+/// p.feed(b"\nid: 41\ndata: first\ndata: second\n\nid: 42\ndata: cut", &mut events).unwrap();
+/// assert_eq!(events.len(), 1);
+/// assert_eq!(events[0].event, "message");
+/// assert_eq!(events[0].data, "first\nsecond");
+/// // The connection broke mid-event: the next one resumes after event 41.
+/// let next = p.reconnected();
+/// assert_eq!(next.last_event_id(), "41");
+/// assert_eq!(next.retry(), Some(Duration::from_millis(1500)));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Parser {
     /// The bytes of the line being read.

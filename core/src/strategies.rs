@@ -33,6 +33,30 @@ use crate::status::StatusSet;
 
 /// A random scenario: endpoints (with groups), settings, eligibility, a request, call
 /// options and a script per endpoint.
+///
+/// One made by hand (the [`scenario`] strategy draws them at random):
+///
+/// ```
+/// use baton_core::sim::{Script, Sim};
+/// use baton_core::strategies::Scenario;
+/// use baton_core::{BodyKind, CallOptions, Settings};
+///
+/// let s = Scenario {
+///     endpoints: vec![("a".into(), None), ("b".into(), None)],
+///     settings: Settings::default(),
+///     eligible: vec![false, true], // "a" is not eligible for this call
+///     method: http::Method::GET,
+///     body: BodyKind::Empty,
+///     options: CallOptions::default(),
+///     scripts: vec![("a".into(), Script::status(200)), ("b".into(), Script::status(200))],
+/// };
+/// let mut sim = Sim::new(s.policy(), std::time::Instant::now());
+/// for (id, script) in &s.scripts {
+///     sim.script(id, script.clone());
+/// }
+/// let run = sim.run_request(s.request(), s.options.clone());
+/// assert_eq!(run.endpoints_attempted(), ["b"]);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Scenario {
     /// Endpoint ids with their optional idempotency group.

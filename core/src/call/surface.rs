@@ -374,6 +374,33 @@ impl<R> Done<R> {
 
 /// What the adapter should do next, from [`Call::poll`](crate::Call::poll). Drain actions
 /// until one says wait (or done).
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::{Action, AttemptOutcome, BodyKind, Call, CallOptions, Endpoint, Engine,
+///     FailureClass, Head, Input, Policy, RequestInfo};
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "http://a.example/"))
+///     .endpoint(Endpoint::new("b", "http://b.example/"))
+///     .build()
+///     .unwrap();
+/// let engine = Engine::new(policy);
+/// let (uri, headers, now) = ("/".parse().unwrap(), http::HeaderMap::new(), Instant::now());
+/// let info = RequestInfo { method: &http::Method::GET, uri: &uri, headers: &headers };
+/// let mut call: Call<'_, Head> =
+///     Call::new(&engine, &info, BodyKind::Empty, CallOptions::default(), now);
+/// let Action::Send(first) = call.poll() else { panic!() };
+/// assert_eq!(call.poll(), Action::WaitForAttempt); // it is in flight
+/// let refused = AttemptOutcome::Failure(FailureClass::Undelivered);
+/// call.handle(Input::Failed { attempt: first.number, outcome: refused }, now);
+/// let Action::Send(second) = call.poll() else { panic!() };
+/// assert_eq!((second.number, second.endpoint), (2, 1)); // fails over to "b"
+/// let ok = Head::new(http::StatusCode::OK);
+/// call.handle(Input::Response { attempt: second.number, response: ok, wall: None }, now);
+/// assert_eq!(call.poll(), Action::Done);
+/// ```
+/// until one says wait (or done).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Action {

@@ -15,6 +15,30 @@ use super::{Connect, EventStream, EventsError, Notice, StreamAction, StreamInput
 use crate::id::EndpointId;
 
 /// How one connection's call ended, as the adapter tells it.
+///
+/// ```
+/// use baton_core::sse::{Opened, StreamInput};
+/// use baton_core::ErrorKind;
+///
+/// // How an adapter hands a connection's call to the driver.
+/// fn opened(call: Result<(&str, u16), ErrorKind>) -> Opened<&'static [u8], ErrorKind> {
+///     match call {
+///         Ok((endpoint, status)) => Opened::Answer {
+///             endpoint: endpoint.into(),
+///             status: status.try_into().unwrap(),
+///             headers: http::HeaderMap::new(),
+///             body: b"data: hi\n\n",
+///         },
+///         Err(kind) => match StreamInput::call_failed(&kind, false) {
+///             Some(input) => Opened::Failed(input), // the stream reconnects
+///             None => Opened::Rejected(kind),       // no reconnection can mend it
+///         },
+///     }
+/// }
+/// assert!(matches!(opened(Ok(("a", 200))), Opened::Answer { status, .. } if status == 200));
+/// assert!(matches!(opened(Err(ErrorKind::NoUsableEndpoint)), Opened::Failed(_)));
+/// assert!(matches!(opened(Err(ErrorKind::UnknownEndpoint("x".into()))), Opened::Rejected(_)));
+/// ```
 #[derive(Debug)]
 pub enum Opened<B, E> {
     /// A response: `body` is read only when the answer opens the stream.
@@ -35,6 +59,24 @@ pub enum Opened<B, E> {
 }
 
 /// One read of an open body.
+///
+/// ```
+/// use std::io::{ErrorKind, Read};
+/// use baton_core::sse::Chunk;
+///
+/// // A blocking adapter's read: a timeout is the idle deadline passing.
+/// fn read(body: &mut impl Read, buf: &mut [u8]) -> Chunk<usize> {
+///     match body.read(buf) {
+///         Ok(0) => Chunk::End,
+///         Ok(n) => Chunk::Bytes(n),
+///         Err(e) if e.kind() == ErrorKind::TimedOut => Chunk::Idle,
+///         Err(_) => Chunk::Broken,
+///     }
+/// }
+/// let (mut body, mut buf) = (&b"data: hi\n\n"[..], [0u8; 64]);
+/// assert!(matches!(read(&mut body, &mut buf), Chunk::Bytes(10)));
+/// assert!(matches!(read(&mut body, &mut buf), Chunk::End));
+/// ```
 #[derive(Debug)]
 pub enum Chunk<C> {
     /// Bytes.
@@ -47,6 +89,47 @@ pub enum Chunk<C> {
     Idle,
 }
 
+/// An async adapter's I/O for event streams.
+///
+/// A transport whose one endpoint streams one event, its futures all ready at once, so
+/// one poll of an [`AsyncDriver`] gives the event:
+///
+/// ```
+/// use std::future::{ready, Future};
+/// use std::time::{Instant, SystemTime};
+/// use baton_core::sse::{
+///     AsyncDriver, Chunk, Connect, EventStream, EventsError, Opened, StreamItem, StreamSettings,
+///     Transport,
+/// };
+/// use baton_core::{Endpoint, Policy};
+///
+/// struct OneEvent;
+/// impl Transport for OneEvent {
+///     type Body = Option<Vec<u8>>;
+///     type Chunk = Vec<u8>;
+///     type Error = String;
+///     fn open(&mut self, _: Connect) -> impl Future<Output = Opened<Self::Body, String>> + Send {
+///         let mut headers = http::HeaderMap::new();
+///         headers.insert("content-type", "text/event-stream".parse().unwrap());
+///         let body = Some(b"data: hi\n\n".to_vec());
+///         ready(Opened::Answer { endpoint: "a".into(), status: http::StatusCode::OK, headers, body })
+///     }
+///     fn read(body: &mut Self::Body, _: Option<Instant>) -> impl Future<Output = Chunk<Vec<u8>>> + Send {
+///         ready(body.take().map_or(Chunk::End, Chunk::Bytes))
+///     }
+///     fn sleep_until(_: Instant) -> impl Future<Output = ()> + Send { ready(()) }
+///     fn now() -> Instant { Instant::now() }
+///     fn wall() -> SystemTime { SystemTime::now() }
+/// }
+///
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
+/// let stream = EventStream::new(&policy, &http::Method::GET, StreamSettings::default(), 1);
+/// let mut driver = AsyncDriver::new(stream.map_err(EventsError::Settings), OneEvent);
+/// let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// let item = driver.poll_next(&mut cx);
+/// let std::task::Poll::Ready(Some(Ok(StreamItem::Event { event, .. }))) = item else { panic!() };
+/// assert_eq!(event.data, "hi");
+/// ```
 /// An async adapter's I/O for event streams.
 pub trait Transport: Send + 'static {
     /// An open response body.
@@ -73,6 +156,44 @@ pub trait Transport: Send + 'static {
     fn wall() -> SystemTime;
 }
 
+/// A blocking adapter's I/O for event streams.
+///
+/// ```
+/// use std::time::{Instant, SystemTime};
+/// use baton_core::sse::{drive_blocking, BlockingTransport, Chunk, Connect, EventStream, EventsError, Opened,
+///     StreamItem, StreamSettings};
+/// use baton_core::{Endpoint, Policy};
+///
+/// /// One endpoint whose body is one event.
+/// struct OneEvent;
+/// impl BlockingTransport for OneEvent {
+///     type Body = &'static [u8];
+///     type Error = String;
+///     fn open(&mut self, _: Connect) -> Opened<&'static [u8], String> {
+///         let mut headers = http::HeaderMap::new();
+///         headers.insert("content-type", "text/event-stream".parse().unwrap());
+///         let body = b"id: 1\ndata: hi\n\n";
+///         Opened::Answer { endpoint: "a".into(), status: http::StatusCode::OK, headers, body }
+///     }
+///     fn read(body: &mut &'static [u8], buf: &mut [u8], _: Option<Instant>) -> Chunk<usize> {
+///         let n = body.len().min(buf.len());
+///         buf[..n].copy_from_slice(&body[..n]);
+///         *body = &body[n..];
+///         Chunk::Bytes(n) // 0 at the end
+///     }
+///     fn sleep_until(_: Instant) {}
+///     fn now() -> Instant { Instant::now() }
+///     fn wall() -> SystemTime { SystemTime::now() }
+/// }
+///
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
+/// let stream = EventStream::new(&policy, &http::Method::GET, StreamSettings::default(), 1);
+/// let mut machine = stream.map_err(|e| Some(EventsError::Settings(e)));
+/// let (mut body, mut buf) = (None, [0u8; 256]);
+/// let item = drive_blocking(&mut machine, &mut OneEvent, &mut body, &mut buf, None);
+/// let Some(Ok(StreamItem::Event { endpoint, event })) = item else { panic!("{item:?}") };
+/// assert_eq!((&*endpoint, event.id.as_deref(), &*event.data), ("a", Some("1"), "hi"));
+/// ```
 /// A blocking adapter's I/O for event streams.
 pub trait BlockingTransport {
     /// An open response body.
@@ -108,6 +229,42 @@ type Step<T> =
 /// Drives an event stream on an async runtime: [`next`](Self::next) and
 /// [`poll_next`](Self::poll_next) (for a `Stream` impl) are cancel-safe, since each step
 /// owns the stream and hands it back with its item; dropping a `next()` that is under
+/// way keeps the connection and its progress for the next call.
+///
+/// ```
+/// use std::future::{ready, Future};
+/// use std::time::{Instant, SystemTime};
+/// use baton_core::sse::{AsyncDriver, Chunk, Connect, EventStream, EventsError, Opened, Transport};
+/// use baton_core::{Endpoint, Policy};
+///
+/// /// A server that answers 200 with a web page: not an event stream.
+/// struct Html;
+/// impl Transport for Html {
+///     type Body = ();
+///     type Chunk = Vec<u8>;
+///     type Error = String;
+///     fn open(&mut self, _: Connect) -> impl Future<Output = Opened<(), String>> + Send {
+///         let mut headers = http::HeaderMap::new();
+///         headers.insert("content-type", "text/html".parse().unwrap());
+///         ready(Opened::Answer { endpoint: "a".into(), status: http::StatusCode::OK, headers, body: () })
+///     }
+///     fn read(_: &mut (), _: Option<Instant>) -> impl Future<Output = Chunk<Vec<u8>>> + Send {
+///         ready(Chunk::End)
+///     }
+///     fn sleep_until(_: Instant) -> impl Future<Output = ()> + Send { ready(()) }
+///     fn now() -> Instant { Instant::now() }
+///     fn wall() -> SystemTime { SystemTime::now() }
+/// }
+///
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
+/// let stream = EventStream::new(&policy, &http::Method::GET, Default::default(), 1);
+/// let mut driver = AsyncDriver::new(stream.map_err(EventsError::Settings), Html);
+/// let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// let std::task::Poll::Ready(Some(Err(e))) = driver.poll_next(&mut cx) else { panic!() };
+/// assert!(e.to_string().contains("text/html"), "{e}");
+/// assert_eq!(driver.delivered(), 0);
+/// assert!(matches!(driver.poll_next(&mut cx), std::task::Poll::Ready(None))); // over
+/// ```
 /// way keeps the connection and its progress for the next call.
 pub struct AsyncDriver<T: Transport> {
     running: Option<Box<Running<T>>>,

@@ -314,6 +314,27 @@ impl Check {
 }
 
 /// What [`Check`] found.
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::verify::{CallClass, Check};
+/// use baton_core::{Endpoint, Policy};
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .build()
+///     .unwrap();
+/// let findings = Check::new().calls(500).seed(4).run(&policy, Instant::now());
+/// assert!(findings.is_safe());
+/// assert!(findings.explored >= 500 && findings.systematic <= findings.explored);
+/// assert_eq!(findings.seed, 4);
+/// let classes: Vec<CallClass> = findings.classes.iter().map(|c| c.class).collect();
+/// assert_eq!(classes, CallClass::ALL);
+/// for lint in &findings.lints {
+///     println!("warning: {lint}"); // legal, but likely wrong
+/// }
+/// ```
 #[derive(Debug)]
 pub struct Findings {
     /// One report per [`CallClass`], in [`CallClass::ALL`] order.
@@ -338,6 +359,28 @@ impl Findings {
 }
 
 /// What [`Check`] found for one class of call.
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::verify::{CallClass, Check};
+/// use baton_core::{Endpoint, Policy};
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .build()
+///     .unwrap();
+/// let findings = Check::new().calls(500).run(&policy, Instant::now());
+/// let reads = &findings.classes[0];
+/// assert_eq!(reads.class, CallClass::SafeRead);
+/// assert!(reads.calls > 0);
+/// assert_eq!((reads.violations, reads.by_kind), (0, [0, 0, 0]));
+/// assert!(reads.counterexample.is_none());
+/// // The worst case seen never exceeds the one computed from the settings.
+/// assert!(reads.observed_attempts <= reads.bound.attempts);
+/// assert!(reads.bound.time.within().is_none_or(|t| reads.observed_time <= t));
+/// assert!(reads.outage.calls > 0);
+/// ```
 #[derive(Debug)]
 pub struct ClassReport {
     /// The class.

@@ -16,6 +16,31 @@ use super::world::{CallClass, Fault, Planned, Sent, Traced, World};
 /// With the `serde` feature, [`vector`](Counterexample::vector) serialises to a vector
 /// file (`toml::to_string(&cx.vector)`); the call that breaks the rule expects
 /// `safe = true`, so the conformance runner fails on it with the same violation.
+///
+/// A permission function that lets every write fail over, even after an attempt that may
+/// have done the work, is caught:
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::verify::{CallClass, Check, Fault, ViolationKind};
+/// use baton_core::{Endpoint, Permission, PermissionOverride, Policy};
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .permission_fn(|_| PermissionOverride::both(Permission::Always))
+///     .build()
+///     .unwrap();
+/// let findings = Check::new().calls(500).run(&policy, Instant::now());
+/// let writes = &findings.classes[1];
+/// assert_eq!(writes.class, CallClass::Write);
+/// let cx = writes.counterexample.as_ref().unwrap();
+/// assert_eq!(cx.class, CallClass::Write);
+/// // Shrunk to one call: "a" resets after reading the request, "b" answers.
+/// assert_eq!(cx.faults, [[Fault::Reset, Fault::Ok]]);
+/// assert_eq!(cx.violations[0].kind, ViolationKind::Repeated);
+/// assert!(cx.violations[0].to_string().starts_with("repeated: attempt 1 at a ended ambiguous"));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Counterexample {
     /// The class of the call that broke the rule.
@@ -30,6 +55,27 @@ pub struct Counterexample {
 }
 
 /// A scenario file (see the conformance crate's docs for the format).
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::verify::Check;
+/// use baton_core::{Endpoint, Permission, PermissionOverride, Policy};
+///
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .permission_fn(|_| PermissionOverride::both(Permission::Always))
+///     .build()
+///     .unwrap();
+/// let findings = Check::new().calls(500).seed(9).run(&policy, Instant::now());
+/// let cx = findings.classes.iter().find_map(|c| c.counterexample.as_ref()).unwrap();
+/// let v = &cx.vector;
+/// let ids: Vec<&str> = v.endpoints.iter().map(|e| e.id.as_str()).collect();
+/// assert_eq!(ids, ["a", "b"]);
+/// assert_eq!(v.policy.seed, Some(9)); // the seed that replays the run
+/// assert_eq!(v.paths, ["sim"]);
+/// assert_eq!(v.calls.last().unwrap().expect.safe, Some(true)); // the call that breaks it
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Vector {
@@ -48,6 +94,27 @@ pub struct Vector {
 }
 
 /// One endpoint of a vector (its headers are left out: they may hold credentials).
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::verify::Check;
+/// use baton_core::{Endpoint, Permission, PermissionOverride, Policy};
+///
+/// // Every write may fail over, even after an attempt that may have done the work.
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .permission_fn(|_| PermissionOverride::both(Permission::Always))
+///     .build()
+///     .unwrap();
+/// let findings = Check::new().calls(500).run(&policy, Instant::now());
+/// let cx = findings.classes[1].counterexample.as_ref().unwrap(); // writes
+/// let b = &cx.vector.endpoints[1];
+/// assert_eq!(b.id, "b");
+/// assert_eq!(b.group, None);
+/// // What "b" played, request by request; its last step, a 200, repeats.
+/// assert_eq!(b.script.last().unwrap().status, Some(200));
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct VectorEndpoint {
@@ -91,6 +158,26 @@ pub struct VectorEndpoint {
 }
 
 /// One provider step.
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::verify::{Check, VectorStep};
+/// use baton_core::{Endpoint, Permission, PermissionOverride, Policy};
+///
+/// // Every write may fail over, even after an attempt that may have done the work.
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .permission_fn(|_| PermissionOverride::both(Permission::Always))
+///     .build()
+///     .unwrap();
+/// let findings = Check::new().calls(500).run(&policy, Instant::now());
+/// let cx = findings.classes[1].counterexample.as_ref().unwrap(); // writes
+/// // "a" read the request and reset the connection, then answers 200 (the last step repeats).
+/// let reset = VectorStep { fault: Some("reset"), ..VectorStep::default() };
+/// let ok = VectorStep { status: Some(200), ..VectorStep::default() };
+/// assert_eq!(cx.vector.endpoints[0].script, [reset, ok]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct VectorStep {
@@ -115,6 +202,27 @@ pub struct VectorStep {
 }
 
 /// One call of a vector.
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::verify::Check;
+/// use baton_core::{Endpoint, Permission, PermissionOverride, Policy};
+///
+/// // Every write may fail over, even after an attempt that may have done the work.
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .permission_fn(|_| PermissionOverride::both(Permission::Always))
+///     .build()
+///     .unwrap();
+/// let findings = Check::new().calls(500).run(&policy, Instant::now());
+/// let cx = findings.classes[1].counterexample.as_ref().unwrap(); // writes
+/// let call = cx.vector.calls.last().unwrap();
+/// assert_eq!((call.method.as_str(), call.body.as_deref()), ("POST", Some("check")));
+/// // The permissions came from the policy's function, so the vector states them.
+/// assert_eq!((call.retry, call.failover), (Some(Permission::Always), Some(Permission::Always)));
+/// assert_eq!(call.idempotency_key, None);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct VectorCall {
@@ -161,6 +269,28 @@ pub struct VectorCall {
 }
 
 /// The expectations of a vector call.
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::verify::Check;
+/// use baton_core::{Endpoint, Permission, PermissionOverride, Policy};
+///
+/// // Every write may fail over, even after an attempt that may have done the work.
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://a.example/"))
+///     .endpoint(Endpoint::new("b", "https://b.example/"))
+///     .permission_fn(|_| PermissionOverride::both(Permission::Always))
+///     .build()
+///     .unwrap();
+/// let findings = Check::new().calls(500).run(&policy, Instant::now());
+/// let cx = findings.classes[1].counterexample.as_ref().unwrap(); // writes
+/// let expect = &cx.vector.calls.last().unwrap().expect;
+/// assert_eq!(expect.safe, Some(true)); // what the conformance runner will find broken
+/// // [endpoint id, outcome] per attempt, as observed: the write reached "b" after all.
+/// let attempts: Vec<(&str, &str)> =
+///     expect.attempts.iter().flatten().map(|(id, how)| (id.as_str(), how.as_str())).collect();
+/// assert_eq!(attempts, [("a", "ambiguous"), ("b", "response")]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct VectorExpect {
