@@ -128,7 +128,7 @@ impl Target {
     /// none (bare hyper writes no Host of its own), and `Proxy-Authorization` when it is
     /// forwarded to a proxy.
     pub(crate) fn complete_headers(&self, h: &mut HeaderMap) {
-        baton_core::default_host(h, &self.host_header);
+        baton_core::insert_host_if_absent(h, &self.host_header);
         if let Some(auth) = self.proxy_authorization() {
             h.insert(http::header::PROXY_AUTHORIZATION, auth.clone());
         }

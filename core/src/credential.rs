@@ -170,7 +170,7 @@ pub struct CredentialSettings {
     pub header: HeaderName,
     /// The scheme before the token (default `Bearer`; none sends the token alone).
     pub scheme: Option<String>,
-    /// Refresh this long before the token expires (default 30 s).
+    /// Refresh this long before the token expires (default 30 s; at most 10 years).
     pub refresh_margin: Duration,
     /// Up to this fraction of the margin is taken off per token, at random (default 0.2).
     pub margin_jitter: f64,
@@ -221,13 +221,7 @@ impl CredentialSettings {
                 return bad("credential.scheme", format!("{s:?}"), "must be one word");
             }
         }
-        if self.refresh_margin > crate::MAX_DURATION {
-            return bad(
-                "credential.refresh_margin",
-                format!("{:?}", self.refresh_margin),
-                "must be at most 10 years",
-            );
-        }
+        crate::policy::check_duration("credential.refresh_margin", self.refresh_margin)?;
         let b = &self.failure_backoff;
         if !(b.multiplier.is_finite() && b.multiplier >= 1.0) {
             return bad(

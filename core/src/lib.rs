@@ -102,7 +102,7 @@ pub use call::{
     MIN_ATTEMPT_TIME,
 };
 pub use destination::{
-    apply_attempt_headers, attempt_uri, check_scheme, default_host, original_authority,
+    apply_attempt_headers, attempt_uri, check_scheme, insert_host_if_absent, original_authority,
     request_head, request_target, request_uri, DestinationError, IdentityHeaders, InvalidRequest,
 };
 pub use engine::Engine;

@@ -1790,7 +1790,7 @@ fn check_timeout(setting: &'static str, d: Duration) -> Result<(), ConfigError> 
     Ok(())
 }
 
-fn check_duration(setting: &'static str, d: Duration) -> Result<(), ConfigError> {
+pub(crate) fn check_duration(setting: &'static str, d: Duration) -> Result<(), ConfigError> {
     if d > MAX_DURATION {
         return Err(invalid(setting, d, "longer than 10 years; check the unit"));
     }

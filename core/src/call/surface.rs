@@ -400,7 +400,6 @@ impl<R> Done<R> {
 /// call.handle(Input::Response { attempt: second.number, response: ok, wall: None }, now);
 /// assert_eq!(call.poll(), Action::Done);
 /// ```
-/// until one says wait (or done).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Action {

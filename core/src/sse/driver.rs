@@ -130,7 +130,6 @@ pub enum Chunk<C> {
 /// let std::task::Poll::Ready(Some(Ok(StreamItem::Event { event, .. }))) = item else { panic!() };
 /// assert_eq!(event.data, "hi");
 /// ```
-/// An async adapter's I/O for event streams.
 pub trait Transport: Send + 'static {
     /// An open response body.
     type Body: Send + 'static;
@@ -194,7 +193,6 @@ pub trait Transport: Send + 'static {
 /// let Some(Ok(StreamItem::Event { endpoint, event })) = item else { panic!("{item:?}") };
 /// assert_eq!((&*endpoint, event.id.as_deref(), &*event.data), ("a", Some("1"), "hi"));
 /// ```
-/// A blocking adapter's I/O for event streams.
 pub trait BlockingTransport {
     /// An open response body.
     type Body;
@@ -265,7 +263,6 @@ type Step<T> =
 /// assert_eq!(driver.delivered(), 0);
 /// assert!(matches!(driver.poll_next(&mut cx), std::task::Poll::Ready(None))); // over
 /// ```
-/// way keeps the connection and its progress for the next call.
 pub struct AsyncDriver<T: Transport> {
     running: Option<Box<Running<T>>>,
     step: Option<Step<T>>,
