@@ -422,6 +422,8 @@ fn one_shot_stream_is_not_replayed_unless_buffering_is_opted_in() {
         .send_reader(std::io::Cursor::new(b"stream".to_vec()))
         .unwrap_err();
     assert_eq!(err.report().stop_reason, StopReason::NotReplayable);
+    assert!(!err.report().may_have_executed);
+    assert_eq!(b.request_count(), 1, "only the buffered call reached b");
 }
 
 #[test]

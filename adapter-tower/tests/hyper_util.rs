@@ -250,11 +250,13 @@ async fn a_service_that_is_never_ready_counts_as_undelivered() {
         Baton::from_services(two("http://a.example/", &b.url()), vec![Broken, Broken]).unwrap();
     let err = svc.call(request("POST", full("x"))).await.unwrap_err();
     assert!(!err.may_have_executed(), "{:?}", err.report());
+    assert_eq!(err.report().attempts.len(), 2, "{:?}", err.report());
     assert!(err
         .report()
         .attempts
         .iter()
         .all(|a| a.result.as_str() == "undelivered"));
+    assert_eq!(b.request_count(), 0);
 }
 
 /// A hyper server on 127.0.0.1 answering every request with `status` and its Host header

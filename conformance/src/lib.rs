@@ -663,7 +663,13 @@ pub fn check(v: &Vector, c: &CallSpec, got: &Observed, tolerance: Duration) -> V
         ));
     }
     for (id, target) in &expect.target_seen {
-        for r in got.seen.get(id).map(Vec::as_slice).unwrap_or(&[]) {
+        let seen = got.seen.get(id).map(Vec::as_slice).unwrap_or(&[]);
+        if seen.is_empty() {
+            bad.push(format!(
+                "target at {id}: expected {target}, but {id} received nothing"
+            ));
+        }
+        for r in seen {
             if r.target != *target {
                 bad.push(format!(
                     "target at {id}: expected {target}, got {}",
@@ -711,16 +717,21 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Vector>, String> {
             let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
             let mut v: Vector =
                 toml::from_str(&text).map_err(|e| format!("{}: {e}", f.display()))?;
+            v.check_paths()
+                .map_err(|e| format!("{}: {e}", f.display()))?;
             v.file = f;
             Ok(v)
         })
         .collect()
 }
 
-/// The repository's vectors (`vectors/` at the workspace root).
+/// The repository's vectors (`vectors/` at the workspace root); none found is an error,
+/// so a moved or emptied directory cannot pass every runner.
 pub fn vectors() -> Vec<Vector> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vectors");
-    load_dir(&dir).unwrap_or_else(|e| panic!("loading vectors: {e}"))
+    let all = load_dir(&dir).unwrap_or_else(|e| panic!("loading vectors: {e}"));
+    assert!(!all.is_empty(), "no vectors in {}", dir.display());
+    all
 }
 
 impl Vector {
@@ -756,6 +767,22 @@ impl Vector {
     /// [`resolve`](Self::resolve)d for the simulator, where endpoint `ID` is `http://ID.test`.
     pub fn for_sim(&self) -> Vector {
         self.resolve(|id| Some(format!("{id}.test")))
+    }
+
+    /// `paths` names only known paths (a misspelt one would skip a path silently), and a
+    /// vector that leaves some out says why in `why_not`.
+    pub fn check_paths(&self) -> Result<(), String> {
+        let Some(paths) = &self.paths else {
+            return Ok(());
+        };
+        if let Some(p) = paths.iter().find(|p| !PATHS.contains(&p.as_str())) {
+            return Err(format!("unknown path {p:?} in `paths` (known: {PATHS:?})"));
+        }
+        let left_out = PATHS.iter().any(|k| !paths.iter().any(|p| p == k));
+        if left_out && self.why_not.as_deref().is_none_or(|w| w.trim().is_empty()) {
+            return Err("`paths` leaves some out, and `why_not` does not say why".into());
+        }
+        Ok(())
     }
 
     /// Whether the vector runs on `path`.

@@ -385,6 +385,7 @@ impl Tally {
         for n in &self.not_expressible {
             println!("  not expressible: {n}");
         }
+        assert!(self.ran > 0, "{}: no vector ran", self.path);
         assert!(
             self.failures.is_empty(),
             "{}: {} mismatches:\n{}",

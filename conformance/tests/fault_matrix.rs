@@ -33,7 +33,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use baton_core::{
-    Backoff, CallOptions, Endpoint, HttpVersion, Jitter, Policy, PolicyBuilder, Report,
+    AttemptResult, Backoff, CallOptions, Endpoint, HttpVersion, Jitter, Policy, PolicyBuilder,
+    Report,
 };
 use testkit::{Behaviour, H2Behaviour, H2Provider, Provider};
 
@@ -310,6 +311,13 @@ fn run_round(job: Job, send: &Sender<'_>, totals: &Totals) {
         job.seed
     );
     let mut bad = Vec::new();
+    if results.len() != calls.len() {
+        bad.push(format!(
+            "{what}: {} calls, {} results",
+            calls.len(),
+            results.len()
+        ));
+    }
     for (n, (plan, sent)) in calls.iter().zip(results).enumerate() {
         totals.calls.fetch_add(1, Ordering::Relaxed);
         let (report, took) = match sent {
@@ -323,6 +331,18 @@ fn run_round(job: Job, send: &Sender<'_>, totals: &Totals) {
         let mut attempts_at: BTreeMap<&str, usize> = BTreeMap::new();
         for a in &report.attempts {
             *attempts_at.entry(&a.endpoint_id).or_default() += 1;
+            // An answer proves its provider read the request: the counts below, made by
+            // request id, must see it (or every count here could be zero and pass).
+            let answered_at = ids.iter().position(|id| *id == &*a.endpoint_id);
+            if let (AttemptResult::Response(_), Some(pos)) = (&a.result, answered_at) {
+                if backends[pos].count(rid) == 0 {
+                    bad.push(format!(
+                        "{what}, call {}: {} answered, but no request with its id was recorded there",
+                        n + 1,
+                        a.endpoint_id
+                    ));
+                }
+            }
         }
         if attempts_at.contains_key(ids[fault_at]) {
             totals.faults.fetch_add(1, Ordering::Relaxed);
@@ -448,6 +468,10 @@ fn run_faults(path: &str, faults: &[Fault], h2: bool, send: &Sender<'_>) {
         totals.duplicates.load(Ordering::Relaxed),
         failures.len(),
         started.elapsed()
+    );
+    assert!(
+        totals.faults.load(Ordering::Relaxed) > 0,
+        "fault matrix, {path}: no call attempted a faulty endpoint"
     );
     assert!(
         failures.is_empty(),

@@ -79,6 +79,13 @@ fn check(path: &str, a: &Provider, b: &Provider, seen: &Seen) {
                 "{path}: {key} said 'not executed' but a provider received it"
             );
         }
+        if !*err {
+            // Answered, so a provider read it: the counts above see the key.
+            assert!(
+                in_a + in_b >= 1,
+                "{path}: {key} was answered but no provider has it"
+            );
+        }
         if *err && *may {
             maybe += 1;
             if in_a + in_b == 0 {
@@ -94,6 +101,10 @@ fn check(path: &str, a: &Provider, b: &Provider, seen: &Seen) {
     assert!(
         seen.len() > 100,
         "{path}: the run made too few calls to mean anything"
+    );
+    assert!(
+        !cb.is_empty(),
+        "{path}: no call reached the backup: the stop was not hit"
     );
 }
 

@@ -38,6 +38,14 @@ fn every_vector_passes_on_the_simulator() {
                         );
                     }
                 }
+                if observed.len() != v.calls.len() {
+                    failures.push(format!(
+                        "{}: {} calls, {} observed",
+                        v.name,
+                        v.calls.len(),
+                        observed.len()
+                    ));
+                }
                 for (i, (c, o)) in v.calls.iter().zip(&observed).enumerate() {
                     for bad in check(v, c, o, Duration::ZERO) {
                         failures.push(format!(
@@ -52,6 +60,7 @@ fn every_vector_passes_on_the_simulator() {
         }
     }
     println!("simulator: {ran} vectors ran, {skipped} not expressible on this path");
+    assert!(ran > 0, "simulator: no vector ran");
     assert!(
         failures.is_empty(),
         "{} mismatches:\n{}",
@@ -68,4 +77,30 @@ fn vector_names_are_unique() {
     let n = names.len();
     names.dedup();
     assert_eq!(n, names.len());
+}
+
+#[test]
+fn a_vector_naming_an_unknown_path_or_leaving_paths_out_unexplained_does_not_load() {
+    let dir = std::env::temp_dir().join(format!("baton-vector-paths-{}", std::process::id()));
+    let load = |paths: &str| {
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = format!(
+            "name = \"x\"\n{paths}\n[[endpoints]]\nid = \"a\"\n\n[[calls]]\nmethod = \"GET\"\nexpect.attempts = [[\"a\", \"response\"]]\n"
+        );
+        std::fs::write(dir.join("v.toml"), text).unwrap();
+        let loaded = conformance::load_dir(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        loaded
+    };
+    let e = load("paths = [\"sim\", \"tokyo\"]\nwhy_not = \"a typo\"").unwrap_err();
+    assert!(e.contains("unknown path \"tokyo\""), "{e}");
+    let e = load("paths = [\"sim\"]").unwrap_err();
+    assert!(e.contains("`why_not`"), "{e}");
+    assert_eq!(
+        load("paths = [\"sim\"]\nwhy_not = \"timing\"")
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(load("").unwrap().len(), 1);
 }

@@ -213,6 +213,7 @@ fn a_call_restricted_to_one_endpoint_reaches_it_or_nothing() {
         ..CallOptions::default()
     };
     let run = s.run(Method::GET, only_b);
+    assert!(!run.endpoints_attempted().is_empty());
     assert!(run.endpoints_attempted().iter().all(|e| *e == "b"));
     assert_eq!(run.executions("a"), 0);
     let unknown = CallOptions {
@@ -688,6 +689,30 @@ fn empty_body_never_needs_a_copy() {
     s.script("a", Script::refuse());
     let run = s.run(Method::GET, CallOptions::default());
     assert_eq!(run.report.attempts.len(), 2);
+    // The second attempt of a call without a body asks for no fresh copy.
+    let policy = endpoints(&["a", "b"]).build().unwrap();
+    let engine = Engine::new(policy);
+    let (uri, headers) = ("/".parse().unwrap(), http::HeaderMap::new());
+    let info = RequestInfo {
+        method: &Method::GET,
+        uri: &uri,
+        headers: &headers,
+    };
+    let t = Instant::now();
+    let mut call = Call::new(&engine, &info, BodyKind::Empty, CallOptions::default(), t);
+    let Action::Send(a1) = call.poll_action(t) else {
+        panic!()
+    };
+    call.handle_outcome(
+        a1.number,
+        AttemptOutcome::Failure(FailureClass::Undelivered),
+        t,
+    );
+    let Action::Send(a2) = call.poll_action(t) else {
+        panic!()
+    };
+    assert_eq!(a2.endpoint, 1);
+    assert!(!a1.fresh_body && !a2.fresh_body);
 }
 
 // ---------------------------------------------------------------- health
