@@ -22,6 +22,17 @@
 //! The reqwest client at the bottom of the stack is the caller's: its connect timeout
 //! applies, and when baton's attempt timer fires the phase is unknown (ambiguous). An
 //! error from an inner middleware that is not a reqwest error is ambiguous too.
+//!
+//! # Safety: one request per attempt
+//!
+//! The client at the bottom, and every middleware after baton, must send each attempt's
+//! request once and nowhere else: build the client with
+//! `.redirect(reqwest::redirect::Policy::none())` (reqwest follows up to 10 redirects by
+//! default) and add no retrying or redirect-following middleware after baton. A redirect
+//! followed below baton hides that the first request was answered: a POST answered 303,
+//! whose `Location` then refuses the connection, would end as a connect error, which reads
+//! as "nothing was sent", and the POST would fail over. baton follows redirects itself,
+//! within the attempt, by the engine's rules.
 
 use std::future::Future;
 use std::time::Duration;
@@ -48,7 +59,12 @@ use crate::ClientBuilder;
 ///         .endpoint(Endpoint::new("backup", "https://rpc-b.example/")),
 /// )
 /// .unwrap();
-/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+/// // One request per attempt: redirects are baton's to follow (see the module docs).
+/// let reqwest = reqwest::Client::builder()
+///     .redirect(reqwest::redirect::Policy::none())
+///     .build()
+///     .unwrap();
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest)
 ///     .with(baton)
 ///     .build();
 /// // client.post("https://rpc-a.example/").body("{..}").send().await

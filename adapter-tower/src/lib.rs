@@ -103,6 +103,12 @@
 //! (hyper-util's client does not). Through per-endpoint services, a 3xx is the answer:
 //! such a service sends every request to its own endpoint, whatever `Location` says.
 //!
+//! This is a safety rule, not only a matter of where redirects go: the inner service must
+//! send each attempt's request once (no `FollowRedirect` or `Retry` layer inside baton).
+//! A redirect followed inside hides that the first request was answered: a POST answered
+//! 303, whose `Location` then refuses the connection, would end as a connect error, which
+//! reads as "nothing was sent", and the POST would fail over.
+//!
 //! Not here: environment proxies (the inner service's); body timeouts (the response body
 //! is the inner service's stream).
 //!
