@@ -117,7 +117,7 @@ async fn async_std_run(hung: &HungConnect, backup: &Provider, adapter: &str) {
             Ok(r) => r.report().clone(),
             Err(e) => e.report().clone(),
         };
-        check(adapter, (case, deadline.is_some()), &report, &backup);
+        check(adapter, (case, deadline.is_some()), &report, backup);
     }
 }
 
