@@ -690,16 +690,9 @@ fn empty_body_never_needs_a_copy() {
     let run = s.run(Method::GET, CallOptions::default());
     assert_eq!(run.report.attempts.len(), 2);
     // The second attempt of a call without a body asks for no fresh copy.
-    let policy = endpoints(&["a", "b"]).build().unwrap();
-    let engine = Engine::new(policy);
-    let (uri, headers) = ("/".parse().unwrap(), http::HeaderMap::new());
-    let info = RequestInfo {
-        method: &Method::GET,
-        uri: &uri,
-        headers: &headers,
-    };
+    let engine = Arc::new(Engine::new(endpoints(&["a", "b"]).build().unwrap()));
     let t = Instant::now();
-    let mut call = Call::new(&engine, &info, BodyKind::Empty, CallOptions::default(), t);
+    let mut call = raw_call(&engine, Method::GET, t);
     let Action::Send(a1) = call.poll_action(t) else {
         panic!()
     };
