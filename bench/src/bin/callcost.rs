@@ -15,6 +15,10 @@
 //! provider's instructions are in both totals alike. Without valgrind it prints the
 //! wall time per call of the second round, which is as noisy as scenario 1.
 //!
+//! `retry` is reqwest-retry's middleware over the same client (2 retries, scenario 1's
+//! configuration), sending the plain request: `baton` against `retry` is the comparison
+//! scenario 1's goal makes, counted.
+//!
 //! `tower` and `hyper` are the same pair for baton-tower's layer in front of hyper-util's
 //! `Client` and that client used directly (scenario 1's tower row); `blocking` and `ureq`
 //! for baton-blocking and a stock `ureq::Agent` with the policy's timeouts (scenario 1's
@@ -66,7 +70,7 @@ fn main() {
         }
     };
     let contenders = [
-        "baton", "raw", "cpu", "parts", "tower", "hyper", "blocking", "ureq", "smol",
+        "baton", "raw", "retry", "cpu", "parts", "tower", "hyper", "blocking", "ureq", "smol",
     ];
     if !contenders.contains(&who.as_str()) {
         eprintln!(
@@ -109,6 +113,22 @@ fn main() {
         .expect("runtime");
     let baton_call = || async {
         match client.get("/").send().await {
+            Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+            Err(_) => false,
+        }
+    };
+    // reqwest-retry's middleware over the same client, as scenario 1 configures it (2
+    // retries), sending its plain request: the row every baton row of scenario 1 is held to.
+    let policy = reqwest_retry::policies::ExponentialBackoff::builder()
+        .retry_bounds(Duration::from_millis(100), Duration::from_secs(5))
+        .build_with_max_retries(2);
+    let retry = reqwest_middleware::ClientBuilder::new(http.clone())
+        .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
+            policy,
+        ))
+        .build();
+    let retry_call = || async {
+        match retry.get(&urls[0]).send().await {
             Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
             Err(_) => false,
         }
@@ -193,6 +213,7 @@ fn main() {
                     "baton" => baton_call().await,
                     "tower" => tower_call().await,
                     "hyper" => hyper_call().await,
+                    "retry" => retry_call().await,
                     _ => raw_call().await,
                 };
                 assert!(ok, "callcost: every call is answered 200");
