@@ -111,35 +111,83 @@ impl HttpBody for Prefixed {
     }
 }
 
-/// A request body that records when hyper first looks at it to write the request (the
-/// connection was ready and the head is being encoded): until then no byte of the request
-/// can have been written, so an attempt timer firing before it fired in the connect phase
-/// (or while waiting for a pooled connection), and the attempt is *undelivered* (SPEC 2.6:
-/// the attempt timeout starts when the connection is ready).
+/// A request body that records what became of the request: hyper looked at it to write
+/// the request head, or it was dropped before anything looked at it.
 ///
 /// hyper's HTTP/1 and HTTP/2 clients call `is_end_stream` on the body right before they
-/// write the request head; reqwest and hyper-util do not touch the body before that.
+/// write the request head; reqwest and hyper-util do not touch the body before that. So a
+/// body dropped without being looked at proves that no byte of its request was written:
+/// the send was dropped while connecting or waiting for a pooled connection, or a
+/// connection task found the request cancelled and discarded it. An attempt timer that
+/// fired then fired in the connect phase, and the attempt is *undelivered* (SPEC 2.6: the
+/// attempt timeout starts when the connection is ready).
+///
+/// Neither having happened proves nothing: the request may sit in a connection's queue,
+/// or a connection task may be between taking it and looking at its body. See
+/// [`Handoff::unsent`].
 pub(crate) struct Tracked {
     inner: reqwest::Body,
-    written: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handoff: Handoff,
+}
+
+/// What became of a [`Tracked`] body, shared between the body and the attempt's driver.
+#[derive(Clone)]
+pub(crate) struct Handoff(std::sync::Arc<std::sync::atomic::AtomicU8>);
+
+impl Handoff {
+    /// Nothing has looked at the body, and it is alive.
+    const WAITING: u8 = 0;
+    /// hyper looked at the body to write the request head: bytes may have been sent.
+    const LOOKED: u8 = 1;
+    /// The body was dropped before anything looked at it: nothing of the request was
+    /// written.
+    const DROPPED: u8 = 2;
+
+    fn state(&self) -> u8 {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether the request is proven never written: `Some(true)` when its body was dropped
+    /// unlooked, `Some(false)` when hyper looked at it, `None` while neither happened (the
+    /// request is, or may be, on its way to a connection).
+    pub(crate) fn unsent(&self) -> Option<bool> {
+        match self.state() {
+            Self::DROPPED => Some(true),
+            Self::LOOKED => Some(false),
+            _ => None,
+        }
+    }
 }
 
 impl Tracked {
-    /// Wraps `inner` (no body: an empty one); the flag turns true once it is being sent.
-    pub(crate) fn wrap(
-        inner: Option<reqwest::Body>,
-    ) -> (reqwest::Body, std::sync::Arc<std::sync::atomic::AtomicBool>) {
-        let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    /// Wraps `inner` (no body: an empty one), and the handle that tells what became of it.
+    pub(crate) fn wrap(inner: Option<reqwest::Body>) -> (reqwest::Body, Handoff) {
+        let handoff = Handoff(std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
+            Handoff::WAITING,
+        )));
         let body = Tracked {
             inner: inner.unwrap_or_else(|| reqwest::Body::from(Bytes::new())),
-            written: written.clone(),
+            handoff: handoff.clone(),
         };
-        (reqwest::Body::wrap(body), written)
+        (reqwest::Body::wrap(body), handoff)
     }
 
     fn mark(&self) {
-        self.written
-            .store(true, std::sync::atomic::Ordering::Release);
+        (self.handoff.0).store(Handoff::LOOKED, std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl Drop for Tracked {
+    /// Dropped unlooked: the proof that nothing was written. A body hyper looked at stays
+    /// looked at.
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering;
+        let _ = (self.handoff.0).compare_exchange(
+            Handoff::WAITING,
+            Handoff::DROPPED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
     }
 }
 

@@ -195,10 +195,10 @@ impl AsRef<http::request::Parts> for Prepared {
 pub(crate) struct Ticket {
     /// The phase to report when baton's attempt timer fires.
     phase: TimeoutPhase,
-    /// Whether hyper began writing the request (tracked when the timer may fire during
-    /// connect): still false when the timer fires means nothing was sent.
-    written: Option<Arc<std::sync::atomic::AtomicBool>>,
-    /// Settled after the timer fired: the request never reached a connection.
+    /// What became of the request's body (tracked when the timer may fire during
+    /// connect): dropped before hyper looked at it proves nothing was sent.
+    handoff: Option<crate::body::Handoff>,
+    /// Settled after the timer fired: the request is proven never written.
     unsent: bool,
 }
 
@@ -331,14 +331,14 @@ impl<O: Owner> CallTransport for Calls<O> {
         // clients: a middleware stack may read or rebuild the body (signing), so its timer
         // expiries stay ambiguous.
         let tracked = matches!(connect_timeout, Some(ct) if a.timeout <= ct);
-        let written = tracked.then(|| {
-            let (body, written) = crate::body::Tracked::wrap(request.body_mut().take());
+        let handoff = tracked.then(|| {
+            let (body, handoff) = crate::body::Tracked::wrap(request.body_mut().take());
             *request.body_mut() = Some(body);
-            written
+            handoff
         });
         let ticket = Ticket {
             phase,
-            written,
+            handoff,
             unsent: false,
         };
         Ok(Built {
@@ -371,12 +371,13 @@ impl<O: Owner> CallTransport for Calls<O> {
         Box::pin(authorized(shared, transport, endpoint, request, spare, at))
     }
 
-    /// A timer that fired while the connection was being made: whether the request was
-    /// ever handed to it is known after a short grace.
+    /// A timer that fired while the connection may still have been in the making: whether
+    /// the request was ever written is proven at once, or within a short grace, or not at
+    /// all (then it may have been).
     fn settle<'a>(&'a self, ended: &Timed, sent: &'a mut Sent<Ticket>) -> Option<Flight<'a, ()>> {
-        let written = sent.ticket.written.clone().filter(|_| ended.is_err())?;
+        let handoff = sent.ticket.handoff.clone().filter(|_| ended.is_err())?;
         Some(Box::pin(async move {
-            sent.ticket.unsent = unsent_after_cancel(&written).await
+            sent.ticket.unsent = unsent_after_cancel(&handoff).await
         }))
     }
 
@@ -559,23 +560,25 @@ fn set_token(
     }
 }
 
-/// How long the driver lets a connection task finish a write it may have begun when the
-/// attempt timer fired (see [`unsent_after_cancel`]).
+/// How long the driver waits for the proof of an attempt whose timer fired while its
+/// request was on its way to a connection (see [`unsent_after_cancel`]).
 const CANCEL_GRACE: Duration = Duration::from_millis(10);
 
-/// Whether a request whose attempt timer fired was provably never written. The send
-/// future is already dropped, which cancels the request for hyper: a connection task
-/// that had not yet taken it never will. One that took it an instant before checks the
-/// cancellation and then looks at the body (marking it written) in the same poll, so
-/// after a short grace the flag is final. Left: a connection task preempted for longer
-/// than the grace between those two steps (a few instructions apart).
-async fn unsent_after_cancel(written: &std::sync::atomic::AtomicBool) -> bool {
-    use std::sync::atomic::Ordering;
-    if written.load(Ordering::Acquire) {
-        return false;
+/// Whether a request whose attempt timer fired is proven never written. Its send is
+/// already dropped, which drops the request wherever reqwest and hyper-util still held it
+/// (connecting, or waiting for a pooled connection): its body, dropped unlooked, is the
+/// proof, known at once. A request already queued to a connection is cancelled for hyper:
+/// the connection task that takes it next discards it (the same proof) unless it had taken
+/// it an instant before, and then it looks at the body (so it may have been written). No
+/// proof within the grace (a connection task that has not run, or one preempted between
+/// taking the request and looking at it) is no proof: the request may have been written
+/// (the rule above all), and the timeout is not read as the connect phase.
+async fn unsent_after_cancel(handoff: &crate::body::Handoff) -> bool {
+    if let Some(unsent) = handoff.unsent() {
+        return unsent;
     }
     tokio::time::sleep(CANCEL_GRACE).await;
-    !written.load(Ordering::Acquire)
+    handoff.unsent().unwrap_or(false)
 }
 
 fn endpoint_id(engine: &Engine, index: usize) -> EndpointId {
@@ -709,5 +712,61 @@ mod instant_transport {
             assert_eq!(done.report.attempts.len(), 1);
             assert!(done.report.may_have_executed);
         }
+    }
+}
+
+#[cfg(test)]
+mod handoff {
+    //! An attempt timer that fired: what proves its request was never written.
+    use super::*;
+    use crate::body::Tracked;
+    use http_body::Body as _;
+    use std::task::{Context, Poll, Waker};
+
+    /// Polls `fut` once, with no runtime: the proofs known at once need no timer.
+    fn at_once(fut: impl Future<Output = bool>) -> Poll<bool> {
+        std::pin::pin!(fut).poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn a_body_dropped_before_anything_looked_at_it_proves_the_request_unsent_at_once() {
+        let (body, handoff) = Tracked::wrap(None);
+        assert_eq!(handoff.unsent(), None, "alive and unlooked: no proof yet");
+        drop(body);
+        assert_eq!(handoff.unsent(), Some(true));
+        assert_eq!(at_once(unsent_after_cancel(&handoff)), Poll::Ready(true));
+    }
+
+    #[test]
+    fn a_body_hyper_looked_at_may_have_been_written_even_once_dropped() {
+        let (body, handoff) = Tracked::wrap(Some(reqwest::Body::from("x")));
+        // What hyper's HTTP/1 and HTTP/2 clients call right before writing the head.
+        assert!(!body.is_end_stream());
+        assert_eq!(handoff.unsent(), Some(false));
+        drop(body);
+        assert_eq!(
+            handoff.unsent(),
+            Some(false),
+            "a drop after the look proves nothing"
+        );
+        assert_eq!(at_once(unsent_after_cancel(&handoff)), Poll::Ready(false));
+    }
+
+    #[tokio::test]
+    async fn a_request_discarded_within_the_grace_is_proven_unsent() {
+        let (body, handoff) = Tracked::wrap(None);
+        // A connection task that finds the request cancelled and drops it, after the
+        // driver began waiting (one thread: it runs while the driver sleeps).
+        tokio::spawn(async move { drop(body) });
+        assert!(unsent_after_cancel(&handoff).await);
+    }
+
+    #[tokio::test]
+    async fn no_proof_within_the_grace_reads_as_possibly_written() {
+        let (body, handoff) = Tracked::wrap(None);
+        // Still queued, or taken by a connection task that has not looked at it yet.
+        assert!(!unsent_after_cancel(&handoff).await);
+        assert_eq!(handoff.unsent(), None);
+        drop(body);
     }
 }
