@@ -114,13 +114,16 @@ impl HttpBody for Prefixed {
 /// A request body that records what became of the request: hyper looked at it to write
 /// the request head, or it was dropped before anything looked at it.
 ///
-/// hyper's HTTP/1 and HTTP/2 clients call `is_end_stream` on the body right before they
-/// write the request head; reqwest and hyper-util do not touch the body before that. So a
-/// body dropped without being looked at proves that no byte of its request was written:
-/// the send was dropped while connecting or waiting for a pooled connection, or a
-/// connection task found the request cancelled and discarded it. An attempt timer that
-/// fired then fired in the connect phase, and the attempt is *undelivered* (SPEC 2.6: the
-/// attempt timeout starts when the connection is ready).
+/// hyper's HTTP/1 and HTTP/2 clients call `is_end_stream` on the body in the same poll
+/// as, and before, they write the request head; before that, nothing looks at the body
+/// (reqwest's redirect layer and hyper's HTTP/2 client only ask its `size_hint`, which
+/// writes nothing and so does not count as a look). So a body dropped without being
+/// looked at proves that no byte of its request was written: the send was dropped while
+/// connecting, or waiting for a connection (baton's first-connection turn, the pool, a
+/// connection's queue), or a connection task found the request cancelled and discarded
+/// it. An attempt timer that fired then fired before the connection was ready for the
+/// request, which is read as the connect phase: the attempt is *undelivered* (SPEC 2.6:
+/// the attempt timeout starts when the connection is ready).
 ///
 /// Neither having happened proves nothing: the request may sit in a connection's queue,
 /// or a connection task may be between taking it and looking at its body. See
@@ -173,7 +176,10 @@ impl Tracked {
     }
 
     fn mark(&self) {
-        (self.handoff.0).store(Handoff::LOOKED, std::sync::atomic::Ordering::Release);
+        // Read first: `poll_frame` marks on every frame, and the line is shared.
+        if self.handoff.state() != Handoff::LOOKED {
+            (self.handoff.0).store(Handoff::LOOKED, std::sync::atomic::Ordering::Release);
+        }
     }
 }
 
@@ -210,6 +216,8 @@ impl HttpBody for Tracked {
         self.inner.is_end_stream()
     }
 
+    /// Not a look: reqwest's redirect layer asks it as soon as the request is sent, before
+    /// any connection exists, so marking here would leave no proof ever.
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }

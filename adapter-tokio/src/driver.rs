@@ -327,7 +327,7 @@ impl<O: Owner> CallTransport for Calls<O> {
             .and_then(|_| request.try_clone())
             .map(Box::new);
         // The attempt timer may fire before the connection is ready: learn whether the
-        // request was handed to a connection (SPEC 2.6). Only with baton's own reqwest
+        // request's body was dropped before hyper looked at it (SPEC 2.6). Only with baton's own reqwest
         // clients: a middleware stack may read or rebuild the body (signing), so its timer
         // expiries stay ambiguous.
         let tracked = matches!(connect_timeout, Some(ct) if a.timeout <= ct);
