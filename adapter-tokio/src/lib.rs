@@ -52,10 +52,14 @@
 //!   and set of TLS files (see [`ClientBuilder`]; other reqwest settings are adjustable with
 //!   [`ClientBuilder::configure_reqwest`]). A connect error that is a timeout is reported
 //!   as a connect-phase timeout (undelivered). baton's own attempt timer reports the
-//!   response phase when it fires after the endpoint's connect timeout, and an unknown phase
-//!   (ambiguous) otherwise: with a client given through [`ClientBuilder::reqwest_client`] or
-//!   inside a middleware stack, baton does not know the connect timeout, so its timer always
-//!   reports an unknown phase. reqwest's read and total timeouts also run during connect, so
+//!   response phase when it fires after the endpoint's connect timeout. Fired earlier, it
+//!   reports the connect phase (undelivered) only with proof: the request's body was
+//!   dropped before hyper looked at it to write the head, so the request never reached a
+//!   ready connection (known at once when the send was still connecting; a request already
+//!   queued to a connection gets 10 ms for its connection task to discard it). Without
+//!   that proof it reports an unknown phase (ambiguous). With a client given through
+//!   [`ClientBuilder::reqwest_client`] or inside a middleware stack, baton does not know
+//!   the connect timeout, so its timer always reports an unknown phase. reqwest's read and total timeouts also run during connect, so
 //!   [`ClientBuilder::read_timeout`] must be longer than every connect timeout (checked), and
 //!   a total timeout should not be set at all (use the deadline).
 //! - **TLS early data and TCP Fast Open** stay off: baton-tls never enables TLS 0-RTT,
