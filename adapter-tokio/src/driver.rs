@@ -327,9 +327,9 @@ impl<O: Owner> CallTransport for Calls<O> {
             .and_then(|_| request.try_clone())
             .map(Box::new);
         // The attempt timer may fire before the connection is ready: learn whether the
-        // request's body was dropped before hyper looked at it (SPEC 2.6). Only with baton's own reqwest
-        // clients: a middleware stack may read or rebuild the body (signing), so its timer
-        // expiries stay ambiguous.
+        // request's body was dropped before hyper looked at it (SPEC 2.6). Only with
+        // baton's own reqwest clients: a middleware stack may read or rebuild the body
+        // (signing), so its timer expiries stay ambiguous.
         let tracked = matches!(connect_timeout, Some(ct) if a.timeout <= ct);
         let handoff = tracked.then(|| {
             let (body, handoff) = crate::body::Tracked::wrap(request.body_mut().take());
@@ -755,6 +755,7 @@ mod handoff {
     #[tokio::test]
     async fn a_request_discarded_within_the_grace_is_proven_unsent() {
         let (body, handoff) = Tracked::wrap(None);
+        assert_eq!(handoff.unsent(), None);
         // A connection task that finds the request cancelled and drops it, after the
         // driver began waiting (one thread: it runs while the driver sleeps).
         tokio::spawn(async move { drop(body) });
