@@ -1,7 +1,7 @@
 //! A bare hyper 1.x HTTP/1.1 connection over async-io (bridged by smol-hyper), its
 //! connection future polled in the calling task: the raw client the async-std and smol
-//! rows measure baton-async-std against, and the blocking rows' stock ureq agent (shared
-//! by the `bench`, `allocs` and `callcost` binaries).
+//! rows measure baton-async-std against, the blocking rows' stock ureq agent, and
+//! reqwest-retry's middleware (shared by the `bench`, `allocs` and `callcost` binaries).
 
 use std::future::Future;
 use std::net::{SocketAddr, TcpStream};
@@ -85,4 +85,20 @@ impl Bare {
             Err(_) => false,
         }
     }
+}
+
+/// reqwest-retry's middleware: `retries` retries, exponential backoff within `bounds`.
+pub fn reqwest_retry(
+    http: &reqwest::Client,
+    retries: u32,
+    bounds: (std::time::Duration, std::time::Duration),
+) -> reqwest_middleware::ClientWithMiddleware {
+    let policy = reqwest_retry::policies::ExponentialBackoff::builder()
+        .retry_bounds(bounds.0, bounds.1)
+        .build_with_max_retries(retries);
+    reqwest_middleware::ClientBuilder::new(http.clone())
+        .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
+            policy,
+        ))
+        .build()
 }

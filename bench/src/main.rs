@@ -410,22 +410,6 @@ async fn try_in_turn(http: &reqwest::Client, urls: &[String], timeout: Duration)
     false
 }
 
-/// reqwest-retry's middleware: `retries` retries, exponential backoff within `bounds`.
-fn reqwest_retry(
-    http: &reqwest::Client,
-    retries: u32,
-    bounds: (Duration, Duration),
-) -> reqwest_middleware::ClientWithMiddleware {
-    let policy = reqwest_retry::policies::ExponentialBackoff::builder()
-        .retry_bounds(bounds.0, bounds.1)
-        .build_with_max_retries(retries);
-    reqwest_middleware::ClientBuilder::new(http.clone())
-        .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
-            policy,
-        ))
-        .build()
-}
-
 async fn middleware_get(
     client: &reqwest_middleware::ClientWithMiddleware,
     url: &str,
@@ -509,7 +493,7 @@ async fn healthy(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
         .layer(hyper.clone());
     let hyper_uri: http::Uri = url.parse().expect("provider url");
     // reqwest-retry as its users configure it, over the same reqwest Client: 2 retries.
-    let retry = reqwest_retry(
+    let retry = bare::reqwest_retry(
         &http,
         2,
         (Duration::from_millis(100), Duration::from_secs(5)),
@@ -651,7 +635,7 @@ async fn blackhole(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
     let urls = vec![format!("{}/", primary.url()), format!("{}/", backup.url())];
     let http = reqwest_client();
     let calls = scale.blackhole_calls;
-    let retry = reqwest_retry(
+    let retry = bare::reqwest_retry(
         &http,
         2,
         (Duration::from_millis(200), Duration::from_secs(5)),
@@ -863,7 +847,7 @@ async fn outage(scale: Scale, rows: &mut Vec<Row>, charts: &mut Charts) {
                 Out::Retry => {
                     // Short backoff bounds only keep the run short: the number of attempts
                     // does not depend on them.
-                    let retry = reqwest_retry(
+                    let retry = bare::reqwest_retry(
                         &http,
                         2,
                         (Duration::from_millis(1), Duration::from_millis(5)),

@@ -119,14 +119,11 @@ fn main() {
     };
     // reqwest-retry's middleware over the same client, as scenario 1 configures it (2
     // retries), sending its plain request: the row every baton row of scenario 1 is held to.
-    let policy = reqwest_retry::policies::ExponentialBackoff::builder()
-        .retry_bounds(Duration::from_millis(100), Duration::from_secs(5))
-        .build_with_max_retries(2);
-    let retry = reqwest_middleware::ClientBuilder::new(http.clone())
-        .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
-            policy,
-        ))
-        .build();
+    let retry = bare::reqwest_retry(
+        &http,
+        2,
+        (Duration::from_millis(100), Duration::from_secs(5)),
+    );
     let retry_call = || async {
         match retry.get(&urls[0]).send().await {
             Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
