@@ -4,7 +4,7 @@
 //! `cargo run -p baton-async-std --example async_std_failover`.
 
 use baton_async_std::Client;
-use baton_core::{Endpoint, Policy, PolicyBuilder};
+use baton_core::{Endpoint, Policy, PolicyBuilder, UrlMode};
 use testkit::{Behaviour, Provider};
 
 async fn charge(client: &Client) -> Result<String, baton_async_std::Error> {
@@ -24,12 +24,14 @@ async fn charge(client: &Client) -> Result<String, baton_async_std::Error> {
     Ok(format!("{line}; body: {}", response.text().await?))
 }
 
-/// A primary that refuses connections, then `backup`; proxies from the environment are
-/// ignored (the providers are local).
+/// A primary that refuses connections, then `backup`, as base URLs (the request's path,
+/// "/charges", is appended to the endpoint's); proxies from the environment are ignored
+/// (the providers are local).
 fn failover(backup: &Provider) -> PolicyBuilder {
     Policy::builder()
         .endpoint(Endpoint::new("primary", testkit::refused_url()))
         .endpoint(Endpoint::new("backup", backup.url()))
+        .url_mode(UrlMode::Base)
         .configure(|s| s.env_proxies = false)
 }
 

@@ -149,7 +149,8 @@
 //! - `async-io`: the reactor-registered TCP socket and timers shared by async-std and smol.
 //! - `blocking`: the thread pool for the OS resolver, so DNS never blocks an executor.
 //! - `futures-io`, `futures-core`: the runtime-neutral I/O and stream traits (also the
-//!   `Stream` of event streams).
+//!   `Stream` of event streams); `futures-lite` (smol's utility crate): the read and
+//!   write helpers of the proxy `CONNECT` handshake.
 //! - `futures-rustls`: TLS on futures-io streams.
 //! - `smallvec`: in-flight attempts stored inline (the healthy path allocates less).
 //! - `sync_wrapper`: keeps a streamed request body (which need not be `Sync`) from making

@@ -2,7 +2,7 @@
 //! sent there), so the call fails over to the backup, and the report says where it went.
 //! Runs offline against local providers: `cargo run -p baton-blocking --example blocking_failover`.
 
-use baton_blocking::{Client, Endpoint, Policy, ResponseExt};
+use baton_blocking::{Client, Endpoint, Policy, ResponseExt, UrlMode};
 use testkit::{Behaviour, Provider};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -13,6 +13,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let policy = Policy::builder()
         .endpoint(Endpoint::new("primary", testkit::refused_url()))
         .endpoint(Endpoint::new("backup", backup.url()))
+        // Base URLs: the request's path ("/charges") is appended to the endpoint's.
+        .url_mode(UrlMode::Base)
         .configure(|s| s.env_proxies = false);
     let client = Client::new(policy)?;
     let mut response = client

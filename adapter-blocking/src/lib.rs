@@ -127,7 +127,10 @@
 //! ## Dependencies
 //! - `baton-core`: the engine (every decision).
 //! - `ureq` 3: the blocking HTTP/1.1 client, with its pluggable resolver and connector
-//!   (the `unversioned` API, pinned by the `3.5` requirement) for exact phases.
+//!   (its `unversioned` API, which ureq exempts from semver: the requirement is `3.5`
+//!   so that an application's own ureq 3 resolves to the same crate; CI builds against
+//!   the version in `Cargo.lock`; a later ureq 3 release may change that API and break
+//!   this crate) for exact phases.
 //! - `http`: the request and response types ureq and baton-core share.
 //! - `baton-tls`: the one TLS trust rule of every adapter (root certificates, client
 //!   identities, the reason a certificate was rejected).

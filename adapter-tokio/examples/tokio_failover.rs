@@ -2,7 +2,7 @@
 //! there), so the call fails over to the backup, and the report says where it went. Runs
 //! offline against local providers: `cargo run -p baton-tokio --example tokio_failover`.
 
-use baton_tokio::{Client, Endpoint, Policy};
+use baton_tokio::{Client, Endpoint, Policy, UrlMode};
 use testkit::{Behaviour, Provider};
 
 #[tokio::main]
@@ -12,6 +12,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Policy::builder()
             .endpoint(Endpoint::new("primary", testkit::refused_url()))
             .endpoint(Endpoint::new("backup", backup.url()))
+            // Base URLs: the request's path ("/charges") is appended to the endpoint's.
+            .url_mode(UrlMode::Base)
             .configure(|s| s.env_proxies = false),
     )?;
     let response = client

@@ -59,9 +59,10 @@
 //!   queued to a connection gets 10 ms for its connection task to discard it). Without
 //!   that proof it reports an unknown phase (ambiguous). With a client given through
 //!   [`ClientBuilder::reqwest_client`] or inside a middleware stack, baton does not know
-//!   the connect timeout, so its timer always reports an unknown phase. reqwest's read and total timeouts also run during connect, so
-//!   [`ClientBuilder::read_timeout`] must be longer than every connect timeout (checked), and
-//!   a total timeout should not be set at all (use the deadline).
+//!   the connect timeout, so its timer always reports an unknown phase. reqwest's read
+//!   and total timeouts also run during connect, so [`ClientBuilder::read_timeout`] must
+//!   be longer than every connect timeout (checked), and a total timeout should not be set
+//!   at all (use the deadline).
 //! - **TLS early data and TCP Fast Open** stay off: baton-tls never enables TLS 0-RTT,
 //!   and neither reqwest nor hyper-util implement TCP Fast Open.
 //! - **HTTP/2 and TLS** (SPEC 9). `http_version = "auto"` offers `h2` and `http/1.1` by
@@ -122,13 +123,21 @@
 //! - `json` (default): [`RequestBuilder::json`] and [`Response::json`].
 //! - `middleware` (default): [`BatonMiddleware`].
 //! - `tracing`: forwards every event to `tracing` (target `baton`).
+//! - `alloy`: `alloy::BatonTransport`, an alloy JSON-RPC transport that knows which
+//!   Ethereum calls are safe to repeat (needs Rust 1.94.1, as alloy 2 does).
 //!
 //! ## Dependencies
 //!
 //! - `baton-core`: the engine; every decision lives there.
-//! - `reqwest`: the HTTP client that sends each attempt (connection pool, TLS, redirects).
-//! - `tokio` (`time` only): attempt timers and backoff sleeps; the caller's runtime runs
-//!   the rest.
+//! - `reqwest`: the HTTP client that sends each attempt (connection pool, TLS, HTTP/1.1
+//!   and HTTP/2); the clients baton builds follow no redirects (the engine does).
+//! - `baton-tls`: the one TLS trust rule of every adapter (the platform's roots plus
+//!   `ca_file`, client identities, the reason a certificate was rejected).
+//! - `h2`: only to read HTTP/2's own proofs (`REFUSED_STREAM`, `GOAWAY`) in an error
+//!   chain; reqwest already depends on it.
+//! - `tokio` (`time` and `sync`): attempt timers, backoff sleeps, and the gate that lets
+//!   an endpoint's first requests through one at a time until it has answered (so they
+//!   share one HTTP/2 connection); the caller's runtime runs the rest.
 //! - `http`: request and response vocabulary shared with reqwest and baton-core.
 //! - `hyper`: only to read hyper's error kinds (incomplete message, parse error) when
 //!   classifying failures; reqwest already depends on it.
@@ -138,7 +147,10 @@
 //! - `futures-core`: the `Stream` trait of event streams (already in reqwest's dependency
 //!   tree).
 //! - optional `serde`, `serde_json` (`json`), `reqwest-middleware` and `async-trait`
-//!   (`middleware`: the trait is declared with `async-trait`), `tracing` (`tracing`).
+//!   (`middleware`: the trait is declared with `async-trait`), `tracing` (`tracing`),
+//!   `alloy-json-rpc`, `alloy-transport`, `alloy-primitives` and `tower-service`
+//!   (`alloy`: alloy's packets and error type, keccak-256 for a signed transaction's
+//!   hash, and the `Service` trait alloy takes).
 
 #![forbid(unsafe_code)]
 // docs.rs (and CI, with nightly) builds with `--cfg docsrs`: every feature-gated item then
@@ -176,6 +188,7 @@ pub use sse::{EventStream, EventsError};
 pub use baton_core;
 pub use baton_core::{
     CallOptions, Endpoint, Permission, Policy, PolicyBuilder, ProbeRefused, ProbeResult, Report,
+    UrlMode,
 };
 /// The HTTP client crate, re-exported.
 pub use reqwest;

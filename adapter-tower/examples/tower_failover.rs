@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use baton_core::{CallOptions, Endpoint, Policy, Report};
+use baton_core::{CallOptions, Endpoint, Policy, Report, UrlMode};
 use baton_tower::{BatonLayer, ReplayBody};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -25,7 +25,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let layer = BatonLayer::new(
         Policy::builder()
             .endpoint(Endpoint::new("primary", testkit::refused_url()))
-            .endpoint(Endpoint::new("backup", backup.url())),
+            .endpoint(Endpoint::new("backup", backup.url()))
+            // Base URLs: the request's path ("/charges") is appended to the endpoint's.
+            .url_mode(UrlMode::Base),
     )?;
     let mut service = layer.layer(client);
 

@@ -148,7 +148,8 @@
 //! byte kept); a line that followed redirects also has `"redirects"`.
 //!
 //! `outcome` is `response` or the failure class (`undelivered`, `ambiguous`,
-//! `rejected_locally`, `timeout`, and also `deadline`, `cancelled`, `replay_failed`);
+//! `rejected_locally`, `untrusted`, `timeout`, and also `deadline`, `cancelled`,
+//! `replay_failed`);
 //! `kind` is `failover`, `no_usable_endpoint`, `unknown_endpoint`, `deadline`,
 //! `retry_after_too_long`, `invalid_call`, `budget`, `rate_limited`, `cancelled`,
 //! `body` (the head arrived, the body failed: `status` and `endpoint` are set, `body` is
@@ -157,12 +158,14 @@
 //! output), 2 on a malformed line (reported on stderr with its line number; the lines
 //! before it are run and printed; reading stops there) or a bad configuration.
 //!
-//! ## Decisions where the issue is silent
+//! ## Decisions where the spec is silent
 //! - `-e` replaces the config file's endpoint list rather than merging with it (mixing two
 //!   priority orders would be guesswork).
 //! - `--cooldown` raises `breaker.max_open` when it would be shorter than the new base.
-//! - The response body is read in full before anything is printed; reading it is bounded
-//!   by the attempt timeout in every runtime, so a stalled body cannot hang a script.
+//! - `request` writes the response body as it arrives; `batch` reads each body in full
+//!   (up to `--max-body`) before it prints the line. In both, reading a body is bounded by
+//!   `--body-timeout` (default: the attempt timeout) in every runtime, so a stalled body
+//!   cannot hang a script.
 //! - `batch` adds `request_id` to each output line (for reconciliation) beside the
 //!   documented fields; empty input lines are skipped.
 //!
@@ -170,7 +173,6 @@
 //! - `baton-core` (feature `serde`): the engine; its `Settings` is the `[policy]` table.
 //! - `baton-tokio`, `baton-blocking`, `baton-async-std`: the three `--runtime`s.
 //! - `tokio` (runtime for baton-tokio), `async-std` (executor for baton-async-std).
-//! - `ureq`: only to bound body reads on the blocking client (`timeout_recv_body`).
 //! - `http`: method and status types shared by the adapters.
 //! - `clap`: argument parsing; `serde`, `serde_json`, `toml`: the batch and config formats.
 //! - `testkit`: the local fault-injecting providers the demo starts.

@@ -45,8 +45,10 @@
 //! - `thiserror`: error types without boilerplate.
 //! - `smallvec`: attempt lists stored inline, so the healthy path allocates nothing.
 //! - `httpdate`: the HTTP-date form of `Retry-After` (RFC 9110), no I/O.
-//! - optional `proptest` (strategies for users' property tests), `arbitrary` (fuzzing) and
-//!   `serde` (configuration files).
+//! - optional `proptest` (strategies for users' property tests), `arbitrary` (fuzzing),
+//!   `serde` (configuration files) and `metrics` (feature `metrics`: attempt and call
+//!   durations and the failover, budget, rate-limit and breaker counters through the
+//!   `metrics` facade).
 //!
 //! Rust 1.85 or later (`rust-version`, checked in CI against the default dependency
 //! tree); the `proptest` feature needs 1.88 (proptest 1.12).
