@@ -176,6 +176,11 @@ pub(crate) fn proven(phase: Phase, err: &(dyn StdError + 'static), fresh: bool) 
                 go_away: h.is_go_away(),
                 reset: h.is_reset(),
                 code: h.reason().map(u32::from),
+                // hyper's tasks for a connection (its dispatch and h2's connection) both
+                // run on the one `baton-h2` thread (`exec`): a GOAWAY is read between two
+                // polls of the dispatch task, never inside one, so it reaches a request
+                // only through its stream.
+                goaway_per_stream: true,
             }
             .end();
             return match end.map(baton_core::H2End::class) {

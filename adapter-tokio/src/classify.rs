@@ -11,9 +11,11 @@
 //!   module does not recognise.
 //! - *HTTP/2* (SPEC 9): an `h2::Error` in the chain of a send (never of a body read) is
 //!   read as a [`baton_core::H2End`] and classified by core's one rule: a remote
-//!   `RST_STREAM(REFUSED_STREAM)`, or a remote `GOAWAY` (h2 gives that error only to
-//!   streams above the frame's last stream id), is undelivered; any other reset is
-//!   ambiguous. A connection that breaks after the request's HEADERS surfaces as an I/O
+//!   `RST_STREAM(REFUSED_STREAM)` is undelivered (a reset names its one stream); any
+//!   other reset is ambiguous, and so is a remote `GOAWAY`, even one below the stream:
+//!   hyper's HTTP/2 client may hand the connection's `GOAWAY` to a request whose stream
+//!   it had just opened, when the connection's task runs on another thread, so on this
+//!   adapter the error does not prove the request was left unprocessed. A connection that breaks after the request's HEADERS surfaces as an I/O
 //!   error (hyper unwraps h2's I/O errors) and stays ambiguous. reqwest's own re-send of
 //!   refused streams is turned off in the clients baton builds, so each refusal is an
 //!   attempt in the report.
@@ -63,7 +65,8 @@ pub enum FailureCause {
     Certificate(baton_tls::Rejection),
     /// HTTP/2: the server refused the stream (`REFUSED_STREAM`; undelivered).
     RefusedStream,
-    /// HTTP/2: the server's `GOAWAY` left the stream unprocessed (undelivered).
+    /// HTTP/2: the server's `GOAWAY` ended the connection before the response head
+    /// (ambiguous: hyper may hand it to a stream the server can still process).
     GoAway,
     /// HTTP/2: the server reset the stream after it was sent (ambiguous).
     StreamReset,
@@ -101,7 +104,7 @@ impl FailureCause {
             FailureCause::Tls => "tls handshake failure",
             FailureCause::Certificate(r) => r.message(),
             FailureCause::RefusedStream => "stream refused (HTTP/2 REFUSED_STREAM)",
-            FailureCause::GoAway => "stream not processed (HTTP/2 GOAWAY)",
+            FailureCause::GoAway => "connection going away (HTTP/2 GOAWAY)",
             FailureCause::StreamReset => "stream reset (HTTP/2 RST_STREAM)",
             FailureCause::Connect => "connect error",
             FailureCause::Timeout => "timeout",
@@ -130,7 +133,6 @@ impl FailureCause {
                 | FailureCause::ConnectTimeout
                 | FailureCause::Tls
                 | FailureCause::RefusedStream
-                | FailureCause::GoAway
                 | FailureCause::Connect
                 | FailureCause::Rejected
                 | FailureCause::Credential
@@ -269,6 +271,10 @@ pub(crate) fn h2_end(e: &h2::Error) -> Option<H2End> {
         go_away: e.is_go_away(),
         reset: e.is_reset(),
         code: e.reason().map(u32::from),
+        // reqwest's connections are hyper's, driven by tasks on the caller's runtime:
+        // on a multi-threaded one, hyper may hand the connection's GOAWAY to a stream it
+        // had just opened (see `goaway_per_stream`), so a GOAWAY is no proof here.
+        goaway_per_stream: false,
     }
     .end()
 }
@@ -313,7 +319,7 @@ pub(crate) fn from_facts(f: Facts) -> Classified {
             H2End::Reset { code } if code == baton_core::REFUSED_STREAM => {
                 FailureCause::RefusedStream
             }
-            H2End::GoAway { above_last: true } => FailureCause::GoAway,
+            H2End::GoAway { .. } => FailureCause::GoAway,
             _ => FailureCause::StreamReset,
         };
         return Classified {

@@ -7,10 +7,14 @@
 //! - a caller's hook ([`BatonBuilder::classify_error`](crate::BatonBuilder::classify_error))
 //!   decides first, for services whose errors it knows (alloy transports, ...);
 //! - HTTP/2's own proofs (feature `h2`, SPEC 9): an `h2::Error` anywhere in the chain is
-//!   read by core's rule ([`baton_core::H2StreamError`]): a remote `REFUSED_STREAM`, or a
-//!   remote `GOAWAY` (which h2 delivers only to streams above its last stream id), is
-//!   undelivered; any other reset is ambiguous. This holds for hyper's and hyper-util's
-//!   HTTP/2 clients and for tonic's `Channel`, whose errors keep h2's as their source;
+//!   read by core's rule ([`baton_core::H2StreamError`]): a remote `REFUSED_STREAM` is
+//!   undelivered (a reset names its one stream); any other reset is ambiguous, and so is
+//!   a remote `GOAWAY`, even one below the stream: hyper's HTTP/2 client (under
+//!   hyper-util's client and tonic's `Channel`) may hand the connection's `GOAWAY` to a
+//!   request whose stream it had just opened, when its connection task runs on another
+//!   thread, so the error does not prove which side of the last stream id the request
+//!   was. This holds for hyper's and hyper-util's HTTP/2 clients and for tonic's
+//!   `Channel`, whose errors keep h2's as their source;
 //! - everything else is *ambiguous*: the request may have reached the provider. An
 //!   [`io::Error`](std::io::Error) of kind "refused" or "unreachable" is no proof: on an
 //!   established connection the kernel reports a stored ICMP error the same way, after the
@@ -65,6 +69,10 @@ fn h2_end(e: &(dyn StdError + 'static)) -> Option<baton_core::H2End> {
                 go_away: h.is_go_away(),
                 reset: h.is_reset(),
                 code: h.reason().map(u32::from),
+                // The inner service's HTTP/2 connection may run on any executor; hyper's
+                // may hand the connection's GOAWAY to a stream it just opened (see
+                // `goaway_per_stream`), so a GOAWAY is no proof here.
+                goaway_per_stream: false,
             }
             .end();
         }

@@ -22,8 +22,10 @@
 //! request's path), and [`BatonBuilder::buffer_body`] (a unary request body is a stream to
 //! tonic: buffered, it can be sent again after a refusal). The `te: trailers` header gRPC
 //! sends is the one framing value a caller may set. A stream the server refuses
-//! (`REFUSED_STREAM`), or a `GOAWAY` below it, fails over even for a non-idempotent RPC;
-//! a reset after the request does not, and the error says it may have executed.
+//! (`REFUSED_STREAM`) fails over even for a non-idempotent RPC; a reset after the request
+//! does not, nor does a `GOAWAY` (hyper may hand the connection's `GOAWAY` to a stream
+//! the server can still process, see [`classify`](crate#classification)), and the error
+//! says it may have executed.
 //!
 //! ```
 //! use std::time::Duration;
@@ -77,9 +79,9 @@
 //! ## Classification
 //! See [`classify`](crate#classification): undelivered only with proof (a failed
 //! `poll_ready`, hyper-util's `is_connect()`, HTTP/2's own proofs read from an `h2::Error`
-//! in the chain by core's rule (feature `h2`: `REFUSED_STREAM`, a `GOAWAY` below the
-//! stream), or the caller's [`BatonBuilder::classify_error`]); everything else, attempt
-//! timeouts and other HTTP/2 resets included, is ambiguous. Responses are classified by the policy's own
+//! in the chain by core's rule (feature `h2`: `REFUSED_STREAM`), or the caller's
+//! [`BatonBuilder::classify_error`]); everything else, attempt timeouts, other HTTP/2
+//! resets and a `GOAWAY` included, is ambiguous. Responses are classified by the policy's own
 //! rules, and its classifier sees status and headers: a gRPC error in a trailers-only
 //! response (its `grpc-status` header) can trigger a failover:
 //!

@@ -45,18 +45,24 @@ async fn post_against(fault: H2Behaviour) -> (Report, usize, usize) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_stream_or_a_goaway_below_fails_over_and_nothing_was_processed() {
-    for fault in [H2Behaviour::refuse_stream(), H2Behaviour::go_away_below()] {
-        let (report, a, b) = post_against(fault.clone()).await;
-        let results: Vec<_> = report.attempts.iter().map(|r| r.result).collect();
-        assert_eq!(
-            results[0],
-            AttemptResult::Failed(FailureClass::Undelivered),
-            "{fault:?}"
-        );
-        assert_eq!(report.result_endpoint(), Some("b"), "{fault:?}");
-        assert_eq!((a, b), (0, 1), "{fault:?}");
-    }
+async fn a_refused_stream_fails_over_and_nothing_was_processed() {
+    let (report, a, b) = post_against(H2Behaviour::refuse_stream()).await;
+    let results: Vec<_> = report.attempts.iter().map(|r| r.result).collect();
+    assert_eq!(results[0], AttemptResult::Failed(FailureClass::Undelivered));
+    assert_eq!(report.result_endpoint(), Some("b"));
+    assert_eq!((a, b), (0, 1));
+}
+
+/// hyper's HTTP/2 client may hand the connection's GOAWAY to a request whose stream it
+/// had just opened (`H2StreamError::goaway_per_stream`): behind the layer a GOAWAY, even
+/// below the stream, is no proof, and an unkeyed POST stops there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_goaway_below_the_stream_is_no_proof_and_a_post_does_not_fail_over() {
+    let (report, a, b) = post_against(H2Behaviour::go_away_below()).await;
+    let results: Vec<_> = report.attempts.iter().map(|r| r.result).collect();
+    assert_eq!(results, [AttemptResult::Failed(FailureClass::Ambiguous)]);
+    assert!(report.may_have_executed);
+    assert_eq!((a, b), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

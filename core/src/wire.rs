@@ -173,9 +173,11 @@ pub enum H2End {
         code: u32,
     },
     /// The server's `GOAWAY` ended the stream: `above_last` when the request's stream id
-    /// is above the frame's last stream id (the server promises it did not process it).
+    /// is known to be above the frame's last stream id (the server promises it did not
+    /// process it); `false` when it is at or below it, or not known to be above.
     GoAway {
-        /// Whether the stream id is above the last stream id the server may process.
+        /// Whether the stream id is known to be above the last stream id the server may
+        /// process.
         above_last: bool,
     },
     /// The connection closed before the protocol was agreed (ALPN, the connection
@@ -187,17 +189,26 @@ pub enum H2End {
 }
 
 /// What an HTTP/2 library says about a stream's error, in its own predicates (h2's
-/// `Error::is_remote`, `is_go_away`, `is_reset`, `reason`): the adapters read their
-/// client's error into it and [`end`](Self::end) gives the [`H2End`].
+/// `Error::is_remote`, `is_go_away`, `is_reset`, `reason`), and whether the client hands
+/// a `GOAWAY` only to the streams it left unprocessed: the adapters read their client's
+/// error into it and [`end`](Self::end) gives the [`H2End`].
 ///
 /// ```
 /// use baton_core::{FailureClass, H2End, H2StreamError, REFUSED_STREAM};
-/// let refused = H2StreamError { remote: true, go_away: false, reset: true, code: Some(REFUSED_STREAM) };
+/// let refused = H2StreamError {
+///     remote: true, go_away: false, reset: true, code: Some(REFUSED_STREAM), goaway_per_stream: false,
+/// };
 /// assert_eq!(refused.end(), Some(H2End::Reset { code: REFUSED_STREAM }));
-/// let goaway = H2StreamError { remote: true, go_away: true, reset: false, code: Some(0) };
+/// // A client that hands a GOAWAY only to the streams above its last stream id: proof.
+/// let goaway = H2StreamError {
+///     remote: true, go_away: true, reset: false, code: Some(0), goaway_per_stream: true,
+/// };
 /// assert_eq!(goaway.end().map(H2End::class), Some(FailureClass::Undelivered));
+/// // One that may hand the connection's GOAWAY to any request: no proof.
+/// let any = H2StreamError { goaway_per_stream: false, ..goaway };
+/// assert_eq!(any.end().map(H2End::class), Some(FailureClass::Ambiguous));
 /// // Our own side's errors prove nothing about the server.
-/// let local = H2StreamError { remote: false, go_away: true, reset: false, code: Some(0) };
+/// let local = H2StreamError { remote: false, ..goaway };
 /// assert_eq!(local.end(), None);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,28 +221,39 @@ pub struct H2StreamError {
     pub reset: bool,
     /// The HTTP/2 error code, if any.
     pub code: Option<u32>,
+    /// The client hands a remote `GOAWAY` error only to the streams the frame left
+    /// unprocessed (above its last stream id), so the error is proof. h2 does, but hyper's
+    /// HTTP/2 client also hands the connection's `GOAWAY` to a request whose stream it
+    /// opened an instant before, whatever the stream's id, when the connection's task
+    /// reads the frame in that instant on another thread; it holds there only when
+    /// hyper's tasks for the connection run on one thread (baton-async-std's).
+    pub goaway_per_stream: bool,
 }
 
 impl H2StreamError {
-    /// The end this error proves, if any. A remote `GOAWAY` error reaches a stream only
-    /// when its id is above the frame's last stream id (h2 delivers it to those streams
-    /// alone; a stream at or below it that the connection then loses gets an I/O error),
-    /// so it is read as `GoAway { above_last: true }`. A remote reset carries its code.
-    /// Anything else (our own side's errors, I/O) is `None`: no proof, left to the
-    /// adapter's phase rules.
+    /// The end this error proves, if any. With [`goaway_per_stream`](Self::goaway_per_stream),
+    /// a remote `GOAWAY` error reaches a stream only when its id is above the frame's last
+    /// stream id (a stream at or below it that the connection then loses gets an I/O
+    /// error), so it is read as `GoAway { above_last: true }`; without it, the stream may
+    /// be at or below the last id, and it is `GoAway { above_last: false }`. A remote reset
+    /// carries its code (a reset is sent for one stream, named by its id). Anything else
+    /// (our own side's errors, I/O) is `None`: no proof, left to the adapter's phase rules.
     ///
-    /// A residual risk, in hyper's HTTP/2 client rather than in this rule: right after it
-    /// opens a request's stream, hyper checks the connection and hands that request the
-    /// connection's error if there is one; a `GOAWAY` read by the connection's task in
-    /// that instant is that error, and h2 reports it as a remote `GOAWAY` whatever the
-    /// stream's id. The window is one check long; baton-async-std closes it (a
-    /// connection's tasks run on one thread), on a multi-threaded tokio runtime it stays.
+    /// Why the client matters: right after it opens a request's stream, hyper's HTTP/2
+    /// client checks the connection and hands that request the connection's error if
+    /// there is one. A `GOAWAY` the connection's task read in that instant is that error,
+    /// and h2 reports it as a remote `GOAWAY` whatever the stream's id; meanwhile the
+    /// stream's HEADERS may be written, and a server draining with `GOAWAY(2^31-1)` may
+    /// process them. Where the connection's task can run in that instant (another thread
+    /// of a multi-threaded runtime), the error is no proof.
     pub fn end(self) -> Option<H2End> {
         if !self.remote {
             return None;
         }
         if self.go_away {
-            return Some(H2End::GoAway { above_last: true });
+            return Some(H2End::GoAway {
+                above_last: self.goaway_per_stream,
+            });
         }
         if self.reset {
             return Some(H2End::Reset {
