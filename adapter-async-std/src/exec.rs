@@ -9,6 +9,11 @@
 //! calls run under async-std or smol (and never a tokio runtime). The tasks only move
 //! bytes between the socket (registered with async-io's reactor) and the streams; no
 //! policy runs there, and no timer: baton sets no HTTP/2 keep-alive.
+//!
+//! One thread is also a safety property: a `GOAWAY` is read by h2's connection task
+//! between two polls of hyper's dispatch task, never inside one, so it reaches a request
+//! only through its stream, and `classify` reads it as proof (`goaway_per_stream`). An
+//! executor of several threads would have to turn that off.
 
 use std::future::Future;
 use std::sync::OnceLock;

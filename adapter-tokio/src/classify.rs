@@ -15,8 +15,9 @@
 //!   other reset is ambiguous, and so is a remote `GOAWAY`, even one below the stream:
 //!   hyper's HTTP/2 client may hand the connection's `GOAWAY` to a request whose stream
 //!   it had just opened, when the connection's task runs on another thread, so on this
-//!   adapter the error does not prove the request was left unprocessed. A connection that breaks after the request's HEADERS surfaces as an I/O
-//!   error (hyper unwraps h2's I/O errors) and stays ambiguous. reqwest's own re-send of
+//!   adapter the error does not prove the request was left unprocessed. A connection
+//!   that breaks after the request's HEADERS surfaces as an I/O error (hyper unwraps
+//!   h2's I/O errors) and stays ambiguous. reqwest's own re-send of
 //!   refused streams is turned off in the clients baton builds, so each refusal is an
 //!   attempt in the report.
 //! - *untrusted* (SPEC 9): a certificate rejected during the handshake (unknown issuer,

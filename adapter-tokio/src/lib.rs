@@ -133,8 +133,8 @@
 //!   and HTTP/2); the clients baton builds follow no redirects (the engine does).
 //! - `baton-tls`: the one TLS trust rule of every adapter (the platform's roots plus
 //!   `ca_file`, client identities, the reason a certificate was rejected).
-//! - `h2`: only to read HTTP/2's own proofs (`REFUSED_STREAM`, `GOAWAY`) in an error
-//!   chain; reqwest already depends on it.
+//! - `h2`: only to read HTTP/2's own proofs in an error chain (`REFUSED_STREAM`; a
+//!   `GOAWAY` is recognised, but no proof on this adapter); reqwest already depends on it.
 //! - `tokio` (`time` and `sync`): attempt timers, backoff sleeps, and the gate that lets
 //!   an endpoint's first requests through one at a time until it has answered (so they
 //!   share one HTTP/2 connection); the caller's runtime runs the rest.

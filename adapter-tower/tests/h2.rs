@@ -55,7 +55,9 @@ async fn a_refused_stream_fails_over_and_nothing_was_processed() {
 
 /// hyper's HTTP/2 client may hand the connection's GOAWAY to a request whose stream it
 /// had just opened (`H2StreamError::goaway_per_stream`): behind the layer a GOAWAY, even
-/// below the stream, is no proof, and an unkeyed POST stops there.
+/// below the stream, is no proof, and an unkeyed POST stops there. (Judged by what
+/// happened: the layer keeps the last error as scrubbed text, without h2's error; read as
+/// proof, as before, the POST failed over to `b`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_goaway_below_the_stream_is_no_proof_and_a_post_does_not_fail_over() {
     let (report, a, b) = post_against(H2Behaviour::go_away_below()).await;

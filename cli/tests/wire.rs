@@ -164,10 +164,14 @@ fn a_batch_of_200_calls_at_concurrency_32_shares_at_most_4_http2_connections() {
 #[test]
 fn refused_streams_fail_over_and_resets_after_the_request_may_have_executed() {
     for runtime in ["tokio", "async-std"] {
-        for (fault, failover) in [
-            (H2Behaviour::refuse_stream(), true),
-            (H2Behaviour::go_away_below(), true),
-            (H2Behaviour::reset_after_request(), false),
+        // A GOAWAY below the stream is proof only on async-std (its HTTP/2 tasks share
+        // one thread); on tokio hyper may hand the connection's GOAWAY to a stream it had
+        // just opened, so it is ambiguous there and the POST stops (nothing was processed).
+        let goaway_proves = runtime == "async-std";
+        for (fault, failover, processed_at_a) in [
+            (H2Behaviour::refuse_stream(), true, 0),
+            (H2Behaviour::go_away_below(), goaway_proves, 0),
+            (H2Behaviour::reset_after_request(), false, 1),
         ] {
             let a = H2Provider::start(fault.clone());
             let b = H2Provider::start(H2Behaviour::ok());
@@ -202,7 +206,7 @@ fn refused_streams_fail_over_and_resets_after_the_request_may_have_executed() {
                 assert_eq!(v["may_have_executed"], true, "{runtime} {fault:?}: {out}");
                 assert_eq!(
                     (a.processed(), b.processed()),
-                    (1, 0),
+                    (processed_at_a, 0),
                     "{runtime} {fault:?}"
                 );
             }

@@ -60,7 +60,9 @@
 //! the vector's policy says `http_version = "http2"`, and the real runners serve every
 //! endpoint with testkit's HTTP/2 provider, h2c with prior knowledge): `refused_stream`
 //! (`RST_STREAM(REFUSED_STREAM)` on the HEADERS: undelivered), `goaway_below` (`GOAWAY`
-//! below the request's stream: undelivered), `goaway_at` (the whole request read, then
+//! below the request's stream: undelivered where the client proves it, on the simulator,
+//! async-std and smol; ambiguous on tokio and tower, whose hyper may hand the connection's
+//! `GOAWAY` to a stream it had just opened), `goaway_at` (the whole request read, then
 //! `GOAWAY` at its stream: ambiguous), `stream_reset` (the whole request read, then
 //! `RST_STREAM(INTERNAL_ERROR)`: ambiguous); `black_hole` and answers work there too. Without `fault`, a step
 //! answers `status` (default 200) with `headers` and `body` after `delay`; a `refuse` or
@@ -126,7 +128,7 @@
 //! | 3 Host, credentials, URL modes | 23, 24, 25, 26, 31 |
 //! | 3 redirects: same origin, another host (credentials dropped), `return`, `max_redirects` 0, 307/303 methods, loop and limit, one-shot body, failing target, hops sharing the attempt timeout | 65-72, 74 |
 //! | 9 tiers and weights: failover through the rest of a tier (by weight) before the next tier, a preferred endpoint first from any tier, each call's order drawn by weight from its seeded source (the policy's `seed`); per-endpoint attempts and backoff | 80-83 |
-//! | 9 HTTP/2: `REFUSED_STREAM` and `GOAWAY` below the stream undelivered, `GOAWAY` at the stream and a reset after the request ambiguous (an unkeyed POST stops, a keyed one stays pinned) | 76-79 (not on blocking: HTTP/1.1 only) |
+//! | 9 HTTP/2: `REFUSED_STREAM` and `GOAWAY` below the stream undelivered, `GOAWAY` at the stream and a reset after the request ambiguous (an unkeyed POST stops, a keyed one stays pinned); a `GOAWAY` below the stream where the client cannot prove it (tokio, tower) ambiguous | 76-79, 84 (not on blocking: HTTP/1.1 only) |
 //!
 //! Not expressible as data, and covered by `baton-core`'s and the adapters' own tests
 //! instead: the permission and response-classifier functions, a body copy failing at run
@@ -270,7 +272,7 @@ pub enum Fault {
     /// HTTP/2: `RST_STREAM(REFUSED_STREAM)` on the request's HEADERS (undelivered).
     RefusedStream,
     /// HTTP/2: `GOAWAY` whose last stream id is below the request's stream, then the
-    /// connection closes (undelivered).
+    /// connection closes (nothing processed: undelivered where the client can prove it).
     GoawayBelow,
     /// HTTP/2: the whole request is read, then `GOAWAY` at its stream and the connection
     /// closes (ambiguous).

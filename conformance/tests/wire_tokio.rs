@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use baton_core::{AttemptResult, Endpoint, FailureClass, HttpVersion, Policy, PolicyBuilder, Tls};
-use baton_tokio::{Client, Error};
+use baton_tokio::{Client, Error, FailureCause};
 use http::Version;
 use testkit::{H2Behaviour, H2Provider, PkiFiles, TestPki, TlsFront};
 
@@ -117,6 +117,9 @@ async fn a_goaway_below_the_stream_is_no_proof_so_a_post_stops_and_a_read_fails_
         results(&e),
         [AttemptResult::Failed(FailureClass::Ambiguous)]
     );
+    // Read as the GOAWAY it was (not as a connection that closed): the rule, not chance.
+    let cause = e.last_attempt_error().map(|a| a.cause());
+    assert_eq!(cause, Some(FailureCause::GoAway), "{e}");
     assert_eq!((a.processed(), b.processed()), (0, 0));
 
     let a = H2Provider::start(H2Behaviour::go_away_below());

@@ -196,7 +196,11 @@ pub enum H2End {
 /// ```
 /// use baton_core::{FailureClass, H2End, H2StreamError, REFUSED_STREAM};
 /// let refused = H2StreamError {
-///     remote: true, go_away: false, reset: true, code: Some(REFUSED_STREAM), goaway_per_stream: false,
+///     remote: true,
+///     go_away: false,
+///     reset: true,
+///     code: Some(REFUSED_STREAM),
+///     goaway_per_stream: false,
 /// };
 /// assert_eq!(refused.end(), Some(H2End::Reset { code: REFUSED_STREAM }));
 /// // A client that hands a GOAWAY only to the streams above its last stream id: proof.
@@ -221,12 +225,13 @@ pub struct H2StreamError {
     pub reset: bool,
     /// The HTTP/2 error code, if any.
     pub code: Option<u32>,
-    /// The client hands a remote `GOAWAY` error only to the streams the frame left
-    /// unprocessed (above its last stream id), so the error is proof. h2 does, but hyper's
-    /// HTTP/2 client also hands the connection's `GOAWAY` to a request whose stream it
-    /// opened an instant before, whatever the stream's id, when the connection's task
-    /// reads the frame in that instant on another thread; it holds there only when
-    /// hyper's tasks for the connection run on one thread (baton-async-std's).
+    /// The client hands a remote `GOAWAY` error to a request only through its stream, so
+    /// the error is proof. h2 gives a remote `GOAWAY` to a stream's response only when the
+    /// stream is above the frame's last id, but its `poll_ready` returns the connection's
+    /// error to any caller; right after opening a request's stream, hyper's HTTP/2 client
+    /// calls it and hands the request any error it gets. That is proof only where the call
+    /// cannot overlap the connection's task (hyper's tasks for the connection on one
+    /// thread: baton-async-std).
     pub goaway_per_stream: bool,
 }
 

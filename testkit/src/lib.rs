@@ -52,7 +52,7 @@
 //!
 //! [`H2Provider`] speaks HTTP/2 (h2c with prior knowledge) and plays the protocol's own
 //! faults: `REFUSED_STREAM` on the HEADERS and a `GOAWAY` below the stream (nothing
-//! processed: undelivered), a `GOAWAY` at the stream or a reset after the whole request
+//! processed: undelivered where the client can prove it), a `GOAWAY` at the stream or a reset after the whole request
 //! (processed: ambiguous); it counts the requests it processed. [`TlsFront`] puts TLS in
 //! front of a plain provider (HTTP/1.1 or HTTP/2, by ALPN) with a certificate from
 //! [`TestPki`], optionally requiring a client certificate, and counts the handshakes that
