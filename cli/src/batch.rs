@@ -27,6 +27,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
@@ -55,18 +56,34 @@ pub fn run(args: BatchArgs) -> u8 {
     };
     let workers = usize::from(args.concurrency);
     let (max_body, compressed) = (args.max_body, args.compressed);
-    let malformed = std::thread::scope(|scope| {
+    // Set when stdout fails: no further line starts a call whose result could not be told.
+    let output_failed = AtomicBool::new(false);
+    let (malformed, written) = std::thread::scope(|scope| {
         let (job_tx, job_rx) = mpsc::sync_channel::<Job>(0);
         let job_rx = Arc::new(Mutex::new(job_rx));
         let (out_tx, out_rx) = mpsc::channel::<(usize, Value)>();
         for _ in 0..workers {
             let (job_rx, out_tx, runner) = (Arc::clone(&job_rx), out_tx.clone(), &runner);
-            scope.spawn(move || work(runner, &job_rx, &out_tx, max_body, compressed));
+            let failed = &output_failed;
+            scope.spawn(move || work(runner, &job_rx, &out_tx, (max_body, compressed), failed));
         }
         drop(out_tx);
-        scope.spawn(move || write_in_order(out_rx));
-        read_jobs(&job_tx, compressed)
+        let writer = scope.spawn(|| write_in_order(out_rx, &output_failed));
+        let malformed = read_jobs(&job_tx, compressed, &output_failed);
+        // The workers end when the input does; the writer when they have.
+        drop(job_tx);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err("the writer panicked".into()));
+        (malformed, written)
     });
+    if let Err(why) = written {
+        eprintln!(
+            "baton batch: writing the output failed ({why}); no further input line was run, \
+             and the lines of calls already running are lost (those calls may have executed)"
+        );
+        return 23;
+    }
     match malformed {
         Some((line, why)) => {
             eprintln!("baton batch: malformed input line {line}: {why}");
@@ -76,13 +93,14 @@ pub fn run(args: BatchArgs) -> u8 {
     }
 }
 
-/// One worker: takes jobs until the input ends, sends each job's output line.
+/// One worker: takes jobs until the input ends (or the output failed: a job taken then is
+/// not run), sends each job's output line.
 fn work(
     runner: &Runner,
     jobs: &Mutex<mpsc::Receiver<Job>>,
     out: &mpsc::Sender<(usize, Value)>,
-    max_body: usize,
-    compressed: bool,
+    (max_body, compressed): (usize, bool),
+    output_failed: &AtomicBool,
 ) {
     loop {
         let job = match jobs.lock() {
@@ -90,6 +108,9 @@ fn work(
             Err(_) => return,
         };
         let Ok((index, id, work)) = job else { return };
+        if output_failed.load(Ordering::SeqCst) {
+            return;
+        }
         let line = match work {
             Work::ProbeDue => output::probe_line(&id, &runner.probe_due()),
             // A panic in a call (a bug: no input should cause one) must neither hang the
@@ -111,8 +132,12 @@ fn work(
     }
 }
 
-/// Writes the output lines in input order as they come.
-fn write_in_order(lines: mpsc::Receiver<(usize, Value)>) {
+/// Writes the output lines in input order as they come. On a failed write it raises
+/// `failed` and stops: the reader then starts no further call.
+fn write_in_order(
+    lines: mpsc::Receiver<(usize, Value)>,
+    failed: &AtomicBool,
+) -> Result<(), String> {
     let mut next = 0usize;
     let mut pending = BTreeMap::new();
     let stdout = std::io::stdout();
@@ -120,16 +145,23 @@ fn write_in_order(lines: mpsc::Receiver<(usize, Value)>) {
         pending.insert(index, line);
         while let Some(line) = pending.remove(&next) {
             let mut out = stdout.lock();
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
+            if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+                failed.store(true, Ordering::SeqCst);
+                return Err(e.to_string());
+            }
             next += 1;
         }
     }
+    Ok(())
 }
 
 /// Reads stdin's lines into jobs; stops at the first malformed line (returned with its
-/// number and why).
-fn read_jobs(jobs: &mpsc::SyncSender<Job>, compressed: bool) -> Option<(usize, String)> {
+/// number and why), or once writing the output failed.
+fn read_jobs(
+    jobs: &mpsc::SyncSender<Job>,
+    compressed: bool,
+    output_failed: &AtomicBool,
+) -> Option<(usize, String)> {
     let stdin = std::io::stdin();
     let mut index = 0usize;
     for (n, line) in stdin.lock().lines().enumerate() {
@@ -150,6 +182,9 @@ fn read_jobs(jobs: &mpsc::SyncSender<Job>, compressed: bool) -> Option<(usize, S
                 (l.id, Work::Call(Box::new(spec)))
             }),
         };
+        if output_failed.load(Ordering::SeqCst) {
+            return None;
+        }
         match parsed {
             Ok((id, work)) => {
                 if jobs.send((index, id, work)).is_err() {

@@ -156,7 +156,9 @@
 //! null), `body_too_large` (over `--max-body`), or `internal` (the call panicked, a bug:
 //! `may_have_executed` is true). `batch` exits 0 when every line was processed (per-call failures are in the
 //! output), 2 on a malformed line (reported on stderr with its line number; the lines
-//! before it are run and printed; reading stops there) or a bad configuration.
+//! before it are run and printed; reading stops there) or a bad configuration, and 23
+//! when writing its output failed (reported on stderr; no further line is run, and the
+//! lines of calls already running are lost: those calls may have executed).
 //!
 //! ## Decisions where the spec is silent
 //! - `-e` replaces the config file's endpoint list rather than merging with it (mixing two

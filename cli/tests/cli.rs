@@ -481,6 +481,38 @@ fn batch_malformed_line_exits_2_with_its_number_and_keeps_earlier_lines() {
 }
 
 #[test]
+fn batch_stops_running_lines_when_its_output_fails_and_exits_23() {
+    let a = Provider::start(ok("x"));
+    let input: String = (1..=20)
+        .map(|i| format!("{{\"id\": {i}, \"method\": \"POST\"}}\n"))
+        .collect();
+    // Every write to /dev/full fails (no space left on device).
+    let mut child = Command::new(BATON)
+        .args(["batch", "-e", &ep("a", &a.url())])
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create("/dev/full").expect("/dev/full"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run baton");
+    // The input may be refused once baton stops reading it: that is the point.
+    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(code(&o), 23, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("writing the output failed"),
+        "{}",
+        stderr(&o)
+    );
+    // The first call ran and its line could not be written; at most one more had been
+    // taken by then. Before, every line ran and the batch exited 0 with no output.
+    let ran = a.request_count();
+    assert!(
+        (1..=2).contains(&ran),
+        "{ran} calls ran after the output failed"
+    );
+}
+
+#[test]
 fn batch_cooldown_carries_from_line_to_line() {
     let b = Provider::start(ok("b"));
     let refused = testkit::refused_url();
