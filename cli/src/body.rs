@@ -33,9 +33,43 @@ pub enum Decoded<W: Write> {
     /// Bytes as sent.
     Plain(W),
     /// `gzip` / `x-gzip`.
-    Gzip(GzDecoder<W>),
+    Gzip(GzDecoder<Marked<W>>),
     /// `deflate` (zlib format, RFC 9110).
-    Deflate(ZlibDecoder<W>),
+    Deflate(ZlibDecoder<Marked<W>>),
+}
+
+/// The output under a decoder: its errors come back through the decoder, so they carry a
+/// marker ([`OutputFailed`]) that tells a failed write from a body that cannot be decoded.
+pub struct Marked<W>(W);
+
+impl<W: Write> Write for Marked<W> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.write(bytes).map_err(marked)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush().map_err(marked)
+    }
+}
+
+/// The marker a failed write of the output carries through a decoder.
+#[derive(Debug)]
+struct OutputFailed(io::Error);
+
+impl std::fmt::Display for OutputFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for OutputFailed {}
+
+/// `e` with the output's marker (a [`Limited`] writer's own marker is kept as it is).
+fn marked(e: io::Error) -> io::Error {
+    match limit_of(&e) {
+        Some(_) => e,
+        None => io::Error::new(e.kind(), OutputFailed(e)),
+    }
 }
 
 impl<W: Write> Decoded<W> {
@@ -43,8 +77,8 @@ impl<W: Write> Decoded<W> {
     pub fn new(out: W, compressed: bool, content_encoding: Option<&str>) -> Self {
         let enc = content_encoding.map(|e| e.trim().to_ascii_lowercase());
         match enc.as_deref() {
-            Some("gzip" | "x-gzip") if compressed => Decoded::Gzip(GzDecoder::new(out)),
-            Some("deflate") if compressed => Decoded::Deflate(ZlibDecoder::new(out)),
+            Some("gzip" | "x-gzip") if compressed => Decoded::Gzip(GzDecoder::new(Marked(out))),
+            Some("deflate") if compressed => Decoded::Deflate(ZlibDecoder::new(Marked(out))),
             _ => Decoded::Plain(out),
         }
     }
@@ -59,13 +93,15 @@ impl<W: Write> Decoded<W> {
         r.map_err(decode_or_limit)
     }
 
-    /// The body ended: flushes what the decoder holds; returns the output.
+    /// The body ended: writes out what the decoder holds and flushes the output (a
+    /// decoder's `finish` does not flush the writer under it); returns the output.
     pub fn finish(self) -> Result<W, Stop> {
-        match self {
-            Decoded::Plain(mut w) => w.flush().map(|()| w).map_err(output_or_limit),
-            Decoded::Gzip(d) => d.finish().map_err(decode_or_limit),
-            Decoded::Deflate(d) => d.finish().map_err(decode_or_limit),
-        }
+        let mut w = match self {
+            Decoded::Plain(w) => w,
+            Decoded::Gzip(d) => d.finish().map_err(decode_or_limit)?.0,
+            Decoded::Deflate(d) => d.finish().map_err(decode_or_limit)?.0,
+        };
+        w.flush().map(|()| w).map_err(output_or_limit)
     }
 }
 
@@ -95,10 +131,17 @@ fn output_or_limit(e: io::Error) -> Stop {
 }
 
 fn decode_or_limit(e: io::Error) -> Stop {
-    match limit_of(&e) {
-        Some(max) => Stop::TooLarge(max),
-        None => Stop::Decode(e),
+    if let Some(max) = limit_of(&e) {
+        return Stop::TooLarge(max);
     }
+    if e.get_ref().is_some_and(|inner| inner.is::<OutputFailed>()) {
+        let kind = e.kind();
+        return match e.into_inner().map(|inner| inner.downcast::<OutputFailed>()) {
+            Some(Ok(failed)) => Stop::Output(failed.0),
+            _ => Stop::Output(kind.into()),
+        };
+    }
+    Stop::Decode(e)
 }
 
 /// Collects a body in memory, up to `max` bytes.
@@ -269,6 +312,60 @@ mod tests {
             .chunk(b"not gzip at all")
             .and_then(|()| d.finish().map(|_| ()));
         assert!(matches!(r, Err(Stop::Decode(_))), "{r:?}");
+    }
+
+    /// An output that fails every write (a full disk), or only its flush.
+    struct Full {
+        flushes_only: bool,
+        flushed: bool,
+    }
+
+    impl Write for Full {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            match self.flushes_only {
+                true => Ok(bytes.len()),
+                false => Err(io::ErrorKind::StorageFull.into()),
+            }
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            self.flushed = true;
+            match self.flushes_only {
+                true => Err(io::ErrorKind::StorageFull.into()),
+                false => Ok(()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_write_under_a_decoder_is_the_output_not_the_body() {
+        let packed = gzip(&[7u8; 64 * 1024]);
+        for flushes_only in [false, true] {
+            let out = Full {
+                flushes_only,
+                flushed: false,
+            };
+            let mut d = Decoded::new(out, true, Some("gzip"));
+            let r = packed
+                .chunks(4096)
+                .try_for_each(|p| d.chunk(p))
+                .and_then(|()| d.finish().map(|_| ()));
+            assert!(
+                matches!(r, Err(Stop::Output(_))),
+                "flushes only {flushes_only}: {r:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn finishing_a_decoded_body_flushes_the_output() {
+        let out = Full {
+            flushes_only: false,
+            flushed: false,
+        };
+        let mut d = Decoded::new(out, true, Some("gzip"));
+        d.chunk(&gzip(b"")).unwrap();
+        assert!(d.finish().unwrap().flushed);
     }
 
     #[test]

@@ -105,7 +105,8 @@
 //! undelivered, anything else only while undelivered), `--prefer ID`,
 //! `--idempotency-key KEY`, `--request-id ID`. `request` also takes `-i, --include`: the
 //! status line, the answering endpoint and the response headers to stderr; `-o, --output
-//! FILE`: the body to FILE; `-s, --silent`: no progress meter (one is drawn on stderr when
+//! FILE`: the body to FILE (emptied only when a response head arrives: a call that fails
+//! leaves the file as it was); `-s, --silent`: no progress meter (one is drawn on stderr when
 //! stdout is not a terminal and stderr is); `--compressed`: ask for gzip/deflate and decode
 //! the body as it streams. Without `--compressed` the body's bytes are passed through as
 //! the provider sent them, on every runtime. The body is written as it arrives, in

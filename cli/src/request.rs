@@ -39,12 +39,26 @@ pub fn run(args: RequestArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return crate::usage_error(&e),
     };
-    let out: Box<dyn Write> = match &args.output {
-        Some(path) => match std::fs::File::create(path) {
-            Ok(f) => Box::new(std::io::BufWriter::new(f)),
-            Err(e) => return crate::usage_error(&format!("--output {}: {e}", path.display())),
-        },
-        None => Box::new(std::io::stdout()),
+    // The file is opened now (a path that cannot be written is a usage error before
+    // anything is sent) but emptied only when a response head arrives: a call that fails
+    // leaves an existing file as it was, and removes one it created.
+    let out = match &args.output {
+        Some(path) => {
+            let existed = path.exists();
+            let opened = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path);
+            match opened {
+                Ok(file) => Output::File {
+                    file,
+                    created: (!existed).then(|| path.clone()),
+                },
+                Err(e) => return crate::usage_error(&format!("--output {}: {e}", path.display())),
+            }
+        }
+        None => Output::Stdout,
     };
     let to_terminal = args.output.is_none() && std::io::stdout().is_terminal();
     let meter = !args.silent && !to_terminal && std::io::stderr().is_terminal();
@@ -55,6 +69,7 @@ pub fn run(args: RequestArgs) -> u8 {
     };
     let mut body = StreamOut {
         out: Some(out),
+        failed: None,
         decoder: None,
         progress: meter.then(|| Progress::new(Box::new(std::io::stderr()), Instant::now())),
         include: args.include,
@@ -64,15 +79,49 @@ pub fn run(args: RequestArgs) -> u8 {
     if let Some(p) = body.progress.take() {
         p.done(Instant::now());
     }
+    // No head arrived: the file is left as it was (one this call created is removed).
+    if let Some(Output::File {
+        created: Some(path),
+        ..
+    }) = body.out.take()
+    {
+        let _ = std::fs::remove_file(path);
+    }
     if let Some(f) = &result.failure {
         eprintln!("baton: {}", f.message);
     }
     result.exit_code()
 }
 
+/// Where the body goes.
+enum Output {
+    Stdout,
+    /// `-o FILE`, opened but not yet emptied; `created`: the path, when this call made it.
+    File {
+        file: std::fs::File,
+        created: Option<std::path::PathBuf>,
+    },
+}
+
+impl Output {
+    /// The writer for a body that is arriving (the file emptied first).
+    fn writer(self) -> std::io::Result<Box<dyn Write>> {
+        match self {
+            Output::Stdout => Ok(Box::new(std::io::stdout())),
+            Output::File { file, .. } => {
+                file.set_len(0)?;
+                Ok(Box::new(std::io::BufWriter::new(file)))
+            }
+        }
+    }
+}
+
 /// Writes the body out as it arrives (decoded with `--compressed`).
 struct StreamOut {
-    out: Option<Box<dyn Write>>,
+    /// Until a response head arrives.
+    out: Option<Output>,
+    /// Emptying the file failed when the head arrived.
+    failed: Option<std::io::Error>,
     decoder: Option<Decoded<Box<dyn Write>>>,
     progress: Option<Progress>,
     include: bool,
@@ -85,11 +134,19 @@ impl BodySink for StreamOut {
             print_head(head, report);
         }
         if let Some(out) = self.out.take() {
-            self.decoder = Some(Decoded::new(out, self.compressed, content_encoding(head)));
+            match out.writer() {
+                Ok(w) => {
+                    self.decoder = Some(Decoded::new(w, self.compressed, content_encoding(head)))
+                }
+                Err(e) => self.failed = Some(e),
+            }
         }
     }
 
     fn chunk(&mut self, bytes: &[u8]) -> Result<(), Stop> {
+        if let Some(e) = self.failed.take() {
+            return Err(Stop::Output(e));
+        }
         if let Some(p) = &mut self.progress {
             p.add(bytes.len(), Instant::now());
         }
@@ -100,6 +157,9 @@ impl BodySink for StreamOut {
     }
 
     fn end(&mut self) -> Result<(), Stop> {
+        if let Some(e) = self.failed.take() {
+            return Err(Stop::Output(e));
+        }
         match self.decoder.take() {
             Some(d) => d.finish().map(drop),
             None => Ok(()),

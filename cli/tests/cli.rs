@@ -1109,6 +1109,44 @@ fn request_output_file_gets_the_body() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn request_output_file_is_left_as_it_was_when_the_call_fails() {
+    let dir = std::env::temp_dir().join(format!("baton-keep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kept = dir.join("kept.json");
+    std::fs::write(&kept, "the last good answer").unwrap();
+    let fresh = dir.join("fresh.json");
+    let refused = ep("a", &testkit::refused_url());
+    for file in [&kept, &fresh] {
+        let o = run(
+            &["request", "-e", &refused, "-o", file.to_str().unwrap()],
+            "",
+        );
+        assert_eq!(code(&o), 3, "{}", stderr(&o));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&kept).unwrap(),
+        "the last good answer",
+        "a failed call emptied the file"
+    );
+    assert!(!fresh.exists(), "a failed call left a file it created");
+    // A call that answers replaces what was there, whole.
+    let p = Provider::start(ok("new"));
+    let o = run(
+        &[
+            "request",
+            "-e",
+            &ep("a", &p.url()),
+            "-o",
+            kept.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "new");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Content encoding is the same on every runtime: without `--compressed` nothing asks for
 /// an encoding and the bytes come through as sent; with it, gzip is asked for and decoded.
 #[test]
