@@ -120,7 +120,8 @@ pub struct ClientArgs {
     #[arg(short = 'e', long = "endpoint", value_name = "ID=URL")]
     pub endpoints: Vec<String>,
     /// Endpoint URLs are bases: PATH is joined onto them (REST style). Default: each
-    /// endpoint URL is the complete destination and PATH is ignored (JSON-RPC style).
+    /// endpoint URL is the complete destination (JSON-RPC style), and a PATH other than
+    /// "/" is refused, since it would not be sent.
     #[arg(long)]
     pub base: bool,
     /// A TOML file holding endpoints and the whole policy (see cli/examples/policy.toml);

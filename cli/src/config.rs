@@ -183,11 +183,6 @@ impl ClientConfig {
     }
 }
 
-/// The methods of RFC 9110 (and PATCH), as a table key may misspell them in lower case.
-const STANDARD_METHODS: [&str; 9] = [
-    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
-];
-
 /// The `[permissions]` tables with their methods parsed; a bad method name is an error
 /// naming it.
 fn permissions(
@@ -201,7 +196,7 @@ fn permissions(
             // Methods are case-sensitive: `post` would be an extension method no POST
             // ever matches.
             let upper = name.to_ascii_uppercase();
-            if upper != *name && STANDARD_METHODS.contains(&upper.as_str()) {
+            if upper != *name && crate::runner::STANDARD_METHODS.contains(&upper.as_str()) {
                 return Err(format!(
                     "[permissions.{name}]: methods are case-sensitive; write [permissions.{upper}]"
                 ));

@@ -71,7 +71,7 @@
 //! | flag | meaning |
 //! |---|---|
 //! | `-e, --endpoint ID=URL` | an endpoint, repeatable, in priority order; replaces the file's endpoints |
-//! | `--base` | endpoint URLs are bases and PATH is joined onto them (default: each URL is the complete destination) |
+//! | `--base` | endpoint URLs are bases and PATH is joined onto them (default: each URL is the complete destination, and a PATH other than `/`, or a batch line's `path`, is refused as invalid: it would not be sent) |
 //! | `--config FILE` | TOML file with `[[endpoint]]` tables and a `[policy]` table (the serde form of `baton_core::Settings`; see `cli/examples/policy.toml`); flags override it |
 //! | `--runtime tokio\|blocking\|async-std` | the adapter (default tokio) |
 //! | `--events` | every engine event as a JSON line on stderr |
@@ -116,7 +116,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | a response was returned (any status) |
-//! | 2 | invalid usage, configuration or call settings (nothing sent): bad flag, bad config, invalid request id, unknown `--prefer` endpoint, invalid header |
+//! | 2 | invalid usage, configuration or call settings (nothing sent): bad flag, bad config, invalid request id, unknown `--prefer` endpoint, invalid header, a method in lower case (`get`), a PATH that would not be sent (no `--base`) |
 //! | 3 | every attempt failed, or further attempts were not permitted, or the budget / a rate limit stopped the call |
 //! | 4 | no usable endpoint: none at the start, or every endpoint still permitted went into cooldown during the call and `--cooldown-mode skip` left nothing to try (the error kind is then `failover`, the stop reason `no_usable_endpoint`) |
 //! | 5 | deadline exceeded |

@@ -77,6 +77,40 @@ enum Inner {
 /// A client of one runtime.
 pub struct Runner {
     inner: Inner,
+    /// Whether a call's PATH is joined onto the endpoints (`--base`) or not sent at all.
+    url_mode: baton_core::UrlMode,
+}
+
+/// The methods of RFC 9110 (and PATCH), which a call may misspell in lower case.
+pub const STANDARD_METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+];
+
+/// The call's method, or why it is refused: not a valid token, or a standard method in
+/// the wrong case (methods are case-sensitive: `get` would go out as an unknown method,
+/// which most servers refuse and which loses a read's freedom to retry and fail over).
+pub fn call_method(name: &str) -> Result<Method, String> {
+    let upper = name.to_ascii_uppercase();
+    if upper != name && STANDARD_METHODS.contains(&upper.as_str()) {
+        return Err(format!(
+            "method {name:?}: methods are case-sensitive; write {upper}"
+        ));
+    }
+    Method::from_bytes(name.as_bytes()).map_err(|_| format!("method {name:?}"))
+}
+
+/// Refuses a PATH that would not be sent: with complete endpoint URLs (the default) the
+/// endpoint's URL is the whole destination, so a PATH other than `/` would be dropped
+/// without a word, and a write would go to another resource than the one named.
+pub fn check_path(url_mode: baton_core::UrlMode, path: &str) -> Result<(), String> {
+    match (url_mode, path) {
+        (baton_core::UrlMode::Complete, p) if !p.is_empty() && p != "/" => Err(format!(
+            "path {p:?} is not sent: the endpoint URLs are complete destinations; give \
+             --base (url_mode = \"base\" in a config file) to join it onto them, or put \
+             it in each endpoint's URL"
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn header_list(map: &http::HeaderMap) -> Vec<(String, String)> {
@@ -112,6 +146,7 @@ impl Runner {
             config.settings.body_timeout = Some(longest);
         }
         let tokens = std::mem::take(&mut config.auth);
+        let url_mode = config.settings.url_mode;
         let policy = config.policy();
         // Every adapter takes the policy the same way; the command's event sink is the
         // policy's.
@@ -161,7 +196,7 @@ impl Runner {
                 Inner::AsyncStd(b.build().map_err(|e| e.to_string())?)
             }
         };
-        Ok(Runner { inner })
+        Ok(Runner { inner, url_mode })
     }
 
     /// The health of endpoint `id` now.
@@ -215,10 +250,12 @@ impl Runner {
 
     /// Runs one call to the end, each body chunk handed to `sink` as it arrives.
     pub fn run_into(&self, spec: &CallSpec, sink: &mut dyn BodySink) -> CallResult {
-        let method = match Method::from_bytes(spec.method.as_bytes()) {
+        let checked =
+            check_path(self.url_mode, &spec.path).and_then(|()| call_method(&spec.method));
+        let method = match checked {
             Ok(m) => m,
-            Err(_) => {
-                let mut r = CallResult::invalid(format!("method {:?}", spec.method));
+            Err(why) => {
+                let mut r = CallResult::invalid(why);
                 r.request_id = spec.options.request_id.clone();
                 return r;
             }
@@ -367,8 +404,11 @@ impl Runner {
         notices: Option<baton_core::sse::NoticeSink>,
         each: &mut OnItem<'_>,
     ) -> StreamEnd {
-        let Ok(method) = Method::from_bytes(spec.method.as_bytes()) else {
-            return StreamEnd::Rejected(format!("method {:?}", spec.method));
+        let checked =
+            check_path(self.url_mode, &spec.path).and_then(|()| call_method(&spec.method));
+        let method = match checked {
+            Ok(m) => m,
+            Err(why) => return StreamEnd::Rejected(why),
         };
         let notice = move |n: &baton_core::sse::Notice| {
             if let Some(f) = &notices {

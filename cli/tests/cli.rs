@@ -61,10 +61,52 @@ fn ok(body: &str) -> Behaviour {
 #[test]
 fn request_prints_only_the_body_and_exits_0_for_any_status() {
     let p = Provider::start(Behaviour::status(404).body("no such thing"));
-    let o = run(&["request", "-e", &ep("a", &p.url()), "/x"], "");
+    let o = run(&["request", "--base", "-e", &ep("a", &p.url()), "/x"], "");
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert_eq!(stdout(&o), "no such thing");
     assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    assert_eq!(p.requests()[0].path, "/x");
+}
+
+#[test]
+fn a_path_that_would_not_be_sent_or_a_lower_case_method_is_refused_before_sending() {
+    let p = Provider::start(ok("x"));
+    // Complete endpoint URLs (the default) are the whole destination: the PATH would be
+    // dropped, and the call go to another resource than the one named.
+    let o = run(
+        &[
+            "request",
+            "-e",
+            &ep("a", &p.url()),
+            "-d",
+            "{}",
+            "/v1/refunds",
+        ],
+        "",
+    );
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("\"/v1/refunds\" is not sent"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("--base"), "{}", stderr(&o));
+    let o = run(
+        &["batch", "-e", &ep("a", &p.url())],
+        "{\"id\": 1, \"path\": \"/v1/refunds\"}\n",
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(
+        lines(&o)[0]["error"]["kind"],
+        "invalid_call",
+        "{}",
+        stdout(&o)
+    );
+    // `get` would go out as an unknown method (no longer a read free to fail over).
+    let o = run(&["request", "-e", &ep("a", &p.url()), "-X", "get"], "");
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("write GET"), "{}", stderr(&o));
+    assert_eq!(p.request_count(), 0, "a refused call was sent");
 }
 
 #[test]
@@ -411,7 +453,14 @@ fn batch_writes_one_line_per_call_in_the_documented_format() {
         "\n",
     );
     let o = run(
-        &["batch", "-e", &ep("r", &refused), "-e", &ep("a", &a.url())],
+        &[
+            "batch",
+            "--base",
+            "-e",
+            &ep("r", &refused),
+            "-e",
+            &ep("a", &a.url()),
+        ],
         input,
     );
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -657,6 +706,7 @@ fn the_same_scenario_gives_the_same_decisions_on_every_runtime() {
         let o = run(
             &[
                 "batch",
+                "--base",
                 "--runtime",
                 runtime,
                 "--timeout",
