@@ -67,6 +67,9 @@ pub fn run(args: BatchArgs) -> u8 {
             let failed = &output_failed;
             scope.spawn(move || work(runner, &job_rx, &out_tx, (max_body, compressed), failed));
         }
+        // Only the workers hold the jobs' receiver: once they have all stopped (the
+        // output failed), a job the reader offers is refused instead of waited on.
+        drop(job_rx);
         drop(out_tx);
         let writer = scope.spawn(|| write_in_order(out_rx, &output_failed));
         let malformed = read_jobs(&job_tx, compressed, &output_failed);

@@ -99,6 +99,25 @@ pub fn call_method(name: &str) -> Result<Method, String> {
     Method::from_bytes(name.as_bytes()).map_err(|_| format!("method {name:?}"))
 }
 
+/// Refuses a header the client could not send, naming it (its value is not shown: it may
+/// be a secret).
+pub fn check_headers(headers: &[(String, String)]) -> Result<(), String> {
+    for (name, value) in headers {
+        if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(format!(
+                "header name {name:?} is not a valid HTTP header name"
+            ));
+        }
+        if http::HeaderValue::from_str(value).is_err() {
+            return Err(format!(
+                "header {name}: its value is not a valid HTTP header value (a control \
+                 character or a byte outside visible ASCII)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Refuses a PATH that would not be sent: with complete endpoint URLs (the default) the
 /// endpoint's URL is the whole destination, so a PATH other than `/` would be dropped
 /// without a word, and a write would go to another resource than the one named.
@@ -248,10 +267,17 @@ impl Runner {
         result
     }
 
+    /// The call's method, once the call is known to be sendable as asked: its path, its
+    /// headers and its method (else why not, for an invalid call, nothing sent).
+    fn checked(&self, spec: &CallSpec) -> Result<Method, String> {
+        check_path(self.url_mode, &spec.path)?;
+        check_headers(&spec.headers)?;
+        call_method(&spec.method)
+    }
+
     /// Runs one call to the end, each body chunk handed to `sink` as it arrives.
     pub fn run_into(&self, spec: &CallSpec, sink: &mut dyn BodySink) -> CallResult {
-        let checked =
-            check_path(self.url_mode, &spec.path).and_then(|()| call_method(&spec.method));
+        let checked = self.checked(spec);
         let method = match checked {
             Ok(m) => m,
             Err(why) => {
@@ -404,8 +430,7 @@ impl Runner {
         notices: Option<baton_core::sse::NoticeSink>,
         each: &mut OnItem<'_>,
     ) -> StreamEnd {
-        let checked =
-            check_path(self.url_mode, &spec.path).and_then(|()| call_method(&spec.method));
+        let checked = self.checked(spec);
         let method = match checked {
             Ok(m) => m,
             Err(why) => return StreamEnd::Rejected(why),

@@ -106,6 +106,26 @@ fn a_path_that_would_not_be_sent_or_a_lower_case_method_is_refused_before_sendin
     let o = run(&["request", "-e", &ep("a", &p.url()), "-X", "get"], "");
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("write GET"), "{}", stderr(&o));
+    // A header name the client cannot send is named (its value never is: it may be a secret).
+    let o = run(
+        &["request", "-e", &ep("a", &p.url()), "-H", "X Bad: secret-1"],
+        "",
+    );
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("\"X Bad\""), "{}", stderr(&o));
+    let o = run(
+        &[
+            "request",
+            "-e",
+            &ep("a", &p.url()),
+            "-H",
+            "X-Token: secret-1\u{7}",
+        ],
+        "",
+    );
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("header X-Token"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("secret-1"), "{}", stderr(&o));
     assert_eq!(p.request_count(), 0, "a refused call was sent");
 }
 
