@@ -373,13 +373,14 @@ pub fn parse_secs(text: &str) -> Result<Duration, String> {
     baton_core::serde_duration::parse(text)
 }
 
-/// Milliseconds (`150`) or a duration with a unit (`150ms`, `1s`).
+/// Milliseconds (`150`, and any other number without a unit: `1e3`, `+150`) or a duration
+/// with a unit (`150ms`, `1s`).
 pub fn parse_millis(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        let ms: f64 = t
-            .parse()
-            .map_err(|_| format!("{text:?} is not a number of milliseconds"))?;
+    if let Ok(ms) = t.parse::<f64>() {
+        if !ms.is_finite() || ms < 0.0 {
+            return Err(format!("{text:?} is not a number of milliseconds"));
+        }
         return Duration::try_from_secs_f64(ms / 1000.0)
             .map_err(|_| format!("{text:?} is out of range"));
     }
@@ -398,6 +399,11 @@ mod tests {
         assert!(parse_secs("soon").is_err());
         assert_eq!(parse_millis("150").unwrap(), Duration::from_millis(150));
         assert_eq!(parse_millis("2s").unwrap(), Duration::from_secs(2));
+        // A number without a unit is milliseconds whatever its notation.
+        assert_eq!(parse_millis("1e3").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_millis("+150").unwrap(), Duration::from_millis(150));
+        assert!(parse_millis("-5").is_err());
+        assert!(parse_millis("inf").is_err());
     }
 
     #[test]
