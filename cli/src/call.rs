@@ -112,8 +112,8 @@ pub struct BatchLine {
     /// Path (default `/`).
     #[serde(default)]
     pub path: Option<String>,
-    /// Headers.
-    #[serde(default)]
+    /// Headers (a name given twice is an error: one of its values would be lost).
+    #[serde(default, deserialize_with = "unique_headers")]
     pub headers: BTreeMap<String, String>,
     /// Body text.
     #[serde(default)]
@@ -135,10 +135,58 @@ pub struct BatchLine {
     unknown: BTreeMap<String, serde_json::Value>,
 }
 
+/// A batch line's `headers` object, refusing a name given twice (JSON keeps only one of
+/// a repeated key, silently).
+fn unique_headers<'de, D>(d: D) -> Result<BTreeMap<String, String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Headers;
+    impl<'de> serde::de::Visitor<'de> for Headers {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object of header names and string values")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((name, value)) = map.next_entry::<String, String>()? {
+                if out.contains_key(&name) {
+                    return Err(serde::de::Error::custom(format!(
+                        "header {name:?} is given twice in `headers` (one value would be lost); \
+                         give its values in one, comma-separated"
+                    )));
+                }
+                out.insert(name, value);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Headers)
+}
+
+/// The key of a line that fails to parse, with why (serde cannot name a key inside the
+/// flattened call options, and points past the object instead): each key is parsed
+/// alone. `None`: no single key is at fault (the line is not an object, or keys clash).
+fn the_bad_key(line: &str) -> Option<String> {
+    let serde_json::Value::Object(map) = serde_json::from_str(line).ok()? else {
+        return None;
+    };
+    map.into_iter().find_map(|(key, value)| {
+        let alone = serde_json::Value::Object([(key.clone(), value)].into_iter().collect());
+        serde_json::from_value::<BatchLine>(alone)
+            .err()
+            .map(|e| format!("`{key}`: {e}"))
+    })
+}
+
 impl BatchLine {
     /// Parses one input line.
     pub fn parse(line: &str) -> Result<BatchLine, String> {
-        let l: BatchLine = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        let l: BatchLine = serde_json::from_str(line)
+            .map_err(|e| the_bad_key(line).unwrap_or_else(|| e.to_string()))?;
         if let Some(key) = l.unknown.keys().next() {
             return Err(format!(
                 "unknown field `{key}` (not a batch key nor a call option)"
@@ -367,6 +415,18 @@ mod tests {
         assert!(BatchLine::parse(r#"{"methd":"GET"}"#).is_err());
         assert!(BatchLine::parse(r#"{"retry":"sometimes"}"#).is_err());
         assert!(BatchLine::parse("not json").is_err());
+    }
+
+    #[test]
+    fn a_bad_line_names_its_key_and_a_repeated_header_is_refused() {
+        let e = BatchLine::parse(r#"{"id":1,"max_attempts":"two"}"#).unwrap_err();
+        assert!(e.starts_with("`max_attempts`:"), "{e}");
+        let e = BatchLine::parse(r#"{"deadline":"soon","id":1}"#).unwrap_err();
+        assert!(e.starts_with("`deadline`:"), "{e}");
+        let e = BatchLine::parse(r#"{"headers":{"X-Tag":"a","X-Tag":"b"}}"#).unwrap_err();
+        assert!(e.contains("\"X-Tag\" is given twice"), "{e}");
+        let ok = BatchLine::parse(r#"{"headers":{"X-Tag":"a, b","X-Other":"c"}}"#).unwrap();
+        assert_eq!(ok.headers.len(), 2);
     }
 
     #[test]
