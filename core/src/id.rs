@@ -64,6 +64,17 @@ pub enum RequestIdError {
         /// The first character that is not allowed.
         found: char,
     },
+    /// Given twice with different values (a call option and the header, or the header
+    /// twice): which one the caller meant cannot be known, and one would be lost.
+    #[error(
+        "request id given twice with different values ({first:?} and {second:?}); give it once"
+    )]
+    Twice {
+        /// The call option's value, or the header's first (cut to 160 characters).
+        first: String,
+        /// The other value (cut to 160 characters).
+        second: String,
+    },
 }
 
 fn shown(value: &str) -> String {

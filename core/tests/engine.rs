@@ -1464,6 +1464,52 @@ fn invalid_request_id_is_rejected_before_anything_is_sent() {
 }
 
 #[test]
+fn an_identity_given_twice_with_different_values_is_rejected_before_anything_is_sent() {
+    let mut s = sim(endpoints(&["a"]));
+    let twice = |header: &str, value: &str, options: CallOptions| {
+        (SimRequest::new(Method::POST).header(header, value), options)
+    };
+    let cases = [
+        twice(
+            "x-request-id",
+            "from-header-1",
+            CallOptions {
+                request_id: Some("from-option-1".into()),
+                ..CallOptions::default()
+            },
+        ),
+        twice(
+            "idempotency-key",
+            "key-a",
+            CallOptions {
+                idempotency_key: Some("key-b".into()),
+                ..CallOptions::default()
+            },
+        ),
+    ];
+    for (request, options) in cases {
+        let run = s.run_request(request, options);
+        assert!(run.report.attempts.is_empty());
+        assert_eq!(run.executions("a"), 0);
+        let err = run.report.into_error().unwrap();
+        let ErrorKind::InvalidCall(why) = &err.kind else {
+            panic!("{err}");
+        };
+        assert!(why.to_string().contains("given twice"), "{why}");
+    }
+    // The same value twice is one identity: the call goes.
+    let run = s.run_request(
+        SimRequest::new(Method::POST).header("idempotency-key", "key-c"),
+        CallOptions {
+            idempotency_key: Some("key-c".into()),
+            ..CallOptions::default()
+        },
+    );
+    assert_eq!(run.executions("a"), 1);
+    assert_eq!(run.report.idempotency_key.as_deref(), Some("key-c"));
+}
+
+#[test]
 fn every_event_carries_the_request_id_and_idempotency_key() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s2 = seen.clone();

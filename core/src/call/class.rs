@@ -229,7 +229,9 @@ pub(crate) fn classify(
     (class, invalid)
 }
 
-/// Request identity: the call option, then the header on the request, then generated.
+/// Request identity: the call option, then the header on the request, then generated. Given
+/// twice with different values (the option and the header, or the header twice), the call
+/// is rejected before anything is sent ([`RequestIdError::Twice`](crate::RequestIdError)).
 #[inline]
 fn request_id(
     engine: &Engine,
@@ -256,6 +258,12 @@ fn given_request_id(
     rng: &mut Rng,
     invalid: &mut Option<CallRejection>,
 ) -> RequestId {
+    let header = &engine.policy.request_id_header;
+    if let Some(twice) = given_twice(given.as_deref(), request, header) {
+        let [first, second] = twice.map(|v| v.chars().take(160).collect());
+        invalid.get_or_insert(crate::id::RequestIdError::Twice { first, second }.into());
+        return RequestId::generate(rng);
+    }
     let parsed = match given {
         Some(id) => Some(RequestId::parse(&id)),
         None => request
@@ -273,7 +281,8 @@ fn given_request_id(
     }
 }
 
-/// The idempotency key: the call option, then the header. Sent unchanged means kept byte
+/// The idempotency key: the call option, then the header; given twice with different
+/// values, the call is rejected before anything is sent. Sent unchanged means kept byte
 /// for byte: a key that is not visible ASCII is rejected rather than altered.
 #[inline]
 fn idempotency_key(
@@ -298,9 +307,17 @@ fn given_idempotency_key(
     given: Option<String>,
     invalid: &mut Option<CallRejection>,
 ) -> Option<String> {
+    let header = &engine.policy.idempotency_key_header;
+    if given_twice(given.as_deref(), request, header).is_some() {
+        invalid.get_or_insert(CallRejection::IdempotencyKey(
+            "given twice with different values (a call option and the header, or the header \
+             twice); give it once",
+        ));
+        return given;
+    }
     let key = match given {
         Some(k) => Some(k),
-        None => match request.headers.get(&engine.policy.idempotency_key_header) {
+        None => match request.headers.get(header) {
             None => None,
             Some(v) => match v.to_str() {
                 Ok(k) => Some(k.to_owned()),
@@ -321,6 +338,22 @@ fn given_idempotency_key(
         }
     }
     key
+}
+
+/// Two different values of one identity (the call option's, then the header's), when the
+/// caller gave it twice: which one was meant cannot be known, and one would be lost.
+fn given_twice(
+    option: Option<&str>,
+    request: &RequestInfo<'_>,
+    header: &http::HeaderName,
+) -> Option<[String; 2]> {
+    let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+    let mut values = option
+        .map(str::to_owned)
+        .into_iter()
+        .chain(request.headers.get_all(header).iter().map(text));
+    let first = values.next()?;
+    values.find(|v| *v != first).map(|second| [first, second])
 }
 
 /// The first per-call setting out of range, if any (SPEC 5: invalid per-call settings fail
