@@ -1,9 +1,9 @@
 //! `baton batch`: calls as JSON lines on stdin, one client, one JSON line per call on
 //! stdout, in input order.
 //!
-//! The main thread reads and parses lines and hands calls to `--concurrency` worker
+//! A reader thread reads and parses lines and hands calls to `--concurrency` worker
 //! threads through a rendezvous channel (so at most N calls are in flight and none is
-//! read ahead); a printer thread writes results in input order as soon as each one and
+//! read ahead); the main thread writes results in input order as soon as each one and
 //! all before it are done. With the default concurrency of 1 calls run strictly one after
 //! another, so each call sees the endpoint health the previous ones left.
 //!
@@ -18,7 +18,13 @@
 //! valid UTF-8 is written as `body_base64` instead of `body`, so every byte survives.
 //! A call that panics (a bug; no input should make one) gets an output
 //! line with error kind `internal` and `may_have_executed: true` (nothing is known about
-//! what it sent), and the batch goes on.
+//! what it sent), and the batch goes on. A line whose `path` complete endpoint URLs would
+//! not send (no `--base`), or whose method is a standard one in lower case, is an
+//! `invalid_call` line too.
+//!
+//! When writing the output fails (a closed pipe, a full disk), no call starts after that:
+//! the batch reports it on stderr and exits 23 without waiting for more input; the lines
+//! of calls started before are lost, and those calls may have executed.
 //!
 //! A line `{"probe": "due"}` (with an optional `id`) probes the endpoints that are due a
 //! probe at that point of the batch (breaker open time passed, no probe in flight) with
@@ -29,7 +35,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -56,38 +62,34 @@ pub fn run(args: BatchArgs) -> u8 {
     };
     let workers = usize::from(args.concurrency);
     let (max_body, compressed) = (args.max_body, args.compressed);
-    // Set when stdout fails: no further line starts a call whose result could not be told.
-    let output_failed = AtomicBool::new(false);
-    let (malformed, written) = std::thread::scope(|scope| {
-        let (job_tx, job_rx) = mpsc::sync_channel::<Job>(0);
-        let job_rx = Arc::new(Mutex::new(job_rx));
+    // Set when stdout fails: no call starts after that, since its result could not be told.
+    let output_failed = Arc::new(AtomicBool::new(false));
+    let (job_tx, job_rx) = mpsc::sync_channel::<Job>(0);
+    let malformed = read_in_background(job_tx, compressed, Arc::clone(&output_failed));
+    // Dropped on the way out: a reader still offering a line then stops.
+    let job_rx = Mutex::new(job_rx);
+    let written = std::thread::scope(|scope| {
         let (out_tx, out_rx) = mpsc::channel::<(usize, Value)>();
         for _ in 0..workers {
-            let (job_rx, out_tx, runner) = (Arc::clone(&job_rx), out_tx.clone(), &runner);
-            let failed = &output_failed;
-            scope.spawn(move || work(runner, &job_rx, &out_tx, (max_body, compressed), failed));
+            let (job_rx, out_tx, runner) = (&job_rx, out_tx.clone(), &runner);
+            let failed = &*output_failed;
+            scope.spawn(move || work(runner, job_rx, &out_tx, (max_body, compressed), failed));
         }
-        // Only the workers hold the jobs' receiver: once they have all stopped (the
-        // output failed), a job the reader offers is refused instead of waited on.
-        drop(job_rx);
         drop(out_tx);
-        let writer = scope.spawn(|| write_in_order(out_rx, &output_failed));
-        let malformed = read_jobs(&job_tx, compressed, &output_failed);
-        // The workers end when the input does; the writer when they have.
-        drop(job_tx);
-        let written = writer
-            .join()
-            .unwrap_or_else(|_| Err("the writer panicked".into()));
-        (malformed, written)
+        // The workers end when the input does (or the output failed); the writer when
+        // they have.
+        write_in_order(out_rx, &output_failed)
     });
     if let Err(why) = written {
         eprintln!(
-            "baton batch: writing the output failed ({why}); no further input line was run, \
-             and the lines of calls already running are lost (those calls may have executed)"
+            "baton batch: writing the output failed ({why}); no call was started after that, \
+             and the lines of calls started before are lost (those calls may have executed)"
         );
         return 23;
     }
-    match malformed {
+    // Every line was written: the input ended, or stopped at a malformed line, and the
+    // reader has said which.
+    match malformed.recv().ok().flatten() {
         Some((line, why)) => {
             eprintln!("baton batch: malformed input line {line}: {why}");
             2
@@ -96,8 +98,26 @@ pub fn run(args: BatchArgs) -> u8 {
     }
 }
 
-/// One worker: takes jobs until the input ends (or the output failed: a job taken then is
-/// not run), sends each job's output line.
+/// Reads stdin's lines into `jobs` on a thread of its own, which is not waited for: once
+/// the output failed, the batch ends without waiting for an input line that may never
+/// come (a stdin left open). The receiver gets why reading stopped.
+fn read_in_background(
+    jobs: mpsc::SyncSender<Job>,
+    compressed: bool,
+    output_failed: Arc<AtomicBool>,
+) -> mpsc::Receiver<Option<(usize, String)>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let malformed = read_jobs(&jobs, compressed, &output_failed);
+        drop(jobs);
+        let _ = tx.send(malformed);
+    });
+    rx
+}
+
+/// One worker: takes jobs until the input ends or the output failed (a job taken then is
+/// not run; a worker waiting for one looks at the failure every 50 ms), sends each job's
+/// output line.
 fn work(
     runner: &Runner,
     jobs: &Mutex<mpsc::Receiver<Job>>,
@@ -106,11 +126,15 @@ fn work(
     output_failed: &AtomicBool,
 ) {
     loop {
-        let job = match jobs.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => return,
+        let job = loop {
+            let Ok(rx) = jobs.lock() else { return };
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(job) => break job,
+                Err(mpsc::RecvTimeoutError::Timeout) if !output_failed.load(Ordering::SeqCst) => {}
+                Err(_) => return,
+            }
         };
-        let Ok((index, id, work)) = job else { return };
+        let (index, id, work) = job;
         if output_failed.load(Ordering::SeqCst) {
             return;
         }
@@ -159,7 +183,7 @@ fn write_in_order(
 }
 
 /// Reads stdin's lines into jobs; stops at the first malformed line (returned with its
-/// number and why), or once writing the output failed.
+/// number and why), once writing the output failed, or when no worker takes jobs.
 fn read_jobs(
     jobs: &mpsc::SyncSender<Job>,
     compressed: bool,

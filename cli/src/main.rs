@@ -71,7 +71,7 @@
 //! | flag | meaning |
 //! |---|---|
 //! | `-e, --endpoint ID=URL` | an endpoint, repeatable, in priority order; replaces the file's endpoints |
-//! | `--base` | endpoint URLs are bases and PATH is joined onto them (default: each URL is the complete destination, and a PATH other than `/`, or a batch line's `path`, is refused as invalid: it would not be sent) |
+//! | `--base` | endpoint URLs are bases and PATH is joined onto them (default: each URL is the complete destination, and a PATH, or a batch line's `path`, other than `/` is refused as invalid: it would not be sent) |
 //! | `--config FILE` | TOML file with `[[endpoint]]` tables and a `[policy]` table (the serde form of `baton_core::Settings`; see `cli/examples/policy.toml`); flags override it |
 //! | `--runtime tokio\|blocking\|async-std` | the adapter (default tokio) |
 //! | `--events` | every engine event as a JSON line on stderr |
@@ -106,7 +106,8 @@
 //! `--idempotency-key KEY`, `--request-id ID`. `request` also takes `-i, --include`: the
 //! status line, the answering endpoint and the response headers to stderr; `-o, --output
 //! FILE`: the body to FILE (emptied only when a response head arrives: a call that fails
-//! leaves the file as it was); `-s, --silent`: no progress meter (one is drawn on stderr when
+//! before one leaves the file as it was; a body that breaks after it leaves what arrived,
+//! exit 7); `-s, --silent`: no progress meter (one is drawn on stderr when
 //! stdout is not a terminal and stderr is); `--compressed`: ask for gzip/deflate and decode
 //! the body as it streams. Without `--compressed` the body's bytes are passed through as
 //! the provider sent them, on every runtime. The body is written as it arrives, in
@@ -158,8 +159,8 @@
 //! `may_have_executed` is true). `batch` exits 0 when every line was processed (per-call failures are in the
 //! output), 2 on a malformed line (reported on stderr with its line number; the lines
 //! before it are run and printed; reading stops there) or a bad configuration, and 23
-//! when writing its output failed (reported on stderr; no further line is run, and the
-//! lines of calls already running are lost: those calls may have executed).
+//! when writing its output failed (reported on stderr; no call starts after that, and the
+//! lines of calls started before are lost: those calls may have executed).
 //!
 //! ## Decisions where the spec is silent
 //! - `-e` replaces the config file's endpoint list rather than merging with it (mixing two

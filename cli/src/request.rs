@@ -39,33 +39,19 @@ pub fn run(args: RequestArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return crate::usage_error(&e),
     };
-    // The file is opened now (a path that cannot be written is a usage error before
-    // anything is sent) but emptied only when a response head arrives: a call that fails
-    // leaves an existing file as it was, and removes one it created.
-    let out = match &args.output {
-        Some(path) => {
-            let existed = path.exists();
-            let opened = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path);
-            match opened {
-                Ok(file) => Output::File {
-                    file,
-                    created: (!existed).then(|| path.clone()),
-                },
-                Err(e) => return crate::usage_error(&format!("--output {}: {e}", path.display())),
-            }
-        }
-        None => Output::Stdout,
-    };
     let to_terminal = args.output.is_none() && std::io::stdout().is_terminal();
     let meter = !args.silent && !to_terminal && std::io::stderr().is_terminal();
     let sink = args.client.events.then(|| events::stderr_sink(t0));
     let runner = match Runner::new(args.client.runtime, config, sink) {
         Ok(r) => r,
         Err(e) => return crate::usage_error(&e),
+    };
+    let out = match &args.output {
+        Some(path) => match Output::open(path) {
+            Ok(out) => out,
+            Err(e) => return crate::usage_error(&format!("--output {}: {e}", path.display())),
+        },
+        None => Output::Stdout,
     };
     let mut body = StreamOut {
         out: Some(out),
@@ -104,12 +90,42 @@ enum Output {
 }
 
 impl Output {
-    /// The writer for a body that is arriving (the file emptied first).
+    /// `-o FILE`, opened once the client is built, before anything is sent (a path that
+    /// cannot be written is a usage error then), but emptied only when a response head
+    /// arrives: a call that fails before it leaves an existing file as it was, and removes
+    /// one it created. Whatever is at the path already (a file, a symlink, even a dangling
+    /// one, a device, a pipe) was not created here and is never removed (a file made
+    /// through a dangling symlink is left behind, empty).
+    fn open(path: &std::path::Path) -> std::io::Result<Output> {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true);
+        if std::fs::symlink_metadata(path).is_err() {
+            // Created here only if nothing appeared at the path meanwhile.
+            match options.clone().create_new(true).open(path) {
+                Ok(file) => {
+                    let created = Some(path.to_path_buf());
+                    return Ok(Output::File { file, created });
+                }
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+                Err(_) => {}
+            }
+        }
+        let file = options.create(true).open(path)?;
+        Ok(Output::File {
+            file,
+            created: None,
+        })
+    }
+
+    /// The writer for a body that is arriving (a regular file emptied first: a device or
+    /// a pipe cannot be, and need not be).
     fn writer(self) -> std::io::Result<Box<dyn Write>> {
         match self {
             Output::Stdout => Ok(Box::new(std::io::stdout())),
             Output::File { file, .. } => {
-                file.set_len(0)?;
+                if file.metadata()?.is_file() {
+                    file.set_len(0)?;
+                }
                 Ok(Box::new(std::io::BufWriter::new(file)))
             }
         }

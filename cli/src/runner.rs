@@ -110,8 +110,8 @@ pub fn check_headers(headers: &[(String, String)]) -> Result<(), String> {
         }
         if http::HeaderValue::from_str(value).is_err() {
             return Err(format!(
-                "header {name}: its value is not a valid HTTP header value (a control \
-                 character or a byte outside visible ASCII)"
+                "header {name}: its value is not a valid HTTP header value (it holds a \
+                 control character)"
             ));
         }
     }

@@ -563,8 +563,19 @@ fn batch_stops_running_lines_when_its_output_fails_and_exits_23() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run baton");
-    // The input may be refused once baton stops reading it: that is the point.
-    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    // The input stays open, as a driver that writes more later keeps it: baton must not
+    // wait for it once its output failed. (Lines it no longer reads may be refused.)
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(input.as_bytes());
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "waited for input after its output failed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(stdin);
     let o = child.wait_with_output().unwrap();
     assert_eq!(code(&o), 23, "{}", stderr(&o));
     assert!(
@@ -1214,6 +1225,41 @@ fn request_output_file_is_left_as_it_was_when_the_call_fails() {
     );
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&kept).unwrap(), "new");
+    // A device is written, not emptied (it cannot be).
+    let o = run(
+        &["request", "-e", &ep("a", &p.url()), "-o", "/dev/null"],
+        "",
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // A client that cannot be built sends nothing and leaves no file behind.
+    let o = run(
+        &[
+            "request",
+            "--runtime",
+            "blocking",
+            "--hedge-after",
+            "100",
+            "-e",
+            &ep("a", &p.url()),
+            "-o",
+            fresh.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(!fresh.exists(), "a refused command left a file");
+    // A dangling symlink is the user's: a failed call does not remove it.
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink(dir.join("nowhere.json"), &link).unwrap();
+    let o = run(
+        &["request", "-e", &refused, "-o", link.to_str().unwrap()],
+        "",
+    );
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert!(
+        std::fs::symlink_metadata(&link).is_ok(),
+        "the symlink was removed"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1487,6 +1487,13 @@ fn an_identity_given_twice_with_different_values_is_rejected_before_anything_is_
             },
         ),
     ];
+    // The header twice, with no call option.
+    let header_twice = SimRequest::new(Method::POST)
+        .header("idempotency-key", "key-a")
+        .header("idempotency-key", "key-b");
+    let cases = cases
+        .into_iter()
+        .chain([(header_twice, CallOptions::default())]);
     for (request, options) in cases {
         let run = s.run_request(request, options);
         assert!(run.report.attempts.is_empty());

@@ -313,7 +313,7 @@ fn given_idempotency_key(
             "given twice with different values (a call option and the header, or the header \
              twice); give it once",
         ));
-        return given;
+        return None;
     }
     let key = match given {
         Some(k) => Some(k),
@@ -347,13 +347,14 @@ fn given_twice(
     request: &RequestInfo<'_>,
     header: &http::HeaderName,
 ) -> Option<[String; 2]> {
-    let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+    // Compared as bytes (two different values that are not text are still two).
     let mut values = option
-        .map(str::to_owned)
+        .map(str::as_bytes)
         .into_iter()
-        .chain(request.headers.get_all(header).iter().map(text));
+        .chain(request.headers.get_all(header).iter().map(|v| v.as_bytes()));
     let first = values.next()?;
-    values.find(|v| *v != first).map(|second| [first, second])
+    let second = values.find(|v| *v != first)?;
+    Some([first, second].map(|v| String::from_utf8_lossy(v).into_owned()))
 }
 
 /// The first per-call setting out of range, if any (SPEC 5: invalid per-call settings fail
