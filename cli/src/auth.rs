@@ -7,7 +7,9 @@
 //! Decisions: `--auth-command` is run by `sh -c` (one string, like a shell line); a
 //! TOML `command` is an argument vector, run without a shell. A command that fails (exit
 //! status, no output, over [`TIMEOUT`]) is reported by its status and the first line of
-//! its stderr; its stdout (which may hold a token) never appears in a message.
+//! its stderr; its stdout (which may hold a token) never appears in a message. Output that
+//! is not UTF-8 text, or longer than [`MAX_OUTPUT`], is refused by name, never cut or read
+//! as no token.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -20,6 +22,11 @@ use serde::Deserialize;
 
 /// The longest a token command may run.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most of a token command's stdout (and stderr) that is read: a token is one line or a
+/// small JSON object. Past it the output is read and dropped, so the command can finish,
+/// and its token is refused rather than cut.
+pub const MAX_OUTPUT: u64 = 1 << 20;
 
 /// One `[endpoint.auth]` table.
 #[derive(Debug, Clone, Deserialize)]
@@ -122,11 +129,12 @@ fn run(argv: &[String], endpoint: &str) -> Result<Token, String> {
     // Read both pipes on their own threads, so a chatty command cannot block on a full one.
     let read = |p: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
-            let mut s = String::new();
-            if let Some(p) = p {
-                let _ = p.take(1 << 20).read_to_string(&mut s);
+            let mut bytes = Vec::new();
+            if let Some(mut p) = p {
+                let _ = (&mut p).take(MAX_OUTPUT + 1).read_to_end(&mut bytes);
+                let _ = std::io::copy(&mut p, &mut std::io::sink());
             }
-            s
+            bytes
         })
     };
     let stdout = read(out.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
@@ -148,6 +156,7 @@ fn run(argv: &[String], endpoint: &str) -> Result<Token, String> {
     };
     let stdout = stdout.join().unwrap_or_default();
     let stderr = stderr.join().unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&stderr);
     if !status.success() {
         let why = stderr.lines().next().unwrap_or("").trim();
         return Err(format!(
@@ -159,7 +168,12 @@ fn run(argv: &[String], endpoint: &str) -> Result<Token, String> {
             }
         ));
     }
-    parse(&stdout).map_err(|e| format!("token command {program:?}: {e}"))
+    let stdout = match std::str::from_utf8(&stdout) {
+        _ if stdout.len() as u64 > MAX_OUTPUT => Err("printed more than 1 MiB".to_string()),
+        Ok(text) => parse(text),
+        Err(_) => Err("printed output that is not UTF-8 text".to_string()),
+    };
+    stdout.map_err(|e| format!("token command {program:?}: {e}"))
 }
 
 /// The token in a command's output: the trimmed text, or a JSON object with `token` and
@@ -259,5 +273,22 @@ mod tests {
             e.contains("vault sealed") && !e.contains("secret-out"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn output_that_is_not_text_or_too_long_is_named_not_taken_for_no_token() {
+        let sh = |line: &str| vec!["sh".to_string(), "-c".to_string(), line.to_string()];
+        let c = Commands::new(BTreeMap::from([
+            ("bin".to_string(), sh("printf 'tok\\377'")),
+            // 2 MiB of one line: drained, so the command ends on its own, then refused.
+            (
+                "long".to_string(),
+                sh("head -c 2097152 /dev/zero | tr '\\0' a"),
+            ),
+        ]));
+        let e = c.token("bin").unwrap_err();
+        assert!(e.ends_with("printed output that is not UTF-8 text"), "{e}");
+        let e = c.token("long").unwrap_err();
+        assert!(e.ends_with("printed more than 1 MiB"), "{e}");
     }
 }
