@@ -58,29 +58,26 @@ impl RequestBuilder {
         }
     }
 
-    /// Adds a header (appended: several values of one name are kept).
+    /// Adds a header (appended: several values of one name are kept). An invalid name or
+    /// value fails the call before anything is sent, with an error that names the header
+    /// (never its value, which may be a secret).
     pub fn header<K, V>(mut self, name: K, value: V) -> Self
     where
-        K: TryInto<HeaderName>,
+        K: TryInto<HeaderName> + std::fmt::Debug,
         K::Error: std::fmt::Display,
         V: TryInto<HeaderValue>,
         V::Error: std::fmt::Display,
     {
-        match (name.try_into(), value.try_into()) {
-            (Ok(n), Ok(v)) => {
-                if let Err(e) = baton_core::append_request_header(&mut self.headers, n, v) {
-                    self.invalid.get_or_insert_with(|| e.to_string().into());
-                }
-            }
-            (Err(e), _) => {
-                self.invalid
-                    .get_or_insert_with(|| format!("invalid header name: {e}").into());
-            }
-            (_, Err(e)) => {
-                self.invalid
-                    .get_or_insert_with(|| format!("invalid header value: {e}").into());
-            }
-        }
+        let shown = format!("{name:?}");
+        let why = match (name.try_into(), value.try_into()) {
+            (Ok(n), Ok(v)) => match baton_core::append_request_header(&mut self.headers, n, v) {
+                Ok(()) => return self,
+                Err(e) => e.to_string(),
+            },
+            (Err(e), _) => format!("invalid header name {shown}: {e}"),
+            (Ok(n), Err(e)) => format!("invalid value of header {n}: {e}"),
+        };
+        self.invalid.get_or_insert_with(|| why.into());
         self
     }
 

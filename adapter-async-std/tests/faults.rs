@@ -358,6 +358,11 @@ on_both_runtimes! {
         assert_eq!(e.report().stop_reason, StopReason::InvalidCall);
         assert!(!e.report().may_have_executed);
         assert_eq!(a.request_count(), 0);
+        // The error names the header, never its value; an invalid name is named too.
+        assert!(e.to_string().contains("x-bad") && !e.to_string().contains("break"), "{e}");
+        let e = call_error(c.get("/").header("x bad", "v").send().await.unwrap_err());
+        assert!(e.to_string().contains("\"x bad\""), "{e}");
+        assert_eq!(a.request_count(), 0);
     }
 
     async fn invalid_request_id_is_rejected_before_any_send() {

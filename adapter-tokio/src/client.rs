@@ -792,17 +792,21 @@ impl RequestBuilder {
         self
     }
 
-    /// Adds a header (appended: repeated names are kept).
+    /// Adds a header (appended: repeated names are kept). An invalid name or value fails
+    /// the call before anything is sent, with an error that names the header (never its
+    /// value, which may be a secret).
     pub fn header<K, V>(mut self, name: K, value: V) -> Self
     where
+        K: std::fmt::Debug,
         HeaderName: TryFrom<K>,
         <HeaderName as TryFrom<K>>::Error: Into<http::Error>,
         HeaderValue: TryFrom<V>,
         <HeaderValue as TryFrom<V>>::Error: Into<http::Error>,
     {
+        let shown = format!("{name:?}");
         let name = match HeaderName::try_from(name) {
             Ok(n) => n,
-            Err(e) => return self.fail(format!("header name: {}", e.into())),
+            Err(e) => return self.fail(format!("header name {shown}: {}", e.into())),
         };
         match HeaderValue::try_from(value) {
             Ok(v) => match baton_core::append_request_header(&mut self.headers, name, v) {

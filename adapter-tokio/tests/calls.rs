@@ -389,6 +389,23 @@ async fn invalid_header_is_rejected_locally_with_a_request_id() {
     assert!(!err.may_have_executed());
     assert_eq!(err.request_id().len(), baton_core::GENERATED_ID_LEN);
     assert_eq!(p.request_count(), 0);
+    // The error's chain names the header, never its value; an invalid name is named too.
+    let text = chain_text(&err);
+    assert!(text.contains("x-bad") && !text.contains("break"), "{text}");
+    let err = client
+        .get("/")
+        .header("x bad", "v")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(chain_text(&err).contains("\"x bad\""), "{err}");
+    assert_eq!(p.request_count(), 0);
+}
+
+/// An error's text and its sources', joined.
+fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let chain = std::iter::successors(Some(e), |e| e.source());
+    chain.map(|e| e.to_string()).collect::<Vec<_>>().join(": ")
 }
 
 #[tokio::test]
