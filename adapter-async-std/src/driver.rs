@@ -287,11 +287,11 @@ fn finish(
         |k, report| Ok(make(k, Box::new(report))),
         |error, retained| {
             let response = retained.map(|k| make(k, error.report.clone()));
-            Err(Error::Call(Box::new(CallError {
-                error,
-                response,
-                transport,
-            })))
+            let error = match transport {
+                Some(t) => error.with_last_error(Box::new(t)),
+                None => error,
+            };
+            Err(Error::Call(Box::new(CallError { error, response })))
         },
     )
 }

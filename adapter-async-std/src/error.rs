@@ -142,9 +142,9 @@ impl StdError for Error {
 /// A failed call: the engine's [`baton_core::Error`] (kind, report), the response it
 /// retained when returning it was not allowed, and the last transport error.
 ///
-/// Its [`source`](StdError::source) is the last transport error (whose own source is the
-/// I/O, TLS or hyper error), or the engine's description of the last attempt when no
-/// transport error happened.
+/// Its [`source`](StdError::source) is the engine's error, whose own source is the last
+/// transport error (whose own source is the I/O, TLS or hyper error), or the engine's
+/// description of the last attempt when no transport error happened.
 ///
 /// ```no_run
 /// # async fn demo(client: baton_async_std::Client) {
@@ -164,9 +164,9 @@ impl StdError for Error {
 /// ```
 #[derive(Debug)]
 pub struct CallError {
+    /// The engine's error, with the last transport error as its `last_error`.
     pub(crate) error: baton_core::Error,
     pub(crate) response: Option<Response>,
-    pub(crate) transport: Option<TransportError>,
 }
 
 impl CallError {
@@ -197,14 +197,14 @@ impl CallError {
 
     /// The last transport error of the call, if any.
     pub fn transport(&self) -> Option<&TransportError> {
-        self.transport.as_ref()
+        self.error.last_error()?.downcast_ref()
     }
 }
 
 impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.error.fmt(f)?;
-        if let Some(t) = &self.transport {
+        if let Some(t) = self.transport() {
             write!(f, "; last error: {t}")?;
         }
         Ok(())
@@ -213,10 +213,7 @@ impl fmt::Display for CallError {
 
 impl StdError for CallError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        match &self.transport {
-            Some(t) => Some(t),
-            None => self.error.source(),
-        }
+        Some(&self.error)
     }
 }
 

@@ -87,8 +87,10 @@ impl From<ConfigError> for BuildError {
 /// the last attempt failed in the HTTP client, and the retained response when the error
 /// carries one (SPEC 2.10).
 ///
-/// `source()` is the last ureq error when there is one, else the engine's description of
-/// the last attempt.
+/// `source()` is the engine's [`baton_core::Error`], whose own source is the last ureq
+/// error when there is one (for an attempt baton refused to send, the reason inside it),
+/// else the engine's description of the last attempt. [`Error::client_error`] gives the
+/// ureq error itself.
 ///
 /// ```no_run
 /// use baton_blocking::{Client, Endpoint, ErrorKind, Policy};
@@ -102,9 +104,33 @@ impl From<ConfigError> for BuildError {
 pub struct Error(Box<Inner>);
 
 struct Inner {
+    /// The engine's error, with the last ureq error as its `last_error` (see
+    /// [`WithReason`]).
     inner: baton_core::Error,
-    client_error: Option<ureq::Error>,
     retained: Option<Response<Body>>,
+}
+
+/// The last attempt's `ureq::Error::Other` (an attempt baton refused to send), as the
+/// engine's error's source: ureq's errors have no source of their own, so the reason
+/// inside it (a [`DestinationError`](baton_core::DestinationError) where the destination
+/// rules refused) is this error's source, in reach of a walk of the chain. Any other ureq
+/// error is the source itself.
+#[derive(Debug)]
+struct WithReason(ureq::Error);
+
+impl fmt::Display for WithReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for WithReason {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.0 {
+            ureq::Error::Other(reason) => Some(&**reason),
+            _ => None,
+        }
+    }
 }
 
 impl Error {
@@ -113,11 +139,12 @@ impl Error {
         client_error: Option<ureq::Error>,
         retained: Option<Response<Body>>,
     ) -> Self {
-        Error(Box::new(Inner {
-            inner,
-            client_error,
-            retained,
-        }))
+        let inner = match client_error {
+            Some(e @ ureq::Error::Other(_)) => inner.with_last_error(Box::new(WithReason(e))),
+            Some(e) => inner.with_last_error(Box::new(e)),
+            None => inner,
+        };
+        Error(Box::new(Inner { inner, retained }))
     }
 
     /// Which error (SPEC 2.10). Always `Some` here (a body that fails later is an
@@ -156,7 +183,9 @@ impl Error {
 
     /// The ureq error of the last attempt, when it failed inside the HTTP client.
     pub fn client_error(&self) -> Option<&ureq::Error> {
-        self.0.client_error.as_ref()
+        let last = self.0.inner.last_error()?;
+        (last.downcast_ref::<ureq::Error>())
+            .or_else(|| last.downcast_ref().map(|w: &WithReason| &w.0))
     }
 
     /// The retained (triggering) response the error carries, if any.
@@ -178,9 +207,7 @@ impl fmt::Debug for Error {
             .field(
                 "client_error",
                 &self
-                    .0
-                    .client_error
-                    .as_ref()
+                    .client_error()
                     .map(|e| baton_core::scrub_urls(&format!("{e:?}"))),
             )
             .field("retained", &self.0.retained.as_ref().map(|r| r.status()))
@@ -191,15 +218,10 @@ impl fmt::Debug for Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0.inner)?;
-        if let Some(r) = self
-            .0
-            .client_error
-            .as_ref()
-            .and_then(crate::classify::rejected)
-        {
+        if let Some(r) = self.client_error().and_then(crate::classify::rejected) {
             write!(f, "; {}", r.message())?;
         }
-        if let Some(e) = &self.0.client_error {
+        if let Some(e) = self.client_error() {
             // ureq quotes URLs in some errors (a bad URI): shown as origins only (SPEC 4).
             write!(
                 f,
@@ -212,15 +234,8 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {
-    /// The last attempt's ureq error; for an attempt baton refused to send
-    /// (`ureq::Error::Other`), the reason inside it (ureq's errors have no source of their
-    /// own, so the reason, a [`DestinationError`](baton_core::DestinationError) where the
-    /// destination rules refused, would be out of reach).
+    /// The engine's error (see [`Error`]).
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.0.client_error {
-            Some(ureq::Error::Other(reason)) => Some(&**reason),
-            Some(e) => Some(e),
-            None => std::error::Error::source(&self.0.inner),
-        }
+        Some(&self.0.inner)
     }
 }

@@ -174,12 +174,12 @@ fn reset_after_read_is_ambiguous_so_a_post_without_key_stops() {
     assert!(err.report().may_have_executed);
     assert_eq!(results(err.report()), [("a".into(), AMBIGUOUS)]);
     assert_eq!((a.request_count(), b.request_count()), (1, 0));
-    // The last ureq error is the source.
+    // The last ureq error is in the source chain (below the engine's error).
     assert!(err.client_error().is_some());
-    assert!(err
-        .source()
-        .unwrap()
-        .downcast_ref::<ureq::Error>()
+    assert!(testkit::in_chain::<ureq::Error>(&err).is_some());
+    let engine = err.source().unwrap();
+    assert!(engine
+        .downcast_ref::<baton_blocking::baton_core::Error>()
         .is_some());
     assert!(err.to_string().contains(err.report().request_id.as_str()));
 }

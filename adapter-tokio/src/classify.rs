@@ -90,6 +90,12 @@ pub enum FailureCause {
     /// No token for the endpoint's credential: its provider failed and no unexpired token
     /// was left (undelivered: nothing was sent).
     Credential,
+    /// Another baton call failed inside the attempt (baton nested in baton): its report
+    /// decides, undelivered only when none of its attempts may have executed.
+    InnerCall {
+        /// The inner call's `may_have_executed`.
+        may_have_executed: bool,
+    },
     /// Anything else (ambiguous).
     Other,
 }
@@ -115,6 +121,12 @@ impl FailureCause {
             FailureCause::Body => "body error",
             FailureCause::Rejected => "rejected locally",
             FailureCause::Credential => "no credential",
+            FailureCause::InnerCall {
+                may_have_executed: false,
+            } => "an inner baton call failed, nothing executed",
+            FailureCause::InnerCall {
+                may_have_executed: true,
+            } => "an inner baton call failed, it may have executed",
             FailureCause::Other => "transport error",
         }
     }
@@ -123,8 +135,10 @@ impl FailureCause {
     /// server's refusal of our identity is read as such only while connecting: the cause
     /// alone cannot prove it).
     pub fn may_have_executed(self) -> bool {
-        if let FailureCause::Certificate(r) = self {
-            return r.is_server_alert();
+        match self {
+            FailureCause::Certificate(r) => return r.is_server_alert(),
+            FailureCause::InnerCall { may_have_executed } => return may_have_executed,
+            _ => {}
         }
         !matches!(
             self,
@@ -207,9 +221,23 @@ pub(crate) fn classify(err: &reqwest::Error) -> Classified {
     from_facts(facts)
 }
 
-/// Classifies any error: a reqwest error anywhere in the chain decides; otherwise the
-/// phase is unknown and the failure is ambiguous (with the I/O kind for the cause).
+/// Classifies any error: the first in the chain of a credential that could not be had, a
+/// baton call's own error (an inner middleware or client that is baton: its report
+/// decides, never one of its attempts' errors below it) and a reqwest error decides;
+/// otherwise the phase is unknown and the failure is ambiguous (with the I/O kind for the
+/// cause).
 pub(crate) fn classify_dyn(err: &(dyn StdError + 'static)) -> Classified {
+    let decides = |e: &(dyn StdError + 'static)| {
+        e.is::<baton_core::credential::Unavailable>() || e.is::<reqwest::Error>()
+    };
+    if let Some(class) = baton_core::Error::of_inner_call(err, decides) {
+        return Classified {
+            kind: Kind::Failure(class),
+            cause: FailureCause::InnerCall {
+                may_have_executed: class != FailureClass::Undelivered,
+            },
+        };
+    }
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
     while let Some(e) = cur {
         if e.is::<baton_core::credential::Unavailable>() {

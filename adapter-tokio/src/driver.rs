@@ -480,11 +480,11 @@ impl<O: Owner> CallTransport for Calls<O> {
                     let endpoint = kept_endpoint(&report);
                     Box::new(Response::new(r.0, report, endpoint, deadline))
                 });
-                Err(Error::Call {
-                    error,
-                    last,
-                    retained,
-                })
+                let error = match last {
+                    Some(last) => error.with_last_error(Box::new(last)),
+                    None => error,
+                };
+                Err(Error::Call { error, retained })
             }
         }
     }

@@ -160,7 +160,11 @@ pub(crate) fn scrubbed(e: BoxError) -> BoxError {
 /// - [`Error::Body`]: the response head arrived (the call succeeded) but reading its body
 ///   failed; it names the endpoint and is never passed off as a complete body.
 ///
-/// `source()` is the last underlying client error (the `reqwest::Error`) when there is one.
+/// `source()` of a failed call is the engine's [`baton_core::Error`], whose own source is
+/// the last attempt's [`AttemptError`] (and its source the `reqwest::Error`) when there is
+/// one: walk the chain, or use [`Error::reqwest`]. A baton call failing inside another's
+/// attempt is read by its report, not by its last attempt alone
+/// ([`baton_core::Error::of_inner_call`]).
 ///
 /// ```no_run
 /// # async fn demo(client: baton_tokio::Client) {
@@ -180,10 +184,9 @@ pub(crate) fn scrubbed(e: BoxError) -> BoxError {
 pub enum Error {
     /// The call failed.
     Call {
-        /// The engine's error: kind and report.
+        /// The engine's error: kind and report, and the last attempt's [`AttemptError`]
+        /// when it had one (see [`Error::last_attempt_error`]).
         error: baton_core::Error,
-        /// The last attempt's underlying failure, when it had one.
-        last: Option<AttemptError>,
         /// A retained response the engine was not allowed to return (SPEC 2.10).
         retained: Option<Box<Response>>,
     },
@@ -246,7 +249,7 @@ impl Error {
     /// The last attempt's underlying failure.
     pub fn last_attempt_error(&self) -> Option<&AttemptError> {
         match self {
-            Error::Call { last, .. } => last.as_ref(),
+            Error::Call { error, .. } => error.last_error()?.downcast_ref(),
             Error::Body { .. } => None,
         }
     }
@@ -254,7 +257,7 @@ impl Error {
     /// The last underlying reqwest error, when there is one.
     pub fn reqwest(&self) -> Option<&reqwest::Error> {
         match self {
-            Error::Call { last, .. } => last.as_ref().and_then(AttemptError::reqwest),
+            Error::Call { .. } => self.last_attempt_error()?.reqwest(),
             Error::Body { source, .. } => source.downcast_ref(),
         }
     }
@@ -279,9 +282,9 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Call { error, last, .. } => {
+            Error::Call { error, .. } => {
                 write!(f, "{error}")?;
-                if let Some(last) = last {
+                if let Some(last) = self.last_attempt_error() {
                     write!(f, "; last error: {last}")?;
                 }
                 Ok(())
@@ -300,10 +303,7 @@ impl fmt::Display for Error {
 impl StdError for Error {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            Error::Call { error, last, .. } => match last {
-                Some(l) => Some(l.inner() as &(dyn StdError + 'static)),
-                None => error.source(),
-            },
+            Error::Call { error, .. } => Some(error),
             Error::Body { source, .. } => Some(&**source as &(dyn StdError + 'static)),
         }
     }

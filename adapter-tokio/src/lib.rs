@@ -107,10 +107,13 @@
 //!   (SPEC 3), the same on every adapter: reqwest's own reading of the environment is off
 //!   and each request URL is routed by core (`http` forwarded in absolute form, `https`
 //!   through `CONNECT`). `env_proxies = false` in the settings connects directly.
-//! - **Errors.** [`Error::Call`] carries the engine's error (kind and [`Report`]) and the
-//!   last attempt's underlying error (a `reqwest::Error`, baton's attempt timeout, or why
-//!   the request could not be built) as its `source()`, plus a [`FailureCause`] label
-//!   (refused, DNS, TLS, reset...).
+//! - **Errors.** [`Error::Call`] carries the engine's error (kind and [`Report`]) as its
+//!   `source()`, whose own source is the last attempt's [`AttemptError`]: its
+//!   [`FailureCause`] label (refused, DNS, TLS, reset...) and underlying error (a
+//!   `reqwest::Error`, baton's attempt timeout, or why the request could not be built).
+//!   With the engine's error in every chain, baton failing inside another baton's
+//!   attempt (a `BatonMiddleware` after another) is read by its report: the outer attempt
+//!   is undelivered only when no attempt of the inner call may have executed.
 //!
 //! ## Middleware
 //!

@@ -7,7 +7,7 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use baton_core::{CallOptions, Report, StopReason};
+use baton_core::{AttemptResult, CallOptions, FailureClass, Report, StopReason};
 use baton_tokio::BatonMiddleware;
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
@@ -124,4 +124,105 @@ async fn call_options_ride_in_extensions() {
     assert_eq!(primary.count_with_header("idempotency-key", "mw-key-1"), 2);
     assert_eq!(backup.request_count(), 0);
     assert_eq!(inner.0.load(Ordering::SeqCst), 2);
+}
+
+/// baton inside baton: the outer attempt fails with the inner call's error, and what the
+/// inner call's report says decides the outer attempt's class, never its last attempt's
+/// error alone. Here the inner call's first endpoint reset the GET after reading it (it
+/// may have executed) and its second refused the connection: the refusal alone would read
+/// as "nothing was sent".
+#[tokio::test]
+async fn baton_inside_baton_reads_the_inner_calls_report_not_its_last_attempt() {
+    let reset = Provider::start(Behaviour::reset());
+    let refused = testkit::refused_url();
+    let (outer, inner) = nested(&[("p", &reset.url()), ("q", &refused)]);
+    let client = reqwest_middleware::ClientBuilder::new(plain())
+        .with(outer)
+        .with(inner)
+        .build();
+    let err = client.get(reset.url()).send().await.unwrap_err();
+    let reqwest_middleware::Error::Middleware(e) = err else {
+        panic!("expected a middleware error")
+    };
+    let outer_err = e.downcast_ref::<baton_tokio::Error>().unwrap();
+    let last = outer_err.last_attempt_error().unwrap();
+    // The inner call's error, in the outer attempt's chain (anyhow, in reqwest-middleware,
+    // shows the inner baton_tokio::Error's sources, the engine's error first).
+    let scrubbed = last
+        .inner()
+        .downcast_ref::<baton_tokio::Scrubbed>()
+        .unwrap();
+    let inner_err = testkit::in_chain::<baton_core::Error>(scrubbed.inner()).unwrap();
+    assert!(inner_err.report.may_have_executed);
+    assert_eq!(inner_err.report.attempts.len(), 2);
+    let refusal = inner_err
+        .last_error()
+        .unwrap()
+        .downcast_ref::<baton_tokio::AttemptError>();
+    assert_eq!(refusal.unwrap().cause(), baton_tokio::FailureCause::Refused);
+    // Each outer attempt (a GET: the second goes on after the first) is ambiguous: the
+    // inner call it made may have executed.
+    let ambiguous = AttemptResult::Failed(FailureClass::Ambiguous);
+    let results: Vec<_> = outer_err
+        .report()
+        .attempts
+        .iter()
+        .map(|a| a.result)
+        .collect();
+    assert_eq!(results, [ambiguous, ambiguous], "{outer_err}");
+    let cause = baton_tokio::FailureCause::InnerCall {
+        may_have_executed: true,
+    };
+    assert_eq!(last.cause(), cause);
+    assert!(outer_err.may_have_executed());
+    assert_eq!(reset.request_count(), 2);
+}
+
+/// An inner baton call that proves nothing was sent anywhere is undelivered for the outer
+/// call: its POST may go on to the outer call's next endpoint.
+#[tokio::test]
+async fn an_inner_call_that_sent_nothing_lets_the_outer_post_fail_over() {
+    let refused = testkit::refused_url();
+    let backup = Provider::start(Behaviour::ok());
+    let (outer, inner) = nested(&[("p", &refused), ("q", &refused)]);
+    let client = reqwest_middleware::ClientBuilder::new(plain())
+        .with(outer)
+        .with(inner)
+        .build();
+    let err = client.post(&refused).body("{}").send().await.unwrap_err();
+    let reqwest_middleware::Error::Middleware(e) = err else {
+        panic!("expected a middleware error")
+    };
+    let outer_err = e.downcast_ref::<baton_tokio::Error>().unwrap();
+    let undelivered = AttemptResult::Failed(FailureClass::Undelivered);
+    let results: Vec<_> = outer_err
+        .report()
+        .attempts
+        .iter()
+        .map(|a| a.result)
+        .collect();
+    assert_eq!(results, [undelivered, undelivered], "{outer_err}");
+    assert!(!outer_err.may_have_executed());
+    assert_eq!(backup.request_count(), 0);
+}
+
+/// A reqwest client that follows no redirects (one request per attempt).
+fn plain() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(std::time::Duration::from_millis(500))
+        .build()
+        .unwrap()
+}
+
+/// An outer baton of two endpoints (one attempt each; every attempt goes through the
+/// inner baton, whatever its URL) and an inner one of `inner`.
+fn nested(inner: &[(&str, &str)]) -> (BatonMiddleware, BatonMiddleware) {
+    let outer = common::policy(&[("x", "http://127.0.0.1:9/"), ("y", "http://127.0.0.1:9/")])
+        .configure(|s| s.attempts_per_endpoint = Some(1));
+    let inner = common::policy(inner).configure(|s| s.attempts_per_endpoint = Some(1));
+    (
+        BatonMiddleware::new(outer).unwrap(),
+        BatonMiddleware::new(inner).unwrap(),
+    )
 }

@@ -15,6 +15,10 @@
 //!   thread, so the error does not prove which side of the last stream id the request
 //!   was. This holds for hyper's and hyper-util's HTTP/2 clients and for tonic's
 //!   `Channel`, whose errors keep h2's as their source;
+//! - an error of a baton call below the layer (a `Baton` service inside another, or a
+//!   client built on baton inside the service): that call's report decides, undelivered
+//!   only when none of its attempts may have executed; the errors of its attempts below it
+//!   are not read ([`baton_core::Error::of_inner_call`]);
 //! - everything else is *ambiguous*: the request may have reached the provider. An
 //!   [`io::Error`](std::io::Error) of kind "refused" or "unreachable" is no proof: on an
 //!   established connection the kernel reports a stored ICMP error the same way, after the
@@ -34,6 +38,9 @@ pub(crate) fn classify(
     hook: Option<&ErrorClassifier>,
 ) -> FailureClass {
     if let Some(class) = hook.and_then(|h| h(e)) {
+        return class;
+    }
+    if let Some(class) = baton_core::Error::of_inner_call(e, |_| false) {
         return class;
     }
     #[cfg(feature = "h2")]

@@ -9,8 +9,11 @@ use baton_core::{ConfigError, ErrorKind, Report};
 
 use crate::BoxError;
 
-/// A failed call (SPEC 2.10): what the engine decided, the last attempt's own error as
-/// `source()`, and the retained response when the engine kept one (its body unread).
+/// A failed call (SPEC 2.10): what the engine decided, and the retained response when the
+/// engine kept one (its body unread). Its `source()` is the engine's [`baton_core::Error`],
+/// whose own source is the last attempt's error (the inner service's, its text scrubbed of
+/// URLs) when there is one. A layer or client of baton's below this one, failing inside an
+/// attempt, is read by that error's report ([`baton_core::Error::of_inner_call`]).
 ///
 /// ```
 /// # async fn demo<S>(mut svc: baton_tower::Baton<S>) where
@@ -30,7 +33,6 @@ pub struct Error<R>(Box<Failure<R>>);
 /// middleware turns errors into `BoxError`s), which also lets it be taken out by `&self`.
 pub(crate) struct Failure<R> {
     pub(crate) error: baton_core::Error,
-    pub(crate) last: Option<BoxError>,
     pub(crate) retained: Mutex<Option<http::Response<R>>>,
     pub(crate) retained_status: Option<http::StatusCode>,
 }
@@ -42,9 +44,12 @@ impl<R> Error<R> {
         retained: Option<http::Response<R>>,
     ) -> Self {
         let retained_status = retained.as_ref().map(http::Response::status);
+        let error = match last {
+            Some(last) => error.with_last_error(last),
+            None => error,
+        };
         Error(Box::new(Failure {
             error,
-            last,
             retained: Mutex::new(retained),
             retained_status,
         }))
@@ -95,7 +100,7 @@ impl<R> fmt::Debug for Error<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Error")
             .field("error", &self.0.error)
-            .field("last", &self.0.last)
+            .field("last", &self.0.error.last_error())
             .field("retained", &self.0.retained_status)
             .finish()
     }
@@ -109,10 +114,7 @@ impl<R> fmt::Display for Error<R> {
 
 impl<R> StdError for Error<R> {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        match &self.0.last {
-            Some(e) => Some(&**e),
-            None => self.0.error.source(),
-        }
+        Some(&self.0.error)
     }
 }
 

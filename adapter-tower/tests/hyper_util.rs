@@ -475,3 +475,56 @@ async fn attempts_end_under_the_builders_own_timers_and_under_tokio_sleep_given(
     // (`TokioSleep` given is tokio's timers in place: the unit test in `sleep.rs`).
     assert_eq!(made.load(Ordering::SeqCst), 2);
 }
+
+/// A layer in front of a layer (baton inside baton): the inner call's error is what an
+/// outer attempt fails with, and the inner call's report decides its class.
+type Nested = Baton<Baton<Client<HttpConnector, ReplayBody<ReplayBody<Body>>>>>;
+
+/// An outer layer of two endpoints (one attempt each; every attempt goes through the inner
+/// layer, whatever its URL) over an inner one of `a` and `b`.
+fn nested(a: &str, b: &str) -> Nested {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(Duration::from_millis(300)));
+    let client = Client::builder(TokioExecutor::new()).build(connector);
+    let once = |p: PolicyBuilder| p.configure(|s| s.attempts_per_endpoint = Some(1));
+    let inner = BatonLayer::new(once(two(a, b))).unwrap().layer(client);
+    let outer = once(two("http://127.0.0.1:9/", "http://127.0.0.1:9/"));
+    BatonLayer::new(outer).unwrap().layer(inner)
+}
+
+fn results(report: &Report) -> Vec<baton_core::AttemptResult> {
+    report.attempts.iter().map(|a| a.result).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inner_layer_that_sent_nothing_lets_the_outer_post_fail_over() {
+    let refused = testkit::refused_url();
+    let mut svc = nested(&refused, &refused);
+    let err = svc.call(request("POST", full("{}"))).await.unwrap_err();
+    let undelivered = baton_core::AttemptResult::Failed(baton_core::FailureClass::Undelivered);
+    assert_eq!(results(err.report()), [undelivered, undelivered], "{err}");
+    assert!(!err.may_have_executed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inner_layer_that_may_have_executed_is_ambiguous_whatever_its_last_attempt() {
+    // The inner call's first endpoint resets the GET after reading it, its second refuses:
+    // the refusal alone would read as "nothing was sent".
+    let reset = Provider::start(Behaviour::reset());
+    let refused = testkit::refused_url();
+    let mut svc = nested(&reset.url(), &refused);
+    let err = svc.call(request("GET", full(""))).await.unwrap_err();
+    let ambiguous = baton_core::AttemptResult::Failed(baton_core::FailureClass::Ambiguous);
+    assert_eq!(results(err.report()), [ambiguous, ambiguous], "{err}");
+    assert!(err.may_have_executed());
+    assert_eq!(reset.request_count(), 2);
+    // The outer call's engine error is the source; its last error, scrubbed of URLs (no
+    // source of its own), keeps the inner call's error for programs.
+    let source = std::error::Error::source(&err).unwrap();
+    let outer = source.downcast_ref::<baton_core::Error>().unwrap();
+    let last = outer.last_error().unwrap();
+    let scrubbed = last.downcast_ref::<baton_core::Scrubbed>().unwrap();
+    let inner = testkit::in_chain::<baton_core::Error>(scrubbed.inner()).unwrap();
+    assert_eq!(inner.report.attempts.len(), 2);
+    assert!(inner.report.may_have_executed);
+}

@@ -538,7 +538,15 @@ pub struct AttemptFailure {
 }
 
 /// A failed call: the kind of error plus the full report (attempts, request id, stop
-/// reason, `may_have_executed`).
+/// reason, `may_have_executed`), and the last attempt's own error when an adapter gave it
+/// ([`with_last_error`](Error::with_last_error)).
+///
+/// Every adapter's call error has this error as its `source()`, and this error's source is
+/// the last attempt's error (else the engine's description of the last attempt). So a
+/// baton call that fails inside another one's attempt (baton nested in baton, or a client
+/// built on baton below a layer) is found in the outer attempt's error chain, and its
+/// report, not an error of one of its attempts, says what the outer attempt may have done
+/// ([`Error::of_inner_call`]).
 ///
 /// ```
 /// # use baton_core::{sim::{Sim, Script}, CallOptions, Endpoint, Policy, ErrorKind};
@@ -559,6 +567,8 @@ pub struct Error {
     /// Everything known about the call.
     pub report: Box<Report>,
     last_cause: Option<AttemptFailure>,
+    /// The last attempt's own error (an adapter's), shared so that the error stays `Clone`.
+    last_error: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl Error {
@@ -573,12 +583,90 @@ impl Error {
             kind,
             report: Box::new(report),
             last_cause,
+            last_error: None,
         }
     }
 
     /// The last attempt's failure, if there was an attempt.
     pub fn last_failure(&self) -> Option<&AttemptFailure> {
         self.last_cause.as_ref()
+    }
+
+    /// This error with `error`, the last attempt's own error (a transport's, a service's),
+    /// as its `source()`. Adapters call it; an adapter's call error has this error as its
+    /// own source, and reads the last error back by downcasting [`last_error`](Self::last_error).
+    ///
+    /// ```
+    /// # use baton_core::{sim::{Sim, Script}, CallOptions, Endpoint, Policy};
+    /// # use std::time::Instant;
+    /// # let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
+    /// # let mut sim = Sim::new(policy, Instant::now());
+    /// # sim.script("a", Script::refuse());
+    /// let err = sim.run(http::Method::GET, CallOptions::default()).report.into_error().unwrap();
+    /// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    /// let err = err.with_last_error(Box::new(refused));
+    /// let last = std::error::Error::source(&err).unwrap();
+    /// assert!(last.downcast_ref::<std::io::Error>().is_some());
+    /// ```
+    pub fn with_last_error(mut self, error: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        self.last_error = Some(std::sync::Arc::from(error));
+        self
+    }
+
+    /// The last attempt's own error, when the adapter gave it.
+    pub fn last_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.last_error.as_deref()
+    }
+
+    /// The failure class of an attempt whose error is, or was caused by, another baton
+    /// call's failure (baton nested in baton): `Some` when `error`'s chain holds a baton
+    /// call's [`Error`], before any error that decides on its own (`decides`, the
+    /// adapter's proofs, such as a credential that could not be had). That inner call's
+    /// report decides: undelivered only when none of its attempts may have executed,
+    /// else ambiguous. An error of one of the inner call's attempts below it (a refused
+    /// connection after an earlier attempt that timed out) proves nothing about the
+    /// others, so the chain is not read past it.
+    ///
+    /// ```
+    /// # use baton_core::{sim::{Sim, Script}, CallOptions, Endpoint, Error, FailureClass, Policy};
+    /// # use std::time::Instant;
+    /// let policy = Policy::builder()
+    ///     .endpoint(Endpoint::new("a", "http://a.example/"))
+    ///     .endpoint(Endpoint::new("b", "http://b.example/"))
+    ///     .build()
+    ///     .unwrap();
+    /// let mut sim = Sim::new(policy, Instant::now());
+    /// // The inner call's first attempt is reset after its request went out (may have
+    /// // executed), its second is refused: the last error alone would say "nothing sent".
+    /// sim.script("a", Script::reset());
+    /// sim.script("b", Script::refuse());
+    /// let inner = sim.run(http::Method::GET, CallOptions::default()).report.into_error().unwrap();
+    /// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    /// let inner = inner.with_last_error(Box::new(refused));
+    /// assert!(inner.report.may_have_executed);
+    /// assert_eq!(Error::of_inner_call(&inner, |_| false), Some(FailureClass::Ambiguous));
+    /// assert_eq!(Error::of_inner_call(&std::io::Error::other("x"), |_| false), None);
+    /// ```
+    pub fn of_inner_call(
+        error: &(dyn std::error::Error + 'static),
+        decides: impl Fn(&(dyn std::error::Error + 'static)) -> bool,
+    ) -> Option<crate::FailureClass> {
+        let mut cur = Some(error);
+        let mut depth = 0;
+        while let Some(e) = cur {
+            if let Some(call) = e.downcast_ref::<Error>() {
+                return Some(match call.report.may_have_executed {
+                    true => crate::FailureClass::Ambiguous,
+                    false => crate::FailureClass::Undelivered,
+                });
+            }
+            depth += 1;
+            if decides(e) || depth > 64 {
+                return None;
+            }
+            cur = e.source();
+        }
+        None
     }
 }
 
@@ -622,9 +710,15 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {
+    /// The last attempt's own error when an adapter gave it, else the engine's
+    /// description of the last attempt.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.last_cause
-            .as_ref()
-            .map(|c| c as &(dyn std::error::Error + 'static))
+        match &self.last_error {
+            Some(e) => Some(&**e as &(dyn std::error::Error + 'static)),
+            None => self
+                .last_cause
+                .as_ref()
+                .map(|c| c as &(dyn std::error::Error + 'static)),
+        }
     }
 }
