@@ -168,8 +168,10 @@ pub(crate) fn proven(phase: Phase, err: &(dyn StdError + 'static), fresh: bool) 
     if phase != Phase::Exchange {
         return phase;
     }
+    // Down to a baton call's own error (one inside a request body's stream): below it are
+    // that call's attempts, not this one.
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
-    while let Some(e) = cur {
+    while let Some(e) = cur.filter(|e| !e.is::<baton_core::Error>()) {
         if let Some(h) = e.downcast_ref::<h2::Error>() {
             let end = baton_core::H2StreamError {
                 remote: h.is_remote(),

@@ -9,6 +9,9 @@
 //! - *ambiguous*: everything else: a timeout while sending or waiting for the response
 //!   head, reset, closed, broken pipe, a protocol error, a body error, and any error this
 //!   module does not recognise.
+//! - *another baton call's error* (a `BatonMiddleware` after this one): its report decides
+//!   ([`FailureCause::InnerCall`]), undelivered only when none of its attempts may have
+//!   executed; nothing below it in the chain (its attempts' errors) is read.
 //! - *HTTP/2* (SPEC 9): an `h2::Error` in the chain of a send (never of a body read) is
 //!   read as a [`baton_core::H2End`] and classified by core's one rule: a remote
 //!   `RST_STREAM(REFUSED_STREAM)` is undelivered (a reset names its one stream); any
@@ -257,14 +260,15 @@ pub(crate) fn classify_dyn(err: &(dyn StdError + 'static)) -> Classified {
     from_facts(facts)
 }
 
-/// Walks the source chain (the error itself included).
+/// Walks the source chain (the error itself included), down to a baton call's own error
+/// (one inside the request's body stream, say): below it are that call's attempts.
 fn chain_facts(err: &(dyn StdError + 'static)) -> Facts {
     let mut facts = Facts {
         rejected: baton_tls::rejection(err),
         ..Facts::default()
     };
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
-    while let Some(e) = cur {
+    while let Some(e) = cur.filter(|e| !e.is::<baton_core::Error>()) {
         if let Some(h) = e.downcast_ref::<h2::Error>() {
             facts.h2 = facts.h2.or(h2_end(h));
         }

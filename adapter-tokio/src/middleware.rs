@@ -36,6 +36,12 @@
 //! whose `Location` then refuses the connection, would end as a connect error, which reads
 //! as "nothing was sent", and the POST would fail over. baton follows redirects itself,
 //! within the attempt, by the engine's rules.
+//!
+//! A second `BatonMiddleware` after this one is read by its call's report, so it must be
+//! one call per attempt too: a retrying middleware between the two would hand back only
+//! the last inner call's error, whose report does not cover the calls before it. Both must
+//! also be built on the same `baton-core` (one version in the build): the inner call's
+//! error is recognised by its type.
 
 use std::future::Future;
 use std::time::Duration;

@@ -1,11 +1,16 @@
 //! Failure classes of an inner service's errors (SPEC 1), by phase, never by text.
 //!
 //! A generic `Service` says little about when it failed, so the rule is conservative:
+//! - an error of a baton call below the layer (a `Baton` service inside another, or a
+//!   client built on baton inside the service) decides first: that call's report,
+//!   undelivered only when none of its attempts may have executed; the errors of its
+//!   attempts below it are read by no rule and no hook
+//!   ([`baton_core::Error::of_inner_call`]);
 //! - *undelivered* only with proof that no request byte was written: `poll_ready` failed
 //!   or never finished (the request was never handed over), or hyper-util's legacy client
 //!   says the error happened while connecting (`is_connect()`, feature `hyper-util`);
 //! - a caller's hook ([`BatonBuilder::classify_error`](crate::BatonBuilder::classify_error))
-//!   decides first, for services whose errors it knows (alloy transports, ...);
+//!   decides next, for services whose errors it knows (alloy transports, ...);
 //! - HTTP/2's own proofs (feature `h2`, SPEC 9): an `h2::Error` anywhere in the chain is
 //!   read by core's rule ([`baton_core::H2StreamError`]): a remote `REFUSED_STREAM` is
 //!   undelivered (a reset names its one stream); any other reset is ambiguous, and so is
@@ -15,10 +20,6 @@
 //!   thread, so the error does not prove which side of the last stream id the request
 //!   was. This holds for hyper's and hyper-util's HTTP/2 clients and for tonic's
 //!   `Channel`, whose errors keep h2's as their source;
-//! - an error of a baton call below the layer (a `Baton` service inside another, or a
-//!   client built on baton inside the service): that call's report decides, undelivered
-//!   only when none of its attempts may have executed; the errors of its attempts below it
-//!   are not read ([`baton_core::Error::of_inner_call`]);
 //! - everything else is *ambiguous*: the request may have reached the provider. An
 //!   [`io::Error`](std::io::Error) of kind "refused" or "unreachable" is no proof: on an
 //!   established connection the kernel reports a stored ICMP error the same way, after the
@@ -37,10 +38,13 @@ pub(crate) fn classify(
     e: &(dyn StdError + 'static),
     hook: Option<&ErrorClassifier>,
 ) -> FailureClass {
-    if let Some(class) = hook.and_then(|h| h(e)) {
+    // A baton call's error in the chain decides before the caller's hook: below it are
+    // the inner call's attempts' errors, which a hook written for the transport would
+    // read as proof (a connect error) while an earlier inner attempt may have executed.
+    if let Some(class) = baton_core::Error::of_inner_call(e, |_| false) {
         return class;
     }
-    if let Some(class) = baton_core::Error::of_inner_call(e, |_| false) {
+    if let Some(class) = hook.and_then(|h| h(e)) {
         return class;
     }
     #[cfg(feature = "h2")]

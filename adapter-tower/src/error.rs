@@ -100,7 +100,6 @@ impl<R> fmt::Debug for Error<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Error")
             .field("error", &self.0.error)
-            .field("last", &self.0.error.last_error())
             .field("retained", &self.0.retained_status)
             .finish()
     }

@@ -82,8 +82,9 @@
 //! ## Classification
 //! See [`classify`](crate#classification): undelivered only with proof (a failed
 //! `poll_ready`, hyper-util's `is_connect()`, HTTP/2's own proofs read from an `h2::Error`
-//! in the chain by core's rule (feature `h2`: `REFUSED_STREAM`), or the caller's
-//! [`BatonBuilder::classify_error`]); everything else, attempt timeouts, other HTTP/2
+//! in the chain by core's rule (feature `h2`: `REFUSED_STREAM`), the caller's
+//! [`BatonBuilder::classify_error`], or the report of a baton call below the layer that
+//! failed with nothing executed); everything else, attempt timeouts, other HTTP/2
 //! resets and a `GOAWAY` included, is ambiguous. Responses are classified by the policy's own
 //! rules, and its classifier sees status and headers: a gRPC error in a trailers-only
 //! response (its `grpc-status` header) can trigger a failover:
@@ -113,6 +114,12 @@
 //! A redirect followed inside hides that the first request was answered: a POST answered
 //! 303, whose `Location` then refuses the connection, would end as a connect error, which
 //! reads as "nothing was sent", and the POST would fail over.
+//!
+//! A `Baton` (or a client built on baton) inside the service is read by its call's report,
+//! so it must be one call per attempt too: a `Retry` between two batons would hand back
+//! only the last inner call's error, and its report does not cover the calls before it.
+//! Both batons must also be built on the same `baton-core` (one version in the build):
+//! the inner call's error is recognised by its type.
 //!
 //! Not here: environment proxies (the inner service's); body timeouts (the response body
 //! is the inner service's stream).
@@ -214,8 +221,10 @@ impl BatonBuilder {
         self
     }
 
-    /// Classifies the inner service's errors first (`None` leaves an error to the built-in
-    /// rules). Say `Undelivered` only when the error proves no request byte was sent.
+    /// Classifies the inner service's errors (`None` leaves an error to the built-in
+    /// rules). Say `Undelivered` only when the error proves no request byte was sent. It
+    /// runs first but for one rule: an error that holds a baton call's own error (baton
+    /// below the layer) is read by that call's report, and never reaches the hook.
     pub fn classify_error(
         mut self,
         f: impl Fn(&(dyn std::error::Error + 'static)) -> Option<FailureClass> + Send + Sync + 'static,

@@ -84,13 +84,14 @@ fn push(texts: &Texts, text: String) {
     texts.lock().unwrap().push(text);
 }
 
-/// `Display`, `Debug` and the `Display` of every source of `e`.
+/// `Display` and `Debug` of `e` and of every source of it.
 fn push_error(texts: &Texts, e: &(dyn std::error::Error + 'static)) {
     push(texts, format!("{e}"));
     push(texts, format!("{e:?}"));
     let mut source = e.source();
     while let Some(s) = source {
         push(texts, format!("{s}"));
+        push(texts, format!("{s:?}"));
         source = s.source();
     }
 }

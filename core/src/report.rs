@@ -518,7 +518,8 @@ impl Report {
     }
 }
 
-/// The last failure of a call, exposed as the `source()` of [`Error`].
+/// The last failure of a call, as the engine saw it: the `source()` of [`Error`] when no
+/// adapter gave the last attempt's own error ([`Error::with_last_error`]).
 ///
 /// ```
 /// use baton_core::{AttemptFailure, AttemptResult, FailureClass};
@@ -636,8 +637,9 @@ impl Error {
     ///     .build()
     ///     .unwrap();
     /// let mut sim = Sim::new(policy, Instant::now());
-    /// // The inner call's first attempt is reset after its request went out (may have
-    /// // executed), its second is refused: the last error alone would say "nothing sent".
+    /// // Endpoint a resets every request after reading it (it may have executed), b
+    /// // refuses every connection: the inner call's last attempt is b's refusal, and that
+    /// // error alone would say "nothing was sent".
     /// sim.script("a", Script::reset());
     /// sim.script("b", Script::refuse());
     /// let inner = sim.run(http::Method::GET, CallOptions::default()).report.into_error().unwrap();

@@ -546,7 +546,9 @@ impl fmt::Display for Rejection {
 }
 
 /// The certificate rejection in an error chain, if any: a rustls error anywhere in it
-/// (also inside an `io::Error`, whose `source()` skips the error it wraps).
+/// (also inside an `io::Error`, whose `source()` skips the error it wraps), above any
+/// baton call's own error ([`baton_core::Error`]): what is below that one is of the inner
+/// call's attempts, read by its report, not of this attempt.
 ///
 /// ```
 /// use baton_tls::{rejection, Rejection};
@@ -559,6 +561,9 @@ pub fn rejection(err: &(dyn StdError + 'static)) -> Option<Rejection> {
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
     let mut depth = 0;
     while let Some(e) = cur {
+        if e.is::<baton_core::Error>() {
+            return None;
+        }
         if let Some(r) = e.downcast_ref::<rustls::Error>().and_then(of_rustls) {
             return Some(r);
         }
