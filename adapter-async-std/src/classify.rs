@@ -13,6 +13,11 @@
 //! | [`Phase::Certificate`] | the handshake failed on a certificate: rejected by us (unknown issuer, name mismatch, expired), or our identity refused by the server's alert | untrusted |
 //! | [`Phase::Exchange`] | anything once the request started to be written: reset, EOF, timeout waiting for the headers, a TLS alert after the handshake, a protocol error, any other HTTP/2 reset | ambiguous |
 //!
+//! A certificate or HTTP/2 error is read only from the attempt's own part of an error's
+//! chain: not below hyper's error for the request body's own stream (the caller's source
+//! failed, a download whose certificate was rejected, say: the head was sent, so the
+//! attempt is an exchange failure), nor below a baton call's error.
+//!
 //! Nothing here decides what happens next: the class goes to the engine.
 
 use std::error::Error as StdError;
@@ -162,16 +167,18 @@ impl TransportError {
 /// refusing our identity only on a connection this attempt opened, `fresh`), or an
 /// HTTP/2 refusal of the request (core's rule) instead of an exchange failure.
 pub(crate) fn proven(phase: Phase, err: &(dyn StdError + 'static), fresh: bool) -> Phase {
-    if baton_tls::rejection(err).is_some_and(|r| !r.is_server_alert() || fresh) {
+    let rejected = baton_tls::rejection_above(err, &ends_attempt);
+    if rejected.is_some_and(|r| !r.is_server_alert() || fresh) {
         return Phase::Certificate;
     }
     if phase != Phase::Exchange {
         return phase;
     }
-    // Down to a baton call's own error (one inside a request body's stream): below it are
-    // that call's attempts, not this one.
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
-    while let Some(e) = cur.filter(|e| !e.is::<baton_core::Error>()) {
+    while let Some(e) = cur {
+        if ends_attempt(e) {
+            break;
+        }
         if let Some(h) = e.downcast_ref::<h2::Error>() {
             let end = baton_core::H2StreamError {
                 remote: h.is_remote(),
@@ -193,6 +200,16 @@ pub(crate) fn proven(phase: Phase, err: &(dyn StdError + 'static), fresh: bool) 
         cur = e.source();
     }
     Phase::Exchange
+}
+
+/// Where an attempt's own errors end in a chain: at a baton call's error (below it are
+/// that call's attempts), or at hyper's error for the request body's own stream
+/// (`is_user`: below it is the error of the caller's body source, which proves nothing
+/// about this connection).
+fn ends_attempt(e: &(dyn StdError + 'static)) -> bool {
+    e.is::<baton_core::Error>()
+        || e.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_user)
 }
 
 /// The engine input for a failure in `phase` (a timeout or not).

@@ -297,6 +297,24 @@ on_both_runtimes! {
         assert_eq!(b.request_count(), 0);
     }
 
+    /// A body streamed from a source that fails on a certificate (a download from another
+    /// server): the head and a part were sent, so the attempt may have executed; the
+    /// error is the caller's source's, not of the attempt's connection.
+    async fn a_body_whose_source_fails_on_a_certificate_may_have_executed() {
+        use futures_rustls::rustls::{CertificateError, Error as TlsError};
+        let a = Provider::start(Behaviour::ok());
+        let c = client(&[a.url()]);
+        let rejected = TlsError::InvalidCertificate(CertificateError::UnknownIssuer);
+        let chunks = futures_lite::stream::iter(vec![
+            Ok(Bytes::from_static(b"hello ")),
+            Err(std::io::Error::new(std::io::ErrorKind::InvalidData, rejected)),
+        ]);
+        let e = call_error(c.post("/").body(Body::stream(chunks)).send().await.unwrap_err());
+        let ambiguous = AttemptResult::Failed(FailureClass::Ambiguous);
+        assert_eq!(e.report().attempts[0].result, ambiguous, "{e}");
+        assert!(e.report().may_have_executed);
+    }
+
     async fn a_buffered_stream_body_is_replayable() {
         let b = Provider::start(Behaviour::ok());
         let c = client(&[testkit::refused_url(), b.url()]);

@@ -25,10 +25,16 @@
 //! timeout, and sending plus waiting for the response headers share its attempt timeout
 //! (from the moment the connection is ready), both clipped to the call's deadline.
 //!
+//! A certificate rejected in the handshake is proof at any phase (untrusted), but only in
+//! the connection's own errors: a request body's reader that fails (on a certificate of
+//! its own download, say) has its error marked ([`BodySource`]), and is read by the phase
+//! like any other error.
+//!
 //! This module decides nothing else: no retry, no endpoint choice.
 
 use std::cell::Cell;
 use std::fmt;
+use std::io::{self, Read};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
@@ -237,13 +243,46 @@ pub(crate) fn classify(err: &ureq::Error, phase: Phase, fresh: bool) -> AttemptO
     }
 }
 
-/// The certificate rejection in a ureq error (rustls' error inside its I/O error), if any.
+/// The certificate rejection in a ureq error (rustls' error inside its I/O error), if any,
+/// above an error of the request body's own source ([`BodySource`]): that one is the
+/// caller's, and proves nothing about the attempt's connection.
 pub(crate) fn rejected(err: &ureq::Error) -> Option<baton_tls::Rejection> {
+    let source = |e: &(dyn std::error::Error + 'static)| e.is::<BodySource>();
     match err {
-        ureq::Error::Io(io) => baton_tls::rejection(io),
+        ureq::Error::Io(io) => baton_tls::rejection_above(io, &source),
         #[cfg(feature = "rustls")]
         ureq::Error::Rustls(e) => baton_tls::rejection(e),
         _ => None,
+    }
+}
+
+/// A read of the request body's source that failed, as ureq hands it back (inside its
+/// I/O error): the caller's reader, not the attempt's connection, failed. A reader that
+/// streams from elsewhere (a download whose certificate was rejected) must not read as
+/// this connection's proof that nothing was sent: the head went first.
+#[derive(Debug)]
+pub(crate) struct BodySource(io::Error);
+
+impl fmt::Display for BodySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the request body's source failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for BodySource {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// The caller's body reader, its errors marked as [`BodySource`] (their kind kept).
+pub(crate) struct SourceRead(pub(crate) Box<dyn Read>);
+
+impl Read for SourceRead {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0
+            .read(buf)
+            .map_err(|e| io::Error::new(e.kind(), BodySource(e)))
     }
 }
 

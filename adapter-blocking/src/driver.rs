@@ -418,7 +418,7 @@ fn send_plain(
         SendData::OneShot(r) => match r.take() {
             Some(r) if first => exec(
                 inner,
-                request.map(|()| SendBody::from_owned_reader(r)),
+                request.map(|()| SendBody::from_owned_reader(classify::SourceRead(r))),
                 attempt,
                 deadline,
             ),
@@ -432,7 +432,7 @@ fn send_plain(
             match body {
                 Ok(r) => exec(
                     inner,
-                    request.map(|()| SendBody::from_owned_reader(r)),
+                    request.map(|()| SendBody::from_owned_reader(classify::SourceRead(r))),
                     attempt,
                     deadline,
                 ),

@@ -426,6 +426,33 @@ fn one_shot_stream_is_not_replayed_unless_buffering_is_opted_in() {
     assert_eq!(b.request_count(), 1, "only the buffered call reached b");
 }
 
+/// A body read from a source that fails on a certificate (a download from another
+/// server): the head and a part were sent, so the attempt may have executed; the error is
+/// the caller's reader's, not of the attempt's connection.
+#[test]
+fn a_body_whose_source_fails_on_a_certificate_may_have_executed() {
+    struct Failing(bool);
+    impl std::io::Read for Failing {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if std::mem::replace(&mut self.0, true) {
+                let rejected =
+                    rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    rejected,
+                ));
+            }
+            buf[..6].copy_from_slice(b"hello ");
+            Ok(6)
+        }
+    }
+    let a = Provider::start(Behaviour::ok());
+    let c = client(&[("a", &a.url())]);
+    let err = c.post("/").send_reader(Failing(false)).unwrap_err();
+    assert_eq!(results(err.report()), [("a".into(), AMBIGUOUS)], "{err}");
+    assert!(err.report().may_have_executed);
+}
+
 #[test]
 fn body_factory_failure_on_a_later_attempt_is_a_replay_failure() {
     let refused = testkit::refused_url();

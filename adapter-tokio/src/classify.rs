@@ -9,6 +9,9 @@
 //! - *ambiguous*: everything else: a timeout while sending or waiting for the response
 //!   head, reset, closed, broken pipe, a protocol error, a body error, and any error this
 //!   module does not recognise.
+//! - *the request body's own stream failed* (hyper's user-body error): a body error,
+//!   ambiguous, whatever its source says (the caller's source may fail on a certificate
+//!   of its own, which proves nothing about this connection: the head was sent).
 //! - *another baton call's error* (a `BatonMiddleware` after this one): its report decides
 //!   ([`FailureCause::InnerCall`]), undelivered only when none of its attempts may have
 //!   executed; nothing below it in the chain (its attempts' errors) is read.
@@ -260,15 +263,20 @@ pub(crate) fn classify_dyn(err: &(dyn StdError + 'static)) -> Classified {
     from_facts(facts)
 }
 
-/// Walks the source chain (the error itself included), down to a baton call's own error
-/// (one inside the request's body stream, say): below it are that call's attempts.
+/// Walks the source chain (the error itself included) down to where the attempt's own
+/// errors end ([`ends_attempt`]).
 fn chain_facts(err: &(dyn StdError + 'static)) -> Facts {
     let mut facts = Facts {
-        rejected: baton_tls::rejection(err),
+        rejected: baton_tls::rejection_above(err, &ends_attempt),
         ..Facts::default()
     };
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
-    while let Some(e) = cur.filter(|e| !e.is::<baton_core::Error>()) {
+    while let Some(e) = cur {
+        if ends_attempt(e) {
+            // The request body's own stream failed (the head was sent): a body error.
+            facts.body |= !e.is::<baton_core::Error>();
+            break;
+        }
         if let Some(h) = e.downcast_ref::<h2::Error>() {
             facts.h2 = facts.h2.or(h2_end(h));
         }
@@ -294,6 +302,16 @@ fn chain_facts(err: &(dyn StdError + 'static)) -> Facts {
         cur = e.source();
     }
     facts
+}
+
+/// Where an attempt's own errors end in a chain: at a baton call's error (below it are
+/// that call's attempts, read by its report), or at hyper's error for the request body's
+/// own stream (`is_user`: below it is the error of the caller's body source, a download
+/// that failed on its certificate, say, which proves nothing about this connection).
+fn ends_attempt(e: &(dyn StdError + 'static)) -> bool {
+    e.is::<baton_core::Error>()
+        || e.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_user)
 }
 
 /// How an HTTP/2 stream ended, from h2's error, by core's reading

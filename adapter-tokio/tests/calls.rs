@@ -312,6 +312,30 @@ async fn streaming_body_is_sent_once_and_never_replayed() {
     assert!(log.names().contains(&"NotReplayable".to_string()));
 }
 
+/// A request body streamed from a source that fails with a certificate error (a download
+/// from another server whose certificate is rejected): the head and the first part were
+/// sent, so the attempt may have executed. The error in the body's source is the caller's,
+/// not this attempt's connection: it proves nothing about the provider.
+#[tokio::test]
+async fn a_body_whose_source_fails_on_a_certificate_may_have_executed() {
+    use http_body_util::{BodyExt, StreamBody};
+    let provider = Provider::start(Behaviour::ok());
+    let (client, _) = common::client(common::policy(&[("a", &provider.url())]));
+    let rejected = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+    let parts = [
+        Ok(http_body::Frame::data(bytes::Bytes::from("hello "))),
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rejected,
+        )),
+    ];
+    let body = reqwest::Body::wrap(StreamBody::new(futures_iter(parts.into_iter())).boxed());
+    let err = client.post("/").body(body).send().await.unwrap_err();
+    let ambiguous = baton_core::AttemptResult::Failed(baton_core::FailureClass::Ambiguous);
+    assert_eq!(err.report().attempts[0].result, ambiguous, "{err}");
+    assert!(err.may_have_executed());
+}
+
 #[tokio::test]
 async fn buffered_streaming_body_is_replayed_within_the_limit() {
     let backup = Provider::start(Behaviour::ok());

@@ -558,17 +558,42 @@ impl fmt::Display for Rejection {
 /// assert_eq!(rejection(&std::io::Error::other("reset")), None);
 /// ```
 pub fn rejection(err: &(dyn StdError + 'static)) -> Option<Rejection> {
+    rejection_above(err, &|_| false)
+}
+
+/// [`rejection`], read only down to the first error in the chain for which `end` is true
+/// (that one excluded): an adapter ends the attempt's own chain where the caller's errors
+/// begin (a request body's stream that failed: its error is the caller's source's, not of
+/// the attempt's connection).
+///
+/// ```
+/// use baton_tls::rejection_above;
+/// let inner = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+/// let io = std::io::Error::new(std::io::ErrorKind::InvalidData, inner);
+/// assert!(rejection_above(&io, &|_| false).is_some());
+/// assert_eq!(rejection_above(&io, &|e| e.is::<std::io::Error>()), None);
+/// ```
+pub fn rejection_above(
+    err: &(dyn StdError + 'static),
+    end: &dyn Fn(&(dyn StdError + 'static)) -> bool,
+) -> Option<Rejection> {
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
     let mut depth = 0;
     while let Some(e) = cur {
-        if e.is::<baton_core::Error>() {
+        if e.is::<baton_core::Error>() || end(e) {
             return None;
         }
         if let Some(r) = e.downcast_ref::<rustls::Error>().and_then(of_rustls) {
             return Some(r);
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if let Some(r) = io.get_ref().and_then(|inner| rejection(inner)) {
+            // `io::Error::source` skips the error it wraps: an end wrapped in one is
+            // looked at here, or the walk would step past it.
+            let inner = io.get_ref().map(|i| i as &(dyn StdError + 'static));
+            if inner.is_some_and(|i| i.is::<baton_core::Error>() || end(i)) {
+                return None;
+            }
+            if let Some(r) = inner.and_then(|inner| rejection_above(inner, end)) {
                 return Some(r);
             }
             if let Some(r) = alert_in_text(io) {
