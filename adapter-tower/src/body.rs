@@ -69,6 +69,25 @@ impl<B> std::fmt::Debug for ReplayBody<B> {
     }
 }
 
+/// An error of the caller's request body stream, as the inner service sees it: the body's
+/// own source failed (a download rejected on its certificate, an upstream connection
+/// refused), not the attempt's connection. The classifier reads no proof below it: the
+/// head had gone.
+#[derive(Debug)]
+pub(crate) struct BodySource(pub(crate) BoxError);
+
+impl std::fmt::Display for BodySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the request body's source failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for BodySource {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0)
+    }
+}
+
 impl<B> Body for ReplayBody<B>
 where
     B: Body<Data = Bytes>,
@@ -92,7 +111,8 @@ where
                 if let Some(frame) = taken.pop_front() {
                     return Poll::Ready(Some(Ok(frame)));
                 }
-                rest.as_mut().poll_frame(cx).map_err(Into::into)
+                let frame = rest.as_mut().poll_frame(cx);
+                frame.map_err(|e| Box::new(BodySource(e.into())) as BoxError)
             }
         }
     }

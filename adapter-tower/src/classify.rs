@@ -20,6 +20,9 @@
 //!   thread, so the error does not prove which side of the last stream id the request
 //!   was. This holds for hyper's and hyper-util's HTTP/2 clients and for tonic's
 //!   `Channel`, whose errors keep h2's as their source;
+//! - no proof is read below the error of the request body's own stream (the caller's body
+//!   source failed: a download refused over HTTP/2, say; the head had gone, so the
+//!   attempt is ambiguous);
 //! - everything else is *ambiguous*: the request may have reached the provider. An
 //!   [`io::Error`](std::io::Error) of kind "refused" or "unreachable" is no proof: on an
 //!   established connection the kernel reports a stored ICMP error the same way, after the
@@ -41,7 +44,7 @@ pub(crate) fn classify(
     // A baton call's error in the chain decides before the caller's hook: below it are
     // the inner call's attempts' errors, which a hook written for the transport would
     // read as proof (a connect error) while an earlier inner attempt may have executed.
-    if let Some(class) = baton_core::Error::of_inner_call(e, |_| false) {
+    if let Some(class) = baton_core::Error::of_inner_call(e, is_body_source) {
         return class;
     }
     if let Some(class) = hook.and_then(|h| h(e)) {
@@ -53,8 +56,7 @@ pub(crate) fn classify(
     }
     #[cfg(feature = "hyper-util")]
     {
-        let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
-        while let Some(err) = cur {
+        for err in own_chain(e) {
             if let Some(h) = err.downcast_ref::<hyper_util::client::legacy::Error>() {
                 // hyper-util knows the phase: its answer is final either way.
                 return if h.is_connect() {
@@ -63,17 +65,32 @@ pub(crate) fn classify(
                     FailureClass::Ambiguous
                 };
             }
-            cur = err.source();
         }
     }
     FailureClass::Ambiguous
 }
 
+/// The part of an error's chain that is the attempt's own: down to the error of the
+/// request body's own stream ([`BodySource`](crate::body::BodySource)), whose source is the
+/// caller's (a body streamed from a download that failed to connect proves nothing about
+/// this attempt's connection: its head had gone).
+#[cfg(any(feature = "h2", feature = "hyper-util"))]
+fn own_chain<'e>(
+    e: &'e (dyn StdError + 'static),
+) -> impl Iterator<Item = &'e (dyn StdError + 'static)> {
+    let next = |e: &&'e (dyn StdError + 'static)| (*e).source();
+    std::iter::successors(Some(e), next).take_while(|e| !is_body_source(*e))
+}
+
+/// Whether `e` is the error of the request body's own stream.
+fn is_body_source(e: &(dyn StdError + 'static)) -> bool {
+    e.is::<crate::body::BodySource>()
+}
+
 /// The HTTP/2 end an error chain proves, if any.
 #[cfg(feature = "h2")]
 fn h2_end(e: &(dyn StdError + 'static)) -> Option<baton_core::H2End> {
-    let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
-    while let Some(err) = cur {
+    for err in own_chain(e) {
         if let Some(h) = err.downcast_ref::<h2::Error>() {
             return baton_core::H2StreamError {
                 remote: h.is_remote(),
@@ -87,7 +104,6 @@ fn h2_end(e: &(dyn StdError + 'static)) -> Option<baton_core::H2End> {
             }
             .end();
         }
-        cur = err.source();
     }
     None
 }

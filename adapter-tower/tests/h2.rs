@@ -79,3 +79,52 @@ async fn a_reset_after_the_request_is_ambiguous_and_does_not_fail_over() {
         assert_eq!((a, b), (1, 0), "{fault:?}");
     }
 }
+
+/// A request body streamed from a download that HTTP/2 refused (`REFUSED_STREAM`, the
+/// protocol's proof of nothing processed, but of the download): the POST's head and a
+/// part went to this attempt's provider, over HTTP/1.1, so it may have executed. The
+/// refusal is the body source's, not this attempt's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_whose_source_was_refused_over_http2_may_have_executed() {
+    let download = H2Provider::start(H2Behaviour::refuse_stream());
+    let h2: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build(HttpConnector::new());
+    let refused = h2.get(download.url().parse().unwrap()).await.unwrap_err();
+    let provider = testkit::Provider::start(testkit::Behaviour::ok());
+    let inner: Client<HttpConnector, ReplayBody<Body>> =
+        Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+    let policy = Policy::builder()
+        .endpoint(Endpoint::new("a", provider.url()))
+        .attempt_timeout(Duration::from_secs(3));
+    let mut svc = BatonLayer::new(policy).unwrap().layer(inner);
+    let parts: Vec<Result<Bytes, baton_tower::BoxError>> =
+        vec![Ok(Bytes::from_static(b"amount=")), Err(Box::new(refused))];
+    let body = Pending(parts.into_iter(), false).boxed();
+    let request = http::Request::post("/charges").body(body).unwrap();
+    let err = svc.call(request).await.unwrap_err();
+    let ambiguous = AttemptResult::Failed(FailureClass::Ambiguous);
+    assert_eq!(err.report().attempts[0].result, ambiguous, "{err}");
+    assert!(err.may_have_executed());
+}
+
+/// A body of `parts`, not ready at first (so the layer sends it once, unbuffered).
+struct Pending<I>(I, bool);
+
+impl<I> http_body::Body for Pending<I>
+where
+    I: Iterator<Item = Result<Bytes, baton_tower::BoxError>> + Unpin,
+{
+    type Data = Bytes;
+    type Error = baton_tower::BoxError;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if !std::mem::replace(&mut self.1, true) {
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        std::task::Poll::Ready(self.0.next().map(|p| p.map(http_body::Frame::data)))
+    }
+}
