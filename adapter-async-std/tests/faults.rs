@@ -298,18 +298,20 @@ on_both_runtimes! {
     }
 
     /// A body streamed from a source that fails on a certificate (a download from another
-    /// server): the head and a part were sent, so the attempt may have executed; the
-    /// error is the caller's source's, not of the attempt's connection.
+    /// server): the head and a part were sent (the stream is pending before each part),
+    /// so the attempt may have executed; the error is the caller's source's, not of the
+    /// attempt's connection.
     async fn a_body_whose_source_fails_on_a_certificate_may_have_executed() {
         use futures_rustls::rustls::{CertificateError, Error as TlsError};
         let a = Provider::start(Behaviour::ok());
         let c = client(&[a.url()]);
         let rejected = TlsError::InvalidCertificate(CertificateError::UnknownIssuer);
-        let chunks = futures_lite::stream::iter(vec![
+        let parts = vec![
             Ok(Bytes::from_static(b"hello ")),
             Err(std::io::Error::new(std::io::ErrorKind::InvalidData, rejected)),
-        ]);
-        let e = call_error(c.post("/").body(Body::stream(chunks)).send().await.unwrap_err());
+        ];
+        let body = Body::stream(Late(parts.into_iter(), false));
+        let e = call_error(c.post("/").body(body).send().await.unwrap_err());
         let ambiguous = AttemptResult::Failed(FailureClass::Ambiguous);
         assert_eq!(e.report().attempts[0].result, ambiguous, "{e}");
         assert!(e.report().may_have_executed);
@@ -672,4 +674,22 @@ fn send_futures_are_send() {
     let c = client(&["http://127.0.0.1:1".to_string()]);
     let fut = c.get("/").send();
     assert_send(&fut);
+}
+
+/// A stream of `I`'s items, pending once before each.
+struct Late<I>(I, bool);
+
+impl<I: Iterator + Unpin> futures_lite::Stream for Late<I> {
+    type Item = I::Item;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<I::Item>> {
+        if !std::mem::replace(&mut self.1, true) {
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        self.1 = false;
+        std::task::Poll::Ready(self.0.next())
+    }
 }

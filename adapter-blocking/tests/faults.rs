@@ -428,29 +428,42 @@ fn one_shot_stream_is_not_replayed_unless_buffering_is_opted_in() {
 
 /// A body read from a source that fails on a certificate (a download from another
 /// server): the head and a part were sent, so the attempt may have executed; the error is
-/// the caller's reader's, not of the attempt's connection.
+/// the caller's reader's, not of the attempt's connection. A body the caller can make
+/// again does not go on to the next endpoint either (before, the POST ran on both).
 #[test]
 fn a_body_whose_source_fails_on_a_certificate_may_have_executed() {
-    struct Failing(bool);
-    impl std::io::Read for Failing {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            if std::mem::replace(&mut self.0, true) {
-                let rejected =
-                    rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    rejected,
-                ));
-            }
-            buf[..6].copy_from_slice(b"hello ");
-            Ok(6)
-        }
-    }
     let a = Provider::start(Behaviour::ok());
+    let b = Provider::start(Behaviour::ok());
     let c = client(&[("a", &a.url())]);
-    let err = c.post("/").send_reader(Failing(false)).unwrap_err();
+    let err = c.post("/").send_reader(FailingSource(false)).unwrap_err();
     assert_eq!(results(err.report()), [("a".into(), AMBIGUOUS)], "{err}");
     assert!(err.report().may_have_executed);
+    let c = client(&[("a", &a.url()), ("b", &b.url())]);
+    let err = c
+        .post("/")
+        .send_with(|| Ok(FailingSource(false)))
+        .unwrap_err();
+    assert_eq!(results(err.report()), [("a".into(), AMBIGUOUS)], "{err}");
+    assert_eq!(err.report().stop_reason, StopReason::NotPermitted);
+    assert_eq!(b.request_count(), 0);
+}
+
+/// A reader that gives a part, then fails with a certificate rejected by its own source.
+struct FailingSource(bool);
+
+impl std::io::Read for FailingSource {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if std::mem::replace(&mut self.0, true) {
+            let rejected =
+                rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                rejected,
+            ));
+        }
+        buf[..6].copy_from_slice(b"hello ");
+        Ok(6)
+    }
 }
 
 #[test]

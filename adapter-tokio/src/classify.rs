@@ -11,7 +11,8 @@
 //!   module does not recognise.
 //! - *the request body's own stream failed* (hyper's user-body error): a body error,
 //!   ambiguous, whatever its source says (the caller's source may fail on a certificate
-//!   of its own, which proves nothing about this connection: the head was sent).
+//!   or a connect of its own, which proves nothing about this connection: the head was
+//!   sent). reqwest's `is_connect()` reads the whole chain, so it is not asked then.
 //! - *another baton call's error* (a `BatonMiddleware` after this one): its report decides
 //!   ([`FailureCause::InnerCall`]), undelivered only when none of its attempts may have
 //!   executed; nothing below it in the chain (its attempts' errors) is read.
@@ -220,10 +221,15 @@ pub(crate) struct Facts {
 /// Classifies a reqwest error.
 pub(crate) fn classify(err: &reqwest::Error) -> Classified {
     let mut facts = chain_facts(err);
-    facts.connect = err.is_connect();
-    facts.timeout = err.is_timeout();
-    facts.dns = err.is_dns();
-    facts.body = err.is_body();
+    // reqwest's own answers walk the whole chain: past the request body's own stream
+    // (`facts.body`: the body is polled only once connected) they would be the body
+    // source's, a download that failed to connect, say, and not this attempt's.
+    if !facts.body {
+        facts.connect = err.is_connect();
+        facts.timeout = err.is_timeout();
+        facts.dns = err.is_dns();
+    }
+    facts.body |= err.is_body();
     from_facts(facts)
 }
 

@@ -312,28 +312,54 @@ async fn streaming_body_is_sent_once_and_never_replayed() {
     assert!(log.names().contains(&"NotReplayable".to_string()));
 }
 
-/// A request body streamed from a source that fails with a certificate error (a download
-/// from another server whose certificate is rejected): the head and the first part were
-/// sent, so the attempt may have executed. The error in the body's source is the caller's,
-/// not this attempt's connection: it proves nothing about the provider.
+/// A request body streamed from a source that fails (a download from another server): the
+/// head and the first part were sent (the stream is not ready at first, nor between
+/// parts), so the attempt may have executed. The error in the body's source is the
+/// caller's, not this attempt's connection: it proves nothing about the provider, be it a
+/// certificate rejected or a connection refused to the source.
 #[tokio::test]
-async fn a_body_whose_source_fails_on_a_certificate_may_have_executed() {
-    use http_body_util::{BodyExt, StreamBody};
+async fn a_body_whose_source_fails_may_have_executed() {
     let provider = Provider::start(Behaviour::ok());
     let (client, _) = common::client(common::policy(&[("a", &provider.url())]));
     let rejected = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
-    let parts = [
-        Ok(http_body::Frame::data(bytes::Bytes::from("hello "))),
-        Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            rejected,
-        )),
-    ];
-    let body = reqwest::Body::wrap(StreamBody::new(futures_iter(parts.into_iter())).boxed());
-    let err = client.post("/").body(body).send().await.unwrap_err();
-    let ambiguous = baton_core::AttemptResult::Failed(baton_core::FailureClass::Ambiguous);
-    assert_eq!(err.report().attempts[0].result, ambiguous, "{err}");
-    assert!(err.may_have_executed());
+    let certificate = std::io::Error::new(std::io::ErrorKind::InvalidData, rejected);
+    let refused = reqwest::get(testkit::refused_url()).await.unwrap_err();
+    assert!(refused.is_connect());
+    let errors: [BoxError; 2] = [Box::new(certificate), Box::new(refused)];
+    for error in errors {
+        let text = error.to_string();
+        let body = late_body(vec![Ok(bytes::Bytes::from("hello ")), Err(error)]);
+        let err = client.post("/").body(body).send().await.unwrap_err();
+        let ambiguous = baton_core::AttemptResult::Failed(baton_core::FailureClass::Ambiguous);
+        assert_eq!(err.report().attempts[0].result, ambiguous, "{text}: {err}");
+        assert!(err.may_have_executed(), "{text}");
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A streamed body of `parts`, pending once before each.
+fn late_body(parts: Vec<Result<bytes::Bytes, BoxError>>) -> reqwest::Body {
+    use http_body_util::{BodyExt, StreamBody};
+    let frames = parts.into_iter().map(|p| p.map(http_body::Frame::data));
+    reqwest::Body::wrap(StreamBody::new(Late(frames, false)).boxed())
+}
+
+/// A stream of `I`'s items, pending once before each.
+struct Late<I>(I, bool);
+impl<I: Iterator + Unpin> futures_core::Stream for Late<I> {
+    type Item = I::Item;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<I::Item>> {
+        if !std::mem::replace(&mut self.1, true) {
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        self.1 = false;
+        std::task::Poll::Ready(self.0.next())
+    }
 }
 
 #[tokio::test]

@@ -1,6 +1,10 @@
 //! Failure classes of an inner service's errors (SPEC 1), by phase, never by text.
 //!
 //! A generic `Service` says little about when it failed, so the rule is conservative:
+//! - an error of the request body's own stream, anywhere in the chain, is *ambiguous*
+//!   before anything else is read: the caller's body source failed (a download refused
+//!   over HTTP/2 or rejected on its certificate, say), and its errors below are no proof
+//!   about this attempt, whose head had gone; no rule and no hook reads them;
 //! - an error of a baton call below the layer (a `Baton` service inside another, or a
 //!   client built on baton inside the service) decides first: that call's report,
 //!   undelivered only when none of its attempts may have executed; the errors of its
@@ -20,9 +24,6 @@
 //!   thread, so the error does not prove which side of the last stream id the request
 //!   was. This holds for hyper's and hyper-util's HTTP/2 clients and for tonic's
 //!   `Channel`, whose errors keep h2's as their source;
-//! - no proof is read below the error of the request body's own stream (the caller's body
-//!   source failed: a download refused over HTTP/2, say; the head had gone, so the
-//!   attempt is ambiguous);
 //! - everything else is *ambiguous*: the request may have reached the provider. An
 //!   [`io::Error`](std::io::Error) of kind "refused" or "unreachable" is no proof: on an
 //!   established connection the kernel reports a stored ICMP error the same way, after the
@@ -41,10 +42,16 @@ pub(crate) fn classify(
     e: &(dyn StdError + 'static),
     hook: Option<&ErrorClassifier>,
 ) -> FailureClass {
+    let chain = || std::iter::successors(Some(e), |e| (*e).source());
+    // The request body's own stream failed: its source's errors below (a download refused
+    // or rejected) are the caller's, and read by no rule and no hook.
+    if chain().any(is_body_source) {
+        return FailureClass::Ambiguous;
+    }
     // A baton call's error in the chain decides before the caller's hook: below it are
     // the inner call's attempts' errors, which a hook written for the transport would
     // read as proof (a connect error) while an earlier inner attempt may have executed.
-    if let Some(class) = baton_core::Error::of_inner_call(e, is_body_source) {
+    if let Some(class) = baton_core::Error::of_inner_call(e, |_| false) {
         return class;
     }
     if let Some(class) = hook.and_then(|h| h(e)) {
@@ -55,42 +62,33 @@ pub(crate) fn classify(
         return end.class();
     }
     #[cfg(feature = "hyper-util")]
-    {
-        for err in own_chain(e) {
-            if let Some(h) = err.downcast_ref::<hyper_util::client::legacy::Error>() {
-                // hyper-util knows the phase: its answer is final either way.
-                return if h.is_connect() {
-                    FailureClass::Undelivered
-                } else {
-                    FailureClass::Ambiguous
-                };
-            }
+    for err in chain() {
+        if let Some(h) = err.downcast_ref::<hyper_util::client::legacy::Error>() {
+            // hyper-util knows the phase: its answer is final either way.
+            return if h.is_connect() {
+                FailureClass::Undelivered
+            } else {
+                FailureClass::Ambiguous
+            };
         }
     }
     FailureClass::Ambiguous
 }
 
-/// The part of an error's chain that is the attempt's own: down to the error of the
-/// request body's own stream ([`BodySource`](crate::body::BodySource)), whose source is the
-/// caller's (a body streamed from a download that failed to connect proves nothing about
-/// this attempt's connection: its head had gone).
-#[cfg(any(feature = "h2", feature = "hyper-util"))]
-fn own_chain<'e>(
-    e: &'e (dyn StdError + 'static),
-) -> impl Iterator<Item = &'e (dyn StdError + 'static)> {
-    let next = |e: &&'e (dyn StdError + 'static)| (*e).source();
-    std::iter::successors(Some(e), next).take_while(|e| !is_body_source(*e))
-}
-
-/// Whether `e` is the error of the request body's own stream.
+/// Whether `e` is the error of the request body's own stream
+/// ([`BodySource`](crate::body::BodySource)), also inside an `io::Error` (whose `source()`
+/// skips the error it wraps), as a service that reads the body as bytes may hand it back.
 fn is_body_source(e: &(dyn StdError + 'static)) -> bool {
-    e.is::<crate::body::BodySource>()
+    let wrapped = e
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref());
+    e.is::<crate::body::BodySource>() || wrapped.is_some_and(|w| w.is::<crate::body::BodySource>())
 }
 
 /// The HTTP/2 end an error chain proves, if any.
 #[cfg(feature = "h2")]
 fn h2_end(e: &(dyn StdError + 'static)) -> Option<baton_core::H2End> {
-    for err in own_chain(e) {
+    for err in std::iter::successors(Some(e), |e| (*e).source()) {
         if let Some(h) = err.downcast_ref::<h2::Error>() {
             return baton_core::H2StreamError {
                 remote: h.is_remote(),

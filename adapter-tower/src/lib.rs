@@ -223,8 +223,9 @@ impl BatonBuilder {
 
     /// Classifies the inner service's errors (`None` leaves an error to the built-in
     /// rules). Say `Undelivered` only when the error proves no request byte was sent. It
-    /// runs first but for one rule: an error that holds a baton call's own error (baton
-    /// below the layer) is read by that call's report, and never reaches the hook.
+    /// runs first but for two rules: an error that holds the request body's own stream
+    /// error is ambiguous, and one that holds a baton call's own error (baton below the
+    /// layer) is read by that call's report; neither reaches the hook.
     pub fn classify_error(
         mut self,
         f: impl Fn(&(dyn std::error::Error + 'static)) -> Option<FailureClass> + Send + Sync + 'static,

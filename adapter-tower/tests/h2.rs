@@ -91,21 +91,62 @@ async fn a_body_whose_source_was_refused_over_http2_may_have_executed() {
         .http2_only(true)
         .build(HttpConnector::new());
     let refused = h2.get(download.url().parse().unwrap()).await.unwrap_err();
+    let refused: std::sync::Arc<dyn std::error::Error + Send + Sync> = std::sync::Arc::new(refused);
     let provider = testkit::Provider::start(testkit::Behaviour::ok());
-    let inner: Client<HttpConnector, ReplayBody<Body>> =
-        Client::builder(TokioExecutor::new()).build(HttpConnector::new());
-    let policy = Policy::builder()
-        .endpoint(Endpoint::new("a", provider.url()))
-        .attempt_timeout(Duration::from_secs(3));
-    let mut svc = BatonLayer::new(policy).unwrap().layer(inner);
-    let parts: Vec<Result<Bytes, baton_tower::BoxError>> =
-        vec![Ok(Bytes::from_static(b"amount=")), Err(Box::new(refused))];
-    let body = Pending(parts.into_iter(), false).boxed();
-    let request = http::Request::post("/charges").body(body).unwrap();
-    let err = svc.call(request).await.unwrap_err();
-    let ambiguous = AttemptResult::Failed(FailureClass::Ambiguous);
-    assert_eq!(err.report().attempts[0].result, ambiguous, "{err}");
-    assert!(err.may_have_executed());
+    // A caller's hook that reads any h2 refusal in the chain as proof never sees this one.
+    let hook = |e: &(dyn std::error::Error + 'static)| {
+        let chain = std::iter::successors(Some(e), |e| (*e).source());
+        let refused = |e: &(dyn std::error::Error + 'static)| {
+            e.downcast_ref::<h2::Error>()
+                .is_some_and(|h| h.reason() == Some(h2::Reason::REFUSED_STREAM))
+        };
+        chain
+            .into_iter()
+            .any(refused)
+            .then_some(FailureClass::Undelivered)
+    };
+    for with_hook in [false, true] {
+        let inner: Client<HttpConnector, ReplayBody<Body>> =
+            Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+        let policy = Policy::builder()
+            .endpoint(Endpoint::new("a", provider.url()))
+            .attempt_timeout(Duration::from_secs(3));
+        let mut builder = baton_tower::BatonBuilder::new(policy);
+        if with_hook {
+            builder = builder.classify_error(hook);
+        }
+        let mut svc = builder.layer().unwrap().layer(inner);
+        let parts: Vec<Result<Bytes, baton_tower::BoxError>> = vec![
+            Ok(Bytes::from_static(b"amount=")),
+            Err(Box::new(Shared(refused.clone()))),
+        ];
+        let body = Pending(parts.into_iter(), false).boxed();
+        let request = http::Request::post("/charges").body(body).unwrap();
+        let err = svc.call(request).await.unwrap_err();
+        let ambiguous = AttemptResult::Failed(FailureClass::Ambiguous);
+        assert_eq!(
+            err.report().attempts[0].result,
+            ambiguous,
+            "hook {with_hook}: {err}"
+        );
+        assert!(err.may_have_executed());
+    }
+}
+
+/// One error, shared by several bodies.
+#[derive(Debug)]
+struct Shared(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl std::fmt::Display for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Shared {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0)
+    }
 }
 
 /// A body of `parts`, not ready at first (so the layer sends it once, unbuffered).
