@@ -617,7 +617,9 @@ mod tests {
         let e = failure(attempt(&format!("https://{addr}"), 2000, 3000));
         assert_eq!(e.phase(), Phase::Tls);
         assert_eq!(e.class(), FailureClass::Undelivered);
-        assert!(e.to_string().to_lowercase().contains("alert"), "{e}");
+        // The alert is named by the TLS error, the transport error's source.
+        let source = std::error::Error::source(&e).map(|s| s.to_string());
+        assert!(source.unwrap().to_lowercase().contains("alert"), "{e}");
     }
 
     #[test]

@@ -142,9 +142,11 @@ impl StdError for Error {
 /// A failed call: the engine's [`baton_core::Error`] (kind, report), the response it
 /// retained when returning it was not allowed, and the last transport error.
 ///
-/// Its [`source`](StdError::source) is the engine's error, whose own source is the last
-/// transport error (whose own source is the I/O, TLS or hyper error), or the engine's
-/// description of the last attempt when no transport error happened.
+/// It shows the engine's error's text: `{}` the call and its attempts, `{:#}` every cause
+/// after it. Its [`source`](StdError::source) is the engine's link to the last attempt
+/// ([`baton_core::AttemptFailure`]), whose own source is the last transport error (whose
+/// own source is the I/O, TLS or hyper error) when one happened: an error printer that
+/// walks the chain (anyhow's `{:#}`) shows each part once.
 ///
 /// ```no_run
 /// # async fn demo(client: baton_async_std::Client) {
@@ -203,17 +205,13 @@ impl CallError {
 
 impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.error.fmt(f)?;
-        if let Some(t) = self.transport() {
-            write!(f, "; last error: {t}")?;
-        }
-        Ok(())
+        fmt::Display::fmt(&self.error, f)
     }
 }
 
 impl StdError for CallError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        Some(&self.error)
+        self.error.source()
     }
 }
 
@@ -282,8 +280,8 @@ impl fmt::Display for BodyError {
                 "failed"
             }
         )?;
-        if let Some(s) = &self.source {
-            write!(f, ": {s}")?;
+        if f.alternate() {
+            baton_core::write_causes(f, self)?;
         }
         Ok(())
     }
@@ -332,9 +330,13 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "the response body from endpoint {:?} is not the expected JSON: {}",
-            self.endpoint, self.source
-        )
+            "the response body from endpoint {:?} is not the expected JSON",
+            self.endpoint
+        )?;
+        if f.alternate() {
+            baton_core::write_causes(f, self)?;
+        }
+        Ok(())
     }
 }
 

@@ -265,15 +265,12 @@ pub(crate) struct BodySource(io::Error);
 
 impl fmt::Display for BodySource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // ureq's error keeps no source: the reader's error is told here, once.
         write!(f, "the request body's source failed: {}", self.0)
     }
 }
 
-impl std::error::Error for BodySource {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0)
-    }
-}
+impl std::error::Error for BodySource {}
 
 /// The caller's body reader, its errors marked as [`BodySource`] (their kind kept).
 pub(crate) struct SourceRead(pub(crate) Box<dyn Read>);

@@ -66,10 +66,11 @@ impl fmt::Display for BuildError {
 }
 
 impl std::error::Error for BuildError {
+    /// The sources of the error whose text this one shows (each said once in a chain).
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            BuildError::Config(e) => Some(e),
-            BuildError::Tls(e) => Some(e),
+            BuildError::Config(e) => e.source(),
+            BuildError::Tls(e) => e.source(),
             BuildError::HedgingUnsupported
             | BuildError::Http2Unsupported { .. }
             | BuildError::TlsWithGivenConfig => None,
@@ -87,10 +88,13 @@ impl From<ConfigError> for BuildError {
 /// the last attempt failed in the HTTP client, and the retained response when the error
 /// carries one (SPEC 2.10).
 ///
-/// `source()` is the engine's [`baton_core::Error`], whose own source is the last ureq
-/// error when there is one (for an attempt baton refused to send, the reason inside it),
-/// else the engine's description of the last attempt. [`Error::client_error`] gives the
-/// ureq error itself.
+/// It shows the engine's error's text: `{}` the call and its attempts, `{:#}` every cause
+/// after it. `source()` is the engine's link to the last attempt
+/// ([`baton_core::AttemptFailure`]), whose own source is the last ureq error when there is
+/// one (shown with URLs reduced to their origins; for an attempt baton refused to send,
+/// the reason inside it is its source in turn): an error printer that walks the chain
+/// (anyhow's `{:#}`) shows each part once. [`Error::client_error`] gives the ureq error
+/// itself.
 ///
 /// ```no_run
 /// use baton_blocking::{Client, Endpoint, ErrorKind, Policy};
@@ -105,26 +109,34 @@ pub struct Error(Box<Inner>);
 
 struct Inner {
     /// The engine's error, with the last ureq error as its `last_error` (see
-    /// [`WithReason`]).
+    /// [`ClientError`]).
     inner: baton_core::Error,
     retained: Option<Response<Body>>,
 }
 
-/// The last attempt's `ureq::Error::Other` (an attempt baton refused to send), as the
-/// engine's error's source: ureq's errors have no source of their own, so the reason
-/// inside it (a [`DestinationError`](baton_core::DestinationError) where the destination
-/// rules refused) is this error's source, in reach of a walk of the chain. Any other ureq
-/// error is the source itself.
+/// The last attempt's ureq error, as the source of the engine's link to the last attempt.
+/// It shows ureq's text with URLs reduced to their origins (ureq quotes the URL in some
+/// errors, a bad URI; SPEC 4), after baton's reading of a rejected certificate. ureq's
+/// errors have no source of their own, so for `ureq::Error::Other` (an attempt baton
+/// refused to send) the reason inside it (a
+/// [`DestinationError`](baton_core::DestinationError) where the destination rules refused)
+/// is this error's source, in reach of a walk of the chain, and not repeated in its text.
 #[derive(Debug)]
-struct WithReason(ureq::Error);
+struct ClientError(ureq::Error);
 
-impl fmt::Display for WithReason {
+impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        if let ureq::Error::Other(_) = &self.0 {
+            return f.write_str("not sent");
+        }
+        if let Some(r) = crate::classify::rejected(&self.0) {
+            write!(f, "{}: ", r.message())?;
+        }
+        f.write_str(&baton_core::scrub_urls(&self.0.to_string()))
     }
 }
 
-impl std::error::Error for WithReason {
+impl std::error::Error for ClientError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.0 {
             ureq::Error::Other(reason) => Some(&**reason),
@@ -140,8 +152,7 @@ impl Error {
         retained: Option<Response<Body>>,
     ) -> Self {
         let inner = match client_error {
-            Some(e @ ureq::Error::Other(_)) => inner.with_last_error(Box::new(WithReason(e))),
-            Some(e) => inner.with_last_error(Box::new(e)),
+            Some(e) => inner.with_last_error(Box::new(ClientError(e))),
             None => inner,
         };
         Error(Box::new(Inner { inner, retained }))
@@ -184,8 +195,7 @@ impl Error {
     /// The ureq error of the last attempt, when it failed inside the HTTP client.
     pub fn client_error(&self) -> Option<&ureq::Error> {
         let last = self.0.inner.last_error()?;
-        (last.downcast_ref::<ureq::Error>())
-            .or_else(|| last.downcast_ref().map(|w: &WithReason| &w.0))
+        last.downcast_ref().map(|c: &ClientError| &c.0)
     }
 
     /// The retained (triggering) response the error carries, if any.
@@ -217,25 +227,13 @@ impl fmt::Debug for Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0.inner)?;
-        if let Some(r) = self.client_error().and_then(crate::classify::rejected) {
-            write!(f, "; {}", r.message())?;
-        }
-        if let Some(e) = self.client_error() {
-            // ureq quotes URLs in some errors (a bad URI): shown as origins only (SPEC 4).
-            write!(
-                f,
-                "; last client error: {}",
-                baton_core::scrub_urls(&e.to_string())
-            )?;
-        }
-        Ok(())
+        fmt::Display::fmt(&self.0.inner, f)
     }
 }
 
 impl std::error::Error for Error {
-    /// The engine's error (see [`Error`]).
+    /// The engine's link to the last attempt (see [`Error`]).
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0.inner)
+        std::error::Error::source(&self.0.inner)
     }
 }

@@ -16,6 +16,7 @@ use ureq::Body;
 /// A failure while reading a response body, after the call returned the response.
 ///
 /// It is the inner error of the `io::Error` the body reader returns (its kind is kept).
+/// It names the endpoint, the attempt and the call; its `source()` says what failed.
 ///
 /// ```
 /// use std::io;
@@ -24,6 +25,7 @@ use ureq::Body;
 /// let e = BodyError::new("backup", 2, id,
 ///     io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"));
 /// assert!(e.to_string().contains("\"backup\""));
+/// assert_eq!(std::error::Error::source(&e).unwrap().to_string(), "peer closed");
 /// assert_eq!(e.endpoint(), "backup");
 /// ```
 #[derive(Debug)]
@@ -70,9 +72,13 @@ impl fmt::Display for BodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "reading the response body from endpoint {:?} (attempt {}, request id {}) failed: {}",
-            self.endpoint_id, self.attempt, self.request_id, self.source
-        )
+            "reading the response body from endpoint {:?} (attempt {}, request id {}) failed",
+            self.endpoint_id, self.attempt, self.request_id
+        )?;
+        if f.alternate() {
+            baton_core::write_causes(f, self)?;
+        }
+        Ok(())
     }
 }
 

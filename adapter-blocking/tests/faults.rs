@@ -174,13 +174,17 @@ fn reset_after_read_is_ambiguous_so_a_post_without_key_stops() {
     assert!(err.report().may_have_executed);
     assert_eq!(results(err.report()), [("a".into(), AMBIGUOUS)]);
     assert_eq!((a.request_count(), b.request_count()), (1, 0));
-    // The last ureq error is in the source chain (below the engine's error).
-    assert!(err.client_error().is_some());
-    assert!(testkit::in_chain::<ureq::Error>(&err).is_some());
-    let engine = err.source().unwrap();
-    assert!(engine
-        .downcast_ref::<baton_blocking::baton_core::Error>()
-        .is_some());
+    // The chain: the call, its last attempt (the engine's link), the ureq error, each
+    // said once.
+    let ureq_error = err.client_error().unwrap();
+    let attempt = err.source().unwrap();
+    let link = attempt.downcast_ref::<baton_blocking::baton_core::AttemptFailure>();
+    assert_eq!(link.map(|l| (l.attempt, &*l.endpoint_id)), Some((1, "a")));
+    assert_eq!(
+        attempt.source().unwrap().to_string(),
+        ureq_error.to_string()
+    );
+    assert_eq!(testkit::repeated_in_chain(&err), None);
     assert!(err.to_string().contains(err.report().request_id.as_str()));
 }
 

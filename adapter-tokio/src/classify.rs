@@ -280,7 +280,7 @@ fn chain_facts(err: &(dyn StdError + 'static)) -> Facts {
     while let Some(e) = cur {
         if ends_attempt(e) {
             // The request body's own stream failed (the head was sent): a body error.
-            facts.body |= !e.is::<baton_core::Error>();
+            facts.body |= !baton_core::Error::is_call_link(e);
             break;
         }
         if let Some(h) = e.downcast_ref::<h2::Error>() {
@@ -310,12 +310,12 @@ fn chain_facts(err: &(dyn StdError + 'static)) -> Facts {
     facts
 }
 
-/// Where an attempt's own errors end in a chain: at a baton call's error (below it are
-/// that call's attempts, read by its report), or at hyper's error for the request body's
+/// Where an attempt's own errors end in a chain: at a baton call's error or the link to its
+/// last attempt (`is_call_link`: below it are that call's attempts, read by its report), or at hyper's error for the request body's
 /// own stream (`is_user`: below it is the error of the caller's body source, a download
 /// that failed on its certificate, say, which proves nothing about this connection).
 fn ends_attempt(e: &(dyn StdError + 'static)) -> bool {
-    e.is::<baton_core::Error>()
+    baton_core::Error::is_call_link(e)
         || e.downcast_ref::<hyper::Error>()
             .is_some_and(hyper::Error::is_user)
 }

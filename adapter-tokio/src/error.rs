@@ -15,12 +15,14 @@ pub type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// The last attempt's underlying failure: which attempt, where, what (the finer cause) and
 /// the client's own error (a `reqwest::Error`, a timeout, or why the request could not be
-/// built).
+/// built). It shows the cause alone: in a call's error chain the link above it names the
+/// attempt, and the source below it says what the client saw.
 ///
 /// ```
 /// use baton_tokio::{AttemptError, FailureCause};
-/// let e = AttemptError::new(2, "backup".into(), FailureCause::Refused, "connection refused".into());
-/// assert_eq!(e.to_string(), "attempt 2 at \"backup\": connection refused");
+/// let e = AttemptError::new(2, "backup".into(), FailureCause::Refused, "os error 111".into());
+/// assert_eq!(e.to_string(), "connection refused");
+/// assert_eq!((e.attempt(), e.endpoint()), (2, "backup"));
 /// assert!(std::error::Error::source(&e).is_some());
 /// ```
 #[derive(Debug)]
@@ -75,11 +77,7 @@ impl AttemptError {
 
 impl fmt::Display for AttemptError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "attempt {} at {:?}: {}",
-            self.attempt, self.endpoint, self.cause
-        )
+        fmt::Display::fmt(&self.cause, f)
     }
 }
 
@@ -160,11 +158,13 @@ pub(crate) fn scrubbed(e: BoxError) -> BoxError {
 /// - [`Error::Body`]: the response head arrived (the call succeeded) but reading its body
 ///   failed; it names the endpoint and is never passed off as a complete body.
 ///
-/// `source()` of a failed call is the engine's [`baton_core::Error`], whose own source is
-/// the last attempt's [`AttemptError`] (and its source the `reqwest::Error`) when there is
-/// one: walk the chain, or use [`Error::reqwest`]. A baton call failing inside another's
-/// attempt is read by its report, not by its last attempt alone
-/// ([`baton_core::Error::of_inner_call`]).
+/// A failed call shows the engine's error's text: `{}` the call and its attempts, `{:#}`
+/// every cause after it (a body error likewise: `{}` the endpoint, `{:#}` what failed). Its `source()` is the engine's link to the last attempt
+/// ([`baton_core::AttemptFailure`]), whose source is that attempt's [`AttemptError`] (and
+/// its source the `reqwest::Error`) when there is one: an error printer that walks the
+/// chain (anyhow's `{:#}`) shows each part once. Walk the chain, or use
+/// [`Error::reqwest`]. A baton call failing inside another's attempt is read by its
+/// report, not by its last attempt alone ([`baton_core::Error::of_inner_call`]).
 ///
 /// ```no_run
 /// # async fn demo(client: baton_tokio::Client) {
@@ -282,20 +282,20 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Call { error, .. } => {
-                write!(f, "{error}")?;
-                if let Some(last) = self.last_attempt_error() {
-                    write!(f, "; last error: {last}")?;
+            Error::Call { error, .. } => fmt::Display::fmt(error, f),
+            Error::Body {
+                endpoint, report, ..
+            } => {
+                write!(
+                    f,
+                    "reading the response body from endpoint {endpoint:?} failed (request id {})",
+                    report.request_id
+                )?;
+                if f.alternate() {
+                    baton_core::write_causes(f, self)?;
                 }
                 Ok(())
             }
-            Error::Body {
-                endpoint, report, ..
-            } => write!(
-                f,
-                "reading the response body from endpoint {endpoint:?} failed (request id {})",
-                report.request_id
-            ),
         }
     }
 }
@@ -303,7 +303,7 @@ impl fmt::Display for Error {
 impl StdError for Error {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            Error::Call { error, .. } => Some(error),
+            Error::Call { error, .. } => error.source(),
             Error::Body { source, .. } => Some(&**source as &(dyn StdError + 'static)),
         }
     }
@@ -346,12 +346,13 @@ impl fmt::Display for BuildError {
 }
 
 impl StdError for BuildError {
+    /// The sources of the error whose text this one shows (each said once in a chain).
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            BuildError::Config(e) => Some(e),
-            BuildError::Reqwest(e) => Some(e),
+            BuildError::Config(e) => e.source(),
+            BuildError::Reqwest(e) => e.source(),
             BuildError::Setting { .. } => None,
-            BuildError::Tls(e) => Some(e),
+            BuildError::Tls(e) => e.source(),
         }
     }
 }

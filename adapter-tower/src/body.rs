@@ -78,7 +78,7 @@ pub(crate) struct BodySource(pub(crate) BoxError);
 
 impl std::fmt::Display for BodySource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the request body's source failed: {}", self.0)
+        f.write_str("the request body's source failed")
     }
 }
 

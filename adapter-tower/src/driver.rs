@@ -98,7 +98,7 @@ struct NotReady(BoxError);
 
 impl std::fmt::Display for NotReady {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the endpoint's service was not ready: {}", self.0)
+        f.write_str("the endpoint's service was not ready")
     }
 }
 

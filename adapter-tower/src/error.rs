@@ -10,10 +10,13 @@ use baton_core::{ConfigError, ErrorKind, Report};
 use crate::BoxError;
 
 /// A failed call (SPEC 2.10): what the engine decided, and the retained response when the
-/// engine kept one (its body unread). Its `source()` is the engine's [`baton_core::Error`],
-/// whose own source is the last attempt's error (the inner service's, its text scrubbed of
-/// URLs) when there is one. A layer or client of baton's below this one, failing inside an
-/// attempt, is read by that error's report ([`baton_core::Error::of_inner_call`]).
+/// engine kept one (its body unread). It shows the engine's error's text: `{}` the call and
+/// its attempts, `{:#}` every cause after it. Its `source()` is the engine's link to the
+/// last attempt ([`baton_core::AttemptFailure`]), whose own source is that attempt's error
+/// (the inner service's, its text scrubbed of URLs) when there is one: an error printer
+/// that walks the chain (anyhow's `{:#}`) shows each part once. A layer or client of
+/// baton's below this one, failing inside an attempt, is read by that call's report,
+/// which the link carries ([`baton_core::Error::of_inner_call`]).
 ///
 /// ```
 /// # async fn demo<S>(mut svc: baton_tower::Baton<S>) where
@@ -113,7 +116,7 @@ impl<R> fmt::Display for Error<R> {
 
 impl<R> StdError for Error<R> {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        Some(&self.0.error)
+        self.0.error.source()
     }
 }
 
@@ -147,9 +150,10 @@ impl fmt::Display for BuildError {
 }
 
 impl StdError for BuildError {
+    /// The sources of the error whose text this one shows (each said once in a chain).
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            BuildError::Policy(e) => Some(e),
+            BuildError::Policy(e) => e.source(),
             BuildError::Setting { .. } => None,
         }
     }

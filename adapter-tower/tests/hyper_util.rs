@@ -518,13 +518,17 @@ async fn an_inner_layer_that_may_have_executed_is_ambiguous_whatever_its_last_at
     assert_eq!(results(err.report()), [ambiguous, ambiguous], "{err}");
     assert!(err.may_have_executed());
     assert_eq!(reset.request_count(), 2);
-    // The outer call's engine error is the source; its last error, scrubbed of URLs (no
-    // source of its own), keeps the inner call's error for programs.
+    // The outer call's link to its last attempt is the source; that attempt's error,
+    // scrubbed of URLs (no source of its own), keeps the inner call's error for programs.
     let source = std::error::Error::source(&err).unwrap();
-    let outer = source.downcast_ref::<baton_core::Error>().unwrap();
-    let last = outer.last_error().unwrap();
-    let scrubbed = last.downcast_ref::<baton_core::Scrubbed>().unwrap();
-    let inner = testkit::in_chain::<baton_core::Error>(scrubbed.inner()).unwrap();
-    assert_eq!(inner.report.attempts.len(), 2);
-    assert!(inner.report.may_have_executed);
+    let outer = source.downcast_ref::<baton_core::AttemptFailure>().unwrap();
+    let scrubbed = outer
+        .error()
+        .unwrap()
+        .downcast_ref::<baton_core::Scrubbed>();
+    let inner = scrubbed.unwrap().inner();
+    // The inner call's link to its second (last) attempt carries that call's verdict.
+    let link = testkit::in_chain::<baton_core::AttemptFailure>(inner).unwrap();
+    assert_eq!((link.attempt, link.call_may_have_executed()), (2, true));
+    assert_eq!(testkit::repeated_in_chain(&err), None);
 }

@@ -4,7 +4,8 @@
 //! against an endpoint whose URL holds a password, a key in the path and one in the query,
 //! with a request path (base mode) that holds a customer id. Everything an adapter renders
 //! as text (the error's `Display`, `Debug` and source chain, the response's `Debug`, the
-//! report's `Debug`, every event's `Debug`) is collected and searched for them.
+//! report's `Debug`, every event's `Debug`) is collected and searched for them. Each error
+//! chain is also checked to say each part once (no link's text holds its source's).
 
 use std::io::Read;
 use std::sync::{Arc, Mutex};
@@ -84,9 +85,22 @@ fn push(texts: &Texts, text: String) {
     texts.lock().unwrap().push(text);
 }
 
-/// `Display` and `Debug` of `e` and of every source of it.
+/// `Display` (plain and with its causes, `{:#}`) and `Debug` of `e` and of every source of
+/// it. Each link of the chain must say its own part once (an error printer that walks the
+/// chain, anyhow's `{:#}`, would show a repeated text twice), and `{:#}` must add the
+/// causes.
 fn push_error(texts: &Texts, e: &(dyn std::error::Error + 'static)) {
+    assert_eq!(testkit::repeated_in_chain(e), None, "{e:#}");
+    if e.source().is_some() {
+        // `{:#}` adds the causes to the error's own text.
+        let (plain, full) = (e.to_string(), format!("{e:#}"));
+        assert!(
+            full.starts_with(&plain) && full.len() > plain.len(),
+            "{full}"
+        );
+    }
     push(texts, format!("{e}"));
+    push(texts, format!("{e:#}"));
     push(texts, format!("{e:?}"));
     let mut source = e.source();
     while let Some(s) = source {

@@ -123,7 +123,8 @@ on_both_runtimes! {
             let bad = pki.front(identity, &["h2"], false, None, Some(h2.addr()));
             let c = client(policy(&[("a", bad.url())]).configure(|s| s.tls = trusting(&files)));
             let e = c.get("/").send().await.unwrap_err();
-            assert!(e.to_string().contains(reason), "{reason}: {e}");
+            assert!(format!("{e:#}").contains(reason), "{reason}: {e:#}");
+            assert_eq!(testkit::repeated_in_chain(&e), None);
             assert_eq!(results(&e), [AttemptResult::Failed(FailureClass::Untrusted)]);
             assert_eq!(bad.connections(), 1, "{reason}: one handshake per call");
         }

@@ -104,7 +104,8 @@ fn a_rejected_certificate_costs_one_handshake_names_the_reason_and_fails_over() 
                 .build()
                 .unwrap();
         let e = c.get("/").call().unwrap_err();
-        assert!(e.to_string().contains(reason), "{reason}: {e}");
+        assert!(format!("{e:#}").contains(reason), "{reason}: {e:#}");
+        assert_eq!(testkit::repeated_in_chain(&e), None);
         assert_eq!(e.report().attempts.len(), 1, "{e}");
         assert_eq!(bad.connections(), 1, "{reason}: one handshake per call");
     }

@@ -178,7 +178,7 @@ async fn a_refused_stream_is_recorded_in_the_report_undelivered() {
         [AttemptResult::Failed(FailureClass::Undelivered); 3]
     );
     assert!(!e.may_have_executed());
-    assert!(e.to_string().contains("REFUSED_STREAM"), "{e}");
+    assert!(format!("{e:#}").contains("REFUSED_STREAM"), "{e:#}");
     assert_eq!(a.processed(), 0);
 }
 
@@ -195,7 +195,10 @@ async fn a_client_identity_opens_an_mtls_provider_and_without_it_nothing_is_proc
     let e = without.get("/").send().await.unwrap_err();
     // TLS 1.3: the server's alert comes after reqwest's connect phase, and reqwest does not
     // say which connection it came on: ambiguous, but the reason is named.
-    assert!(e.to_string().contains("client certificate refused"), "{e}");
+    assert!(
+        format!("{e:#}").contains("client certificate refused"),
+        "{e:#}"
+    );
     assert!(results(&e).iter().all(|r| r.status().is_none()), "{e}");
     assert_eq!(h2.processed(), 0);
 
@@ -220,7 +223,8 @@ async fn a_rejected_certificate_costs_one_handshake_names_the_reason_and_fails_o
         );
         let c = client(policy(&[("a", bad.url())]).configure(|s| s.tls = trusting(&files)));
         let e = c.get("/").send().await.unwrap_err();
-        assert!(e.to_string().contains(reason), "{reason}: {e}");
+        assert!(format!("{e:#}").contains(reason), "{reason}: {e:#}");
+        assert_eq!(testkit::repeated_in_chain(&e), None);
         assert_eq!(
             results(&e),
             [AttemptResult::Failed(FailureClass::Untrusted)]

@@ -121,6 +121,43 @@ pub fn scrub_urls(text: &str) -> String {
     }
 }
 
+/// Writes every source of `error`, each after `": "`, with URLs reduced to their origins:
+/// what the `{:#}` form of every baton error adds to its own text (an error's own text
+/// never repeats its source's, so that a printer that walks the chain, such as anyhow's
+/// `{:#}`, shows each part once).
+///
+/// ```
+/// use std::fmt;
+/// #[derive(Debug)]
+/// struct Call(std::io::Error);
+/// impl fmt::Display for Call {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         f.write_str("call failed")?;
+///         if f.alternate() {
+///             baton_core::write_causes(f, self)?;
+///         }
+///         Ok(())
+///     }
+/// }
+/// impl std::error::Error for Call {
+///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+///         Some(&self.0)
+///     }
+/// }
+/// let e = Call(std::io::Error::other("no route to https://rpc.example/v2/KEY"));
+/// assert_eq!(e.to_string(), "call failed");
+/// assert_eq!(format!("{e:#}"), "call failed: no route to https://rpc.example:443");
+/// ```
+pub fn write_causes(f: &mut fmt::Formatter<'_>, error: &dyn std::error::Error) -> fmt::Result {
+    let mut source = error.source();
+    while let Some(e) = source {
+        // Clients quote URLs in their errors; paths and queries hold keys (SPEC 4).
+        write!(f, ": {}", scrub_urls(&e.to_string()))?;
+        source = e.source();
+    }
+    Ok(())
+}
+
 /// An error whose text is shown with every URL in it reduced to `scheme://host:port`
 /// (SPEC 4: paths and queries of provider URLs hold keys). The original error is kept for
 /// programs ([`Scrubbed::inner`]); `Debug` shows the scrubbed text only, and `source()` is

@@ -518,17 +518,28 @@ impl Report {
     }
 }
 
-/// The last failure of a call, as the engine saw it: the `source()` of [`Error`] when no
-/// adapter gave the last attempt's own error ([`Error::with_last_error`]).
+/// A boxed error of an attempt, shared so that the errors holding it stay `Clone`.
+type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+
+/// The last attempt of a failed call, as the engine saw it: the `source()` of [`Error`]
+/// and of every adapter's call error. Its own `source()` is the attempt's own error, when
+/// the adapter gave it ([`Error::with_last_error`]): a transport's, a service's.
+///
+/// Each link of the chain says its own part once: the call's error gives the call (its
+/// kind and report), this link the attempt, the next one what failed. An error printer
+/// that walks the chain (anyhow's `{:#}`, eyre's report) shows each once.
+///
+/// It also marks where a baton call's attempts begin in an error chain: a baton call
+/// that fails inside another one's attempt is read by its report, which this link
+/// carries, and never by one of its attempts' errors below it ([`Error::of_inner_call`]).
 ///
 /// ```
 /// use baton_core::{AttemptFailure, AttemptResult, FailureClass};
-/// let f = AttemptFailure { endpoint_id: "a".into(), attempt: 2,
-///     result: AttemptResult::Failed(FailureClass::Undelivered) };
+/// let f = AttemptFailure::new("a", 2, AttemptResult::Failed(FailureClass::Undelivered), false);
 /// assert_eq!(f.to_string(), "attempt 2 at \"a\": undelivered");
+/// assert_eq!(f.attempt, 2);
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("attempt {attempt} at {endpoint_id:?}: {result}")]
+#[derive(Debug, Clone)]
 pub struct AttemptFailure {
     /// Endpoint id.
     pub endpoint_id: String,
@@ -536,18 +547,70 @@ pub struct AttemptFailure {
     pub attempt: u32,
     /// How it ended.
     pub result: AttemptResult,
+    /// The attempt's own error, when an adapter gave it.
+    error: Option<Shared>,
+    /// The verdict of the whole call whose last attempt this is.
+    call_may_have_executed: bool,
+}
+
+impl AttemptFailure {
+    /// The attempt numbered `attempt` at endpoint `endpoint_id`, which ended as `result`,
+    /// the last of a call whose report says `call_may_have_executed`.
+    pub fn new(
+        endpoint_id: impl Into<String>,
+        attempt: u32,
+        result: AttemptResult,
+        call_may_have_executed: bool,
+    ) -> Self {
+        AttemptFailure {
+            endpoint_id: endpoint_id.into(),
+            attempt,
+            result,
+            error: None,
+            call_may_have_executed,
+        }
+    }
+
+    /// The attempt's own error, when the adapter gave it.
+    pub fn error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.error.as_deref()
+    }
+
+    /// Whether the call this attempt ended may have done the work (its report's
+    /// `may_have_executed`): what an outer baton reads when this call failed inside one
+    /// of its attempts.
+    pub fn call_may_have_executed(&self) -> bool {
+        self.call_may_have_executed
+    }
+}
+
+impl fmt::Display for AttemptFailure {
+    /// The attempt, and how it ended when no error of its own follows in the chain (the
+    /// error says it, in the transport's words).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "attempt {} at {:?}", self.attempt, self.endpoint_id)?;
+        match self.error {
+            Some(_) => Ok(()),
+            None => write!(f, ": {}", self.result),
+        }
+    }
+}
+
+impl std::error::Error for AttemptFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
 }
 
 /// A failed call: the kind of error plus the full report (attempts, request id, stop
-/// reason, `may_have_executed`), and the last attempt's own error when an adapter gave it
-/// ([`with_last_error`](Error::with_last_error)).
+/// reason, `may_have_executed`), and the last attempt ([`AttemptFailure`], with its own
+/// error when an adapter gave it) as its `source()`.
 ///
-/// Every adapter's call error has this error as its `source()`, and this error's source is
-/// the last attempt's error (else the engine's description of the last attempt). So a
-/// baton call that fails inside another one's attempt (baton nested in baton, or a client
-/// built on baton below a layer) is found in the outer attempt's error chain, and its
-/// report, not an error of one of its attempts, says what the outer attempt may have done
-/// ([`Error::of_inner_call`]).
+/// Every adapter's call error shows this error's text and has the same source, so a
+/// chain reads: the call, its last attempt, what failed there. `{}` shows the call alone;
+/// `{:#}` adds every source, joined with `": "`, with URLs reduced to their origins.
 ///
 /// ```
 /// # use baton_core::{sim::{Sim, Script}, CallOptions, Endpoint, Policy, ErrorKind};
@@ -558,8 +621,10 @@ pub struct AttemptFailure {
 /// let err = sim.run(http::Method::GET, CallOptions::default()).report.into_error().unwrap();
 /// assert_eq!(err.kind, ErrorKind::Failover);
 /// assert!(!err.report.may_have_executed);
-/// assert!(std::error::Error::source(&err).is_some());
+/// let last = std::error::Error::source(&err).unwrap();
+/// assert_eq!(last.to_string(), "attempt 3 at \"a\": undelivered"); // 3 attempts an endpoint by default
 /// assert!(err.to_string().contains(err.report.request_id.as_str()));
+/// assert!(format!("{err:#}").ends_with("not executed): attempt 3 at \"a\": undelivered"));
 /// ```
 #[derive(Debug, Clone)]
 pub struct Error {
@@ -567,35 +632,40 @@ pub struct Error {
     pub kind: ErrorKind,
     /// Everything known about the call.
     pub report: Box<Report>,
-    last_cause: Option<AttemptFailure>,
-    /// The last attempt's own error (an adapter's), shared so that the error stays `Clone`.
-    last_error: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
+    /// The last attempt (the `source()`), with its own error when an adapter gave it
+    /// (boxed, as the report: a failed call's error stays small to move).
+    last: Option<Box<AttemptFailure>>,
 }
 
 impl Error {
     /// The error `kind` of the call that `report` describes.
     pub(crate) fn new(kind: ErrorKind, report: Report) -> Self {
-        let last_cause = report.attempts.last().map(|a| AttemptFailure {
-            endpoint_id: a.endpoint_id.to_string(),
-            attempt: a.number,
-            result: a.result,
+        let last = (report.attempts.last()).map(|a| {
+            let executed = report.may_have_executed;
+            Box::new(AttemptFailure::new(
+                a.endpoint_id.to_string(),
+                a.number,
+                a.result,
+                executed,
+            ))
         });
         Error {
             kind,
             report: Box::new(report),
-            last_cause,
-            last_error: None,
+            last,
         }
     }
 
     /// The last attempt's failure, if there was an attempt.
     pub fn last_failure(&self) -> Option<&AttemptFailure> {
-        self.last_cause.as_ref()
+        self.last.as_deref()
     }
 
     /// This error with `error`, the last attempt's own error (a transport's, a service's),
-    /// as its `source()`. Adapters call it; an adapter's call error has this error as its
-    /// own source, and reads the last error back by downcasting [`last_error`](Self::last_error).
+    /// as the source of its last attempt ([`AttemptFailure`]). Adapters call it, and read
+    /// the error back by downcasting [`last_error`](Self::last_error). A report without
+    /// attempts has no attempt to hold it: an error before any attempt belongs in the
+    /// error's kind (an invalid call's reason), and `error` is dropped.
     ///
     /// ```
     /// # use baton_core::{sim::{Sim, Script}, CallOptions, Endpoint, Policy};
@@ -606,22 +676,42 @@ impl Error {
     /// let err = sim.run(http::Method::GET, CallOptions::default()).report.into_error().unwrap();
     /// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
     /// let err = err.with_last_error(Box::new(refused));
-    /// let last = std::error::Error::source(&err).unwrap();
-    /// assert!(last.downcast_ref::<std::io::Error>().is_some());
+    /// assert!(err.last_error().unwrap().is::<std::io::Error>());
+    /// let attempt = std::error::Error::source(&err).unwrap();
+    /// assert_eq!(attempt.to_string(), "attempt 3 at \"a\"");
+    /// assert!(attempt.source().unwrap().is::<std::io::Error>());
     /// ```
     pub fn with_last_error(mut self, error: Box<dyn std::error::Error + Send + Sync>) -> Self {
-        self.last_error = Some(std::sync::Arc::from(error));
+        if let Some(last) = &mut self.last {
+            last.error = Some(std::sync::Arc::from(error));
+        }
         self
     }
 
     /// The last attempt's own error, when the adapter gave it.
     pub fn last_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
-        self.last_error.as_deref()
+        self.last.as_ref()?.error()
+    }
+
+    /// Whether `e` is a baton call's error or the link to its last attempt
+    /// ([`AttemptFailure`]): where a walk of an attempt's error chain for its own facts
+    /// (a certificate, an HTTP/2 refusal, an I/O error) ends, since below it are another
+    /// call's attempts, read by that call's report ([`of_inner_call`](Self::of_inner_call)).
+    ///
+    /// ```
+    /// # use baton_core::{AttemptFailure, AttemptResult, Error, FailureClass};
+    /// let link = AttemptFailure::new("a", 1, AttemptResult::Failed(FailureClass::Ambiguous), true);
+    /// assert!(Error::is_call_link(&link));
+    /// assert!(!Error::is_call_link(&std::io::Error::other("x")));
+    /// ```
+    pub fn is_call_link(e: &(dyn std::error::Error + 'static)) -> bool {
+        e.is::<Error>() || e.is::<AttemptFailure>()
     }
 
     /// The failure class of an attempt whose error is, or was caused by, another baton
     /// call's failure (baton nested in baton): `Some` when `error`'s chain holds a baton
-    /// call's [`Error`], before any error that decides on its own (`decides`, the
+    /// call's [`Error`] or the link to its last attempt ([`AttemptFailure`], which every
+    /// adapter's call error has as its source), before any error that decides on its own (`decides`, the
     /// adapter's proofs, such as a credential that could not be had). That inner call's
     /// report decides: undelivered only when none of its attempts may have executed,
     /// else ambiguous. An error of one of the inner call's attempts below it (a refused
@@ -656,8 +746,14 @@ impl Error {
         let mut cur = Some(error);
         let mut depth = 0;
         while let Some(e) = cur {
-            if let Some(call) = e.downcast_ref::<Error>() {
-                return Some(match call.report.may_have_executed {
+            let verdict = match e.downcast_ref::<Error>() {
+                Some(call) => Some(call.report.may_have_executed),
+                None => e
+                    .downcast_ref::<AttemptFailure>()
+                    .map(AttemptFailure::call_may_have_executed),
+            };
+            if let Some(may_have_executed) = verdict {
+                return Some(match may_have_executed {
                     true => crate::FailureClass::Ambiguous,
                     false => crate::FailureClass::Undelivered,
                 });
@@ -673,6 +769,8 @@ impl Error {
 }
 
 impl fmt::Display for Error {
+    /// The call: its kind and report. With `{:#}`, every source follows, each after
+    /// `": "`, with URLs reduced to their origins.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let r = &self.report;
         match &self.kind {
@@ -707,20 +805,20 @@ impl fmt::Display for Error {
             } else {
                 "not executed"
             }
-        )
+        )?;
+        if f.alternate() {
+            crate::write_causes(f, self)?;
+        }
+        Ok(())
     }
 }
 
 impl std::error::Error for Error {
-    /// The last attempt's own error when an adapter gave it, else the engine's
-    /// description of the last attempt.
+    /// The last attempt ([`AttemptFailure`]), whose source is its own error when the
+    /// adapter gave it.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.last_error {
-            Some(e) => Some(&**e as &(dyn std::error::Error + 'static)),
-            None => self
-                .last_cause
-                .as_ref()
-                .map(|c| c as &(dyn std::error::Error + 'static)),
-        }
+        self.last
+            .as_deref()
+            .map(|l| l as &(dyn std::error::Error + 'static))
     }
 }

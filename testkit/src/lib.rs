@@ -205,6 +205,47 @@ pub fn in_chain<'a, T: std::error::Error + 'static>(
     None
 }
 
+/// Where an error chain says something twice: the first link whose text holds its
+/// source's text (an error printer that walks the chain, anyhow's `{:#}`, would show it
+/// twice), as `"link" holds "source"`; `None` when each link says its own part once.
+/// Every link's text must also be non-empty.
+///
+/// ```
+/// #[derive(Debug)]
+/// struct Outer(std::num::ParseIntError, bool);
+/// impl std::fmt::Display for Outer {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         match self.1 {
+///             true => write!(f, "bad port: {}", self.0),
+///             false => f.write_str("bad port"),
+///         }
+///     }
+/// }
+/// impl std::error::Error for Outer {
+///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+///         Some(&self.0)
+///     }
+/// }
+/// let parse = "x".parse::<u16>().unwrap_err();
+/// assert_eq!(testkit::repeated_in_chain(&Outer(parse.clone(), false)), None);
+/// assert!(testkit::repeated_in_chain(&Outer(parse, true)).is_some());
+/// ```
+pub fn repeated_in_chain(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cur = error;
+    loop {
+        let text = cur.to_string();
+        if text.is_empty() {
+            return Some(format!("an empty link: {cur:?}"));
+        }
+        let next = cur.source()?;
+        let below = next.to_string();
+        if !below.is_empty() && text.contains(&below) {
+            return Some(format!("{text:?} holds {below:?}"));
+        }
+        cur = next;
+    }
+}
+
 /// `http://baton-test.invalid:80`, a URL whose host name never resolves, to exercise
 /// DNS failure (*undelivered*). No trailing slash, like [`Provider::url`].
 ///

@@ -307,8 +307,10 @@ impl fmt::Display for EndpointTlsError {
 }
 
 impl StdError for EndpointTlsError {
+    /// The sources of the file's error, whose text this one shows (each said once in a
+    /// chain).
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        Some(&self.source)
+        self.source.source()
     }
 }
 
@@ -547,8 +549,9 @@ impl fmt::Display for Rejection {
 
 /// The certificate rejection in an error chain, if any: a rustls error anywhere in it
 /// (also inside an `io::Error`, whose `source()` skips the error it wraps), above any
-/// baton call's own error ([`baton_core::Error`]): what is below that one is of the inner
-/// call's attempts, read by its report, not of this attempt.
+/// baton call's own error or the link to its last attempt
+/// ([`baton_core::Error::is_call_link`]): what is below that one is of the inner call's
+/// attempts, read by its report, not of this attempt.
 ///
 /// ```
 /// use baton_tls::{rejection, Rejection};
@@ -580,7 +583,7 @@ pub fn rejection_above(
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
     let mut depth = 0;
     while let Some(e) = cur {
-        if e.is::<baton_core::Error>() || end(e) {
+        if baton_core::Error::is_call_link(e) || end(e) {
             return None;
         }
         if let Some(r) = e.downcast_ref::<rustls::Error>().and_then(of_rustls) {
@@ -590,7 +593,7 @@ pub fn rejection_above(
             // `io::Error::source` skips the error it wraps: an end wrapped in one is
             // looked at here, or the walk would step past it.
             let inner = io.get_ref().map(|i| i as &(dyn StdError + 'static));
-            if inner.is_some_and(|i| i.is::<baton_core::Error>() || end(i)) {
+            if inner.is_some_and(|i| baton_core::Error::is_call_link(i) || end(i)) {
                 return None;
             }
             if let Some(r) = inner.and_then(|inner| rejection_above(inner, end)) {

@@ -369,11 +369,13 @@ impl<E: fmt::Display> fmt::Display for EventsError<E> {
 }
 
 impl<E: std::error::Error + 'static> std::error::Error for EventsError<E> {
+    /// The sources of the error it holds, whose text it shows (so a chain says each part
+    /// once); match the variant for the error itself.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            EventsError::Stream(e) => Some(e),
-            EventsError::Call(e) => Some(e.as_ref()),
-            EventsError::Settings(e) => Some(e),
+            EventsError::Stream(e) => e.source(),
+            EventsError::Call(e) => e.source(),
+            EventsError::Settings(e) => e.source(),
         }
     }
 }
