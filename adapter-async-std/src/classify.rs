@@ -43,7 +43,8 @@ pub enum Phase {
     Connect,
     /// The TLS handshake.
     Tls,
-    /// The connection was ready but closed before any request byte was written.
+    /// Nothing was written: the connection closed before any request byte, or the
+    /// request was refused before sending (invalid, or by the destination rules).
     NotSent,
     /// HTTP/2: the server proved it did not process the request (SPEC 9).
     Refused,
@@ -71,7 +72,7 @@ impl Phase {
             Phase::Dns => "dns",
             Phase::Connect => "connect",
             Phase::Tls => "tls handshake",
-            Phase::NotSent => "connection closed before sending",
+            Phase::NotSent => "before sending",
             Phase::Refused => "refused before processing (HTTP/2)",
             Phase::Certificate => "tls handshake",
             Phase::Exchange => "request",
@@ -94,6 +95,9 @@ pub(crate) type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 ///     std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
 /// assert_eq!(e.class(), FailureClass::Undelivered);
 /// assert_eq!(e.to_string(), "connect failed");
+/// let local = TransportError::new("primary", 1, Phase::NotSent, false,
+///     std::io::Error::other("invalid header"));
+/// assert_eq!(local.to_string(), "failed before sending");
 /// assert_eq!((e.endpoint(), e.attempt()), ("primary", 1));
 /// assert!(std::error::Error::source(&e).is_some());
 /// ```
@@ -232,7 +236,11 @@ impl fmt::Display for TransportError {
         } else {
             "failed"
         };
-        write!(f, "{} {ended}", self.phase.as_str())?;
+        match self.phase {
+            Phase::NotSent => write!(f, "{ended} before sending")?,
+            Phase::Refused => f.write_str(self.phase.as_str())?,
+            _ => write!(f, "{} {ended}", self.phase.as_str())?,
+        }
         if let Some(r) = self.source.as_deref().and_then(|s| baton_tls::rejection(s)) {
             write!(f, ": {}", r.message())?;
         }
