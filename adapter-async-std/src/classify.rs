@@ -244,6 +244,9 @@ impl fmt::Display for TransportError {
         if let Some(r) = self.source.as_deref().and_then(|s| baton_tls::rejection(s)) {
             write!(f, ": {}", r.message())?;
         }
+        if f.alternate() {
+            baton_core::write_causes(f, self)?;
+        }
         Ok(())
     }
 }

@@ -260,10 +260,10 @@ impl CallTransport for Calls {
     fn finish(
         &self,
         done: Done<Kept>,
-        last: Option<(u32, TransportError)>,
+        last: Option<TransportError>,
         read_by: Option<Instant>,
     ) -> Self::Output {
-        finish(&self.0, done, read_by, last.map(|(_, e)| e))
+        finish(&self.0, done, read_by, last)
     }
 }
 

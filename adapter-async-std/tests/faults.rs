@@ -273,6 +273,24 @@ on_both_runtimes! {
         assert!(el >= Duration::from_millis(390) && el < Duration::from_secs(2), "{el:?}");
     }
 
+    async fn an_earlier_attempts_error_is_never_named_as_the_last_attempts() {
+        // Attempt 1 is reset (an error); attempt 2 is a 503 asking for an hour (no error),
+        // and the call stops there: its last attempt is that response.
+        let a = Provider::builder()
+            .then(Behaviour::reset())
+            .otherwise(Behaviour::status(503).header("Retry-After", "3600"))
+            .start();
+        let c = client(&[a.url()]);
+        let e = call_error(c.get("/").send().await.unwrap_err());
+        let hour = Duration::from_secs(3600);
+        assert_eq!(e.kind(), &ErrorKind::RetryAfterTooLong(hour), "{e:#}");
+        assert_eq!(e.report().attempts.len(), 2, "{e:#}");
+        assert!(e.transport().is_none(), "{e:#}");
+        let link = std::error::Error::source(&*e).unwrap();
+        assert_eq!(link.to_string(), "attempt 2 at \"a\": status 503", "{e:#}");
+        assert!(link.source().is_none(), "{e:#}");
+    }
+
     async fn tls_handshake_failure_is_undelivered() {
         // An https URL pointing at a plain-HTTP provider: the handshake fails, no request.
         let a = Provider::start(Behaviour::ok());

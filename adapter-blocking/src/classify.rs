@@ -265,8 +265,10 @@ pub(crate) struct BodySource(io::Error);
 
 impl fmt::Display for BodySource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // ureq's error keeps no source: the reader's error is told here, once.
-        write!(f, "the request body's source failed: {}", self.0)
+        // ureq's error keeps no source: the reader's error is told here, once, with its
+        // causes (URLs reduced to their origins).
+        write!(f, "the request body's source failed: {}", self.0)?;
+        baton_core::write_causes(f, &self.0)
     }
 }
 

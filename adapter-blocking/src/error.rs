@@ -116,13 +116,22 @@ struct Inner {
 
 /// The last attempt's ureq error, as the source of the engine's link to the last attempt.
 /// It shows ureq's text with URLs reduced to their origins (ureq quotes the URL in some
-/// errors, a bad URI; SPEC 4), after baton's reading of a rejected certificate. ureq's
-/// errors have no source of their own, so for `ureq::Error::Other` (an attempt baton
-/// refused to send) the reason inside it (a
-/// [`DestinationError`](baton_core::DestinationError) where the destination rules refused)
-/// is this error's source, in reach of a walk of the chain, and not repeated in its text.
-#[derive(Debug)]
+/// errors, a bad URI; SPEC 4), after baton's reading of a rejected certificate; `Debug`
+/// shows the same text. ureq's errors have no source of their own, so this error gives
+/// the sources of what is inside one, in reach of a walk of the chain: for
+/// `ureq::Error::Other` (an attempt baton refused to send) the reason itself (a
+/// [`DestinationError`](baton_core::DestinationError) where the destination rules
+/// refused), not repeated in its text; for `ureq::Error::Io` the sources of the I/O
+/// error, whose own text ureq's shows.
 struct ClientError(ureq::Error);
+
+impl fmt::Debug for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ClientError")
+            .field(&self.to_string())
+            .finish()
+    }
+}
 
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -140,6 +149,7 @@ impl std::error::Error for ClientError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.0 {
             ureq::Error::Other(reason) => Some(&**reason),
+            ureq::Error::Io(io) => io.source(),
             _ => None,
         }
     }

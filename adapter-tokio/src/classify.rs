@@ -626,6 +626,35 @@ mod tests {
         assert!(undelivered(classify_dyn(&Wrap(e))));
     }
 
+    /// A baton call below that made no attempt (an unknown `only` endpoint here; an inner
+    /// breaker open, say) sent nothing: the outer attempt is undelivered.
+    #[test]
+    fn an_inner_call_that_made_no_attempt_is_undelivered() {
+        use baton_core::{sim::Sim, CallOptions, Endpoint, Policy};
+        let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/"));
+        let mut sim = Sim::new(policy.build().unwrap(), std::time::Instant::now());
+        let only = CallOptions {
+            only: Some("z".into()),
+            ..CallOptions::default()
+        };
+        let error = sim
+            .run(http::Method::POST, only)
+            .report
+            .into_error()
+            .unwrap();
+        assert!(error.report.attempts.is_empty());
+        let inner = crate::Error::Call {
+            error,
+            retained: None,
+        };
+        let c = classify_dyn(&inner);
+        assert!(undelivered(c), "{inner:#}");
+        let nothing = FailureCause::InnerCall {
+            may_have_executed: false,
+        };
+        assert_eq!(c.cause, nothing);
+    }
+
     #[test]
     fn causes_say_whether_work_may_have_been_done() {
         for (cause, executed) in [

@@ -450,14 +450,10 @@ impl<O: Owner> CallTransport for Calls<O> {
     fn finish(
         &self,
         done: Done<Reply>,
-        last: Option<(u32, AttemptError)>,
+        last: Option<AttemptError>,
         deadline: Option<Instant>,
     ) -> Self::Output {
         let engine = &*self.0.shared().engine;
-        let last_number = done.report().attempts.last().map(|a| a.number);
-        let last = last
-            .filter(|(n, _)| Some(*n) == last_number)
-            .map(|(_, e)| e);
         let kept_endpoint = |report: &Report| match report.outcome {
             Outcome::Response { endpoint, .. } => endpoint_id(engine, endpoint),
             Outcome::Error { retained, .. } => retained

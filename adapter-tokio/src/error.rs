@@ -77,7 +77,11 @@ impl AttemptError {
 
 impl fmt::Display for AttemptError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.cause, f)
+        fmt::Display::fmt(&self.cause, f)?;
+        if f.alternate() {
+            baton_core::write_causes(f, self)?;
+        }
+        Ok(())
     }
 }
 

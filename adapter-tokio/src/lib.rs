@@ -107,13 +107,15 @@
 //!   (SPEC 3), the same on every adapter: reqwest's own reading of the environment is off
 //!   and each request URL is routed by core (`http` forwarded in absolute form, `https`
 //!   through `CONNECT`). `env_proxies = false` in the settings connects directly.
-//! - **Errors.** [`Error::Call`] carries the engine's error (kind and [`Report`]) as its
-//!   `source()`, whose own source is the last attempt's [`AttemptError`]: its
-//!   [`FailureCause`] label (refused, DNS, TLS, reset...) and underlying error (a
-//!   `reqwest::Error`, baton's attempt timeout, or why the request could not be built).
-//!   With the engine's error in every chain, baton failing inside another baton's
-//!   attempt (a `BatonMiddleware` after another) is read by its report: the outer attempt
-//!   is undelivered only when no attempt of the inner call may have executed.
+//! - **Errors.** [`Error::Call`] carries the engine's error (kind and [`Report`]) and
+//!   shows its text (`{}`: the call and its attempts; `{:#}`: every cause after it). Its
+//!   `source()` is the engine's link to the last attempt ([`baton_core::AttemptFailure`]),
+//!   whose own source is that attempt's [`AttemptError`]: its [`FailureCause`] label
+//!   (refused, DNS, TLS, reset...) and underlying error (a `reqwest::Error`, baton's
+//!   attempt timeout, or why the request could not be built). Each part is said once in
+//!   the chain. The link carries the call's verdict, so baton failing inside another
+//!   baton's attempt (a `BatonMiddleware` after another) is read by its report: the outer
+//!   attempt is undelivered only when no attempt of the inner call may have executed.
 //!
 //! ## Middleware
 //!

@@ -111,6 +111,28 @@ mod tests {
     use super::*;
     use std::io;
 
+    /// A baton call below that made no attempt (an unknown `only` endpoint here; an inner
+    /// breaker open, say) sent nothing: undelivered, before any hook.
+    #[test]
+    fn an_inner_call_that_made_no_attempt_is_undelivered() {
+        use baton_core::{sim::Sim, CallOptions, Endpoint, Policy};
+        let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/"));
+        let mut sim = Sim::new(policy.build().unwrap(), std::time::Instant::now());
+        let only = CallOptions {
+            only: Some("z".into()),
+            ..CallOptions::default()
+        };
+        let error = sim
+            .run(http::Method::POST, only)
+            .report
+            .into_error()
+            .unwrap();
+        assert!(error.report.attempts.is_empty());
+        let inner = crate::Error::<()>::new(error, None, None);
+        let hook: ErrorClassifier = std::sync::Arc::new(|_| Some(FailureClass::Ambiguous));
+        assert_eq!(classify(&inner, Some(&hook)), FailureClass::Undelivered);
+    }
+
     #[derive(Debug)]
     struct Wrapped(io::Error);
     impl std::fmt::Display for Wrapped {

@@ -331,7 +331,7 @@ where
     fn finish(
         &self,
         done: Done<Response<R>>,
-        last: Option<(u32, BoxError)>,
+        last: Option<BoxError>,
         _: Option<Instant>,
     ) -> Self::Output {
         finish(done, last)
@@ -447,17 +447,10 @@ where
 
 /// The call's result: the response with its report in the extensions, or the error with
 /// the last attempt's error and any retained response.
-fn finish<R>(
-    done: Done<Response<R>>,
-    last: Option<(u32, BoxError)>,
-) -> Result<Response<R>, Error<R>>
+fn finish<R>(done: Done<Response<R>>, last: Option<BoxError>) -> Result<Response<R>, Error<R>>
 where
     R: Send + 'static,
 {
-    let last_number = done.report().attempts.last().map(|a| a.number);
-    let last = last
-        .filter(|(n, _)| Some(*n) == last_number)
-        .map(|(_, e)| e);
     done.resolve(
         |mut response, report| {
             response.extensions_mut().insert(report);

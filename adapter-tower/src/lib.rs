@@ -63,11 +63,12 @@
 //!   preferred endpoint, ...) ride in the request's extensions.
 //! - The response is the inner service's, with the call's [`baton_core::Report`] in its
 //!   extensions. Its head is the commit point (SPEC 1): reading the body is the caller's.
-//! - A failed call is an [`Error`]: the engine's error (kind and report) as `source()`,
-//!   with the last attempt's error as its own source, and any retained response. A
-//!   `Baton` inside another's attempt (a layer in front of a layer) is read by that
-//!   engine error's report: undelivered only when no attempt of the inner call may have
-//!   executed.
+//! - A failed call is an [`Error`]: the engine's error (kind and report), shown as its
+//!   text, and any retained response. Its `source()` is the engine's link to the last
+//!   attempt ([`baton_core::AttemptFailure`]), with that attempt's error as its own
+//!   source. The link carries the call's verdict, so a `Baton` inside another's attempt (a
+//!   layer in front of a layer) is read by the inner call's report: undelivered only when
+//!   no attempt of the inner call may have executed.
 //!
 //! ## Timers
 //! Through the [`Sleep`] trait; [`TokioSleep`] (feature `tokio`, default) is the tokio

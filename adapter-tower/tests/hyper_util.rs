@@ -527,6 +527,9 @@ async fn an_inner_layer_that_may_have_executed_is_ambiguous_whatever_its_last_at
         .unwrap()
         .downcast_ref::<baton_core::Scrubbed>();
     let inner = scrubbed.unwrap().inner();
+    let inner_call = inner.downcast_ref::<baton_tower::Error<hyper::body::Incoming>>();
+    assert_eq!(inner_call.unwrap().report().attempts.len(), 2);
+    assert!(inner_call.unwrap().may_have_executed());
     // The inner call's link to its second (last) attempt carries that call's verdict.
     let link = testkit::in_chain::<baton_core::AttemptFailure>(inner).unwrap();
     assert_eq!((link.attempt, link.call_may_have_executed()), (2, true));

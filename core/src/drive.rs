@@ -65,7 +65,7 @@
 //!         None // this transport follows no redirect: a 3xx is the answer
 //!     }
 //!     fn timer(&self, _: Instant) -> Self::Timer { std::future::pending() }
-//!     fn finish(&self, done: Done<Head>, _: Option<(u32, String)>, _: Option<Instant>)
+//!     fn finish(&self, done: Done<Head>, _: Option<String>, _: Option<Instant>)
 //!         -> Self::Output {
 //!         match done.into_result() {
 //!             Ok((head, report)) => Ok((report.attempts.len(), head.status.as_u16())),
@@ -260,7 +260,7 @@ pub struct Sent<K> {
 ///     }
 ///     fn hop(&self, _: &mut Get, _: &Sent<()>, _: &Hop, _: http::HeaderMap) -> Option<usize> { None }
 ///     fn timer(&self, _: Instant) -> Pending<()> { std::future::pending() }
-///     fn finish(&self, done: Done<Head>, _: Option<(u32, &'static str)>, _: Option<Instant>)
+///     fn finish(&self, done: Done<Head>, _: Option<&'static str>, _: Option<Instant>)
 ///         -> Self::Output {
 ///         let report = done.report();
 ///         let ids = report.attempts.iter().map(|a| a.endpoint_id.to_string()).collect();
@@ -402,12 +402,13 @@ pub trait CallTransport {
     fn reset(&self, timer: &mut Self::Timer, at: Instant) {
         *timer = self.timer(at);
     }
-    /// What the call ends as: `done`, the last attempt's error (with its number), and when
-    /// body reads must end.
+    /// What the call ends as: `done`, the error of its last attempt (`None` when that
+    /// attempt ended without one: a response, a timer, the deadline), and when body reads
+    /// must end.
     fn finish(
         &self,
         done: Done<Self::Answer>,
-        last: Option<(u32, Self::Error)>,
+        last: Option<Self::Error>,
         read_by: Option<Instant>,
     ) -> Self::Output;
 }
@@ -460,7 +461,9 @@ pub fn drive<T: CallTransport>(
         let done = call.take_done();
         // The driver (its timer, the identity's values) is dropped where it is, after the
         // output is made: dropped here by `drop`, it was first moved out (360 bytes).
-        let last = driver.last.take();
+        // The error of the last attempt only: an earlier one's would be named as the last's.
+        let last_number = done.report().attempts.last().map(|a| a.number);
+        let last = (driver.last.take()).and_then(|(n, e)| (Some(n) == last_number).then_some(e));
         transport.finish(done, last, read_by)
     }
 }

@@ -137,7 +137,7 @@ pub use redact::{redact_url, scrub_urls, write_causes, Origin, Scrubbed};
 pub use redirect::{same_origin, CrossOrigin, Hop, Redirect, Redirects};
 pub use report::{
     AttemptFailure, AttemptRecord, AttemptResult, CallRejection, Error, ErrorKind, FailureClass,
-    Outcome, Report, StopReason, TimeoutPhase,
+    NoAttempt, Outcome, Report, StopReason, TimeoutPhase,
 };
 pub use retry_after::{parse_retry_after, retry_after_from_headers, MAX_RETRY_AFTER_VALUE};
 pub use status::StatusSet;

@@ -70,13 +70,14 @@ pub enum ConfigError {
         /// The limit.
         max: usize,
     },
-    /// A per-endpoint setting is out of range (the source names the setting).
-    #[error("endpoint {id:?}: {source}")]
+    /// A per-endpoint setting is out of range (`error` names the setting). Its text holds
+    /// that error's, so it is not also its `source()`.
+    #[error("endpoint {id:?}: {error}")]
     Endpoint {
         /// The endpoint's id.
         id: String,
         /// What is wrong with its setting.
-        source: Box<ConfigError>,
+        error: Box<ConfigError>,
     },
     /// An endpoint id is empty.
     #[error("endpoint #{index} has an empty id")]
@@ -1609,7 +1610,7 @@ fn check_tls(endpoints: &[Endpoint], policy: &crate::Tls) -> Result<(), ConfigEr
         if let Some(err) = half(&e.tls) {
             return Err(ConfigError::Endpoint {
                 id: e.id.clone(),
-                source: Box::new(err),
+                error: Box::new(err),
             });
         }
     }
@@ -1622,9 +1623,9 @@ fn check_tls(endpoints: &[Endpoint], policy: &crate::Tls) -> Result<(), ConfigEr
 fn credential_refusals(endpoints: &[Endpoint], s: &mut Settings) -> Result<(), ConfigError> {
     for e in endpoints {
         let Some(c) = &e.credential else { continue };
-        c.validate().map_err(|source| ConfigError::Endpoint {
+        c.validate().map_err(|error| ConfigError::Endpoint {
             id: e.id.clone(),
-            source: Box::new(source),
+            error: Box::new(error),
         })?;
         let codes: &[u16] = if c.refresh_on_403 {
             &[401, 403]
@@ -1667,9 +1668,9 @@ fn check_endpoints(endpoints: &[Endpoint], backoff: &Backoff) -> Result<Vec<u8>,
                 reason: reason.clone(),
             });
         }
-        check_endpoint_settings(e, backoff).map_err(|source| ConfigError::Endpoint {
+        check_endpoint_settings(e, backoff).map_err(|error| ConfigError::Endpoint {
             id: e.id.clone(),
-            source: Box::new(source),
+            error: Box::new(error),
         })?;
         let g = match &e.group {
             Some(name) if name.is_empty() => {

@@ -159,10 +159,11 @@ pub fn write_causes(f: &mut fmt::Formatter<'_>, error: &dyn std::error::Error) -
 }
 
 /// An error whose text is shown with every URL in it reduced to `scheme://host:port`
-/// (SPEC 4: paths and queries of provider URLs hold keys). The original error is kept for
-/// programs ([`Scrubbed::inner`]); `Debug` shows the scrubbed text only, and `source()` is
-/// `None` (the original's chain may quote the URL again). Adapters wrap the errors of the
-/// clients and services they drive in it.
+/// (SPEC 4: paths and queries of provider URLs hold keys). Its text is the original's
+/// with every cause after it (its `{:#}`), since its `source()` is `None` (the original's
+/// chain may quote the URL again). The original error is kept for programs
+/// ([`Scrubbed::inner`]); `Debug` shows the scrubbed text only. Adapters wrap the errors of
+/// the clients and services they drive in it.
 ///
 /// ```
 /// let e = baton_core::Scrubbed::new(Box::new(std::io::Error::other(
@@ -170,6 +171,10 @@ pub fn write_causes(f: &mut fmt::Formatter<'_>, error: &dyn std::error::Error) -
 /// )));
 /// assert_eq!(e.to_string(), "error sending request for url (https://rpc.example:443)");
 /// assert!(e.inner().to_string().contains("KEY"));
+/// // The causes follow.
+/// let why = baton_core::request_uri("ftp://a.example/KEY").unwrap_err();
+/// let e = baton_core::Scrubbed::new(Box::new(baton_core::InvalidRequest::from(why)));
+/// assert_eq!(e.to_string(), r#"invalid request: unsupported scheme "ftp" in the request URL (only http and https)"#);
 /// ```
 pub struct Scrubbed {
     text: String,
@@ -179,10 +184,14 @@ pub struct Scrubbed {
 impl Scrubbed {
     /// `inner`, shown with its URLs scrubbed.
     pub fn new(inner: Box<dyn std::error::Error + Send + Sync>) -> Self {
-        Scrubbed {
-            text: scrub_urls(&inner.to_string()),
-            inner,
+        let mut text = scrub_urls(&inner.to_string());
+        let mut source = inner.source();
+        while let Some(e) = source {
+            text.push_str(": ");
+            text.push_str(&scrub_urls(&e.to_string()));
+            source = e.source();
         }
+        Scrubbed { text, inner }
     }
 
     /// The original error (its text may quote a URL in full).

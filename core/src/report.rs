@@ -586,15 +586,46 @@ impl AttemptFailure {
 
 impl fmt::Display for AttemptFailure {
     /// The attempt, and how it ended when no error of its own follows in the chain (the
-    /// error says it, in the transport's words).
+    /// error says it, in the transport's words); `{:#}` adds every cause.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "attempt {} at {:?}", self.attempt, self.endpoint_id)?;
         match self.error {
+            Some(_) if f.alternate() => crate::write_causes(f, self),
             Some(_) => Ok(()),
             None => write!(f, ": {}", self.result),
         }
     }
 }
+
+/// The `source()` of a failed call's error when the call made no attempt (no endpoint was
+/// usable, the budget or the deadline stopped it first, the call was invalid): nothing was
+/// sent. Like [`AttemptFailure`], it marks a baton call in an error chain: a baton call
+/// that fails so inside another one's attempt proves that attempt sent nothing
+/// ([`Error::of_inner_call`]).
+///
+/// ```
+/// # use baton_core::{sim::Sim, CallOptions, Endpoint, Error, FailureClass, NoAttempt, Policy};
+/// # use std::time::Instant;
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
+/// let mut sim = Sim::new(policy, Instant::now());
+/// // An unknown endpoint id for `only`: an error before any attempt.
+/// let only = CallOptions { only: Some("z".into()), ..CallOptions::default() };
+/// let err = sim.run(http::Method::POST, only).report.into_error().unwrap();
+/// let link = std::error::Error::source(&err).unwrap();
+/// assert!(link.is::<NoAttempt>());
+/// assert_eq!(link.to_string(), "no request was sent");
+/// assert_eq!(Error::of_inner_call(&err, |_| false), Some(FailureClass::Undelivered));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoAttempt;
+
+impl fmt::Display for NoAttempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no request was sent")
+    }
+}
+
+impl std::error::Error for NoAttempt {}
 
 impl std::error::Error for AttemptFailure {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
@@ -694,9 +725,10 @@ impl Error {
     }
 
     /// Whether `e` is a baton call's error or the link to its last attempt
-    /// ([`AttemptFailure`]): where a walk of an attempt's error chain for its own facts
-    /// (a certificate, an HTTP/2 refusal, an I/O error) ends, since below it are another
-    /// call's attempts, read by that call's report ([`of_inner_call`](Self::of_inner_call)).
+    /// ([`AttemptFailure`], or [`NoAttempt`]): where a walk of an attempt's error chain
+    /// for its own facts (a certificate, an HTTP/2 refusal, an I/O error) ends, since below
+    /// it are another call's attempts, read by that call's report
+    /// ([`of_inner_call`](Self::of_inner_call)).
     ///
     /// ```
     /// # use baton_core::{AttemptFailure, AttemptResult, Error, FailureClass};
@@ -705,13 +737,14 @@ impl Error {
     /// assert!(!Error::is_call_link(&std::io::Error::other("x")));
     /// ```
     pub fn is_call_link(e: &(dyn std::error::Error + 'static)) -> bool {
-        e.is::<Error>() || e.is::<AttemptFailure>()
+        e.is::<Error>() || e.is::<AttemptFailure>() || e.is::<NoAttempt>()
     }
 
     /// The failure class of an attempt whose error is, or was caused by, another baton
     /// call's failure (baton nested in baton): `Some` when `error`'s chain holds a baton
     /// call's [`Error`] or the link to its last attempt ([`AttemptFailure`], which every
-    /// adapter's call error has as its source), before any error that decides on its own (`decides`, the
+    /// adapter's call error has as its source; [`NoAttempt`] when it made none: nothing
+    /// was sent), before any error that decides on its own (`decides`, the
     /// adapter's proofs, such as a credential that could not be had). That inner call's
     /// report decides: undelivered only when none of its attempts may have executed,
     /// else ambiguous. An error of one of the inner call's attempts below it (a refused
@@ -748,6 +781,7 @@ impl Error {
         while let Some(e) = cur {
             let verdict = match e.downcast_ref::<Error>() {
                 Some(call) => Some(call.report.may_have_executed),
+                None if e.is::<NoAttempt>() => Some(false),
                 None => e
                     .downcast_ref::<AttemptFailure>()
                     .map(AttemptFailure::call_may_have_executed),
@@ -815,10 +849,11 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     /// The last attempt ([`AttemptFailure`]), whose source is its own error when the
-    /// adapter gave it.
+    /// adapter gave it; [`NoAttempt`] when the call made none.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.last
-            .as_deref()
-            .map(|l| l as &(dyn std::error::Error + 'static))
+        match self.last.as_deref() {
+            Some(last) => Some(last),
+            None => Some(&NoAttempt),
+        }
     }
 }

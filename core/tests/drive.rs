@@ -78,7 +78,7 @@ impl CallTransport for &SlowClock {
     fn timer(&self, _: Instant) -> Self::Timer {
         std::future::pending()
     }
-    fn finish(&self, done: Done<Head>, _: Option<(u32, String)>, _: Option<Instant>) -> Done<Head> {
+    fn finish(&self, done: Done<Head>, _: Option<String>, _: Option<Instant>) -> Done<Head> {
         done
     }
 }
