@@ -129,6 +129,7 @@ impl CallTransport for Calls {
                         (b, over)
                     }
                     Err(e) => {
+                        let e = baton_core::chain_text(&e);
                         let why = format!("the body stream failed while buffering: {e}");
                         req.invalid = Some(why.into());
                         (crate::Body::empty(), None)
@@ -362,7 +363,7 @@ fn build(
         Err(e) if a.number > 1 => return Err(NotBuilt::Replay(Some(Box::new(e)))),
         Err(e) => {
             return Err(NotBuilt::Rejected(Box::new(InvalidRequest::Other(
-                format!("the body could not be made: {e}"),
+                format!("the body could not be made: {}", baton_core::chain_text(&e)),
             ))))
         }
     };

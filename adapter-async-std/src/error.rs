@@ -144,7 +144,8 @@ impl StdError for Error {
 ///
 /// It shows the engine's error's text: `{}` the call and its attempts, `{:#}` every cause
 /// after it. Its [`source`](StdError::source) is the engine's link to the last attempt
-/// ([`baton_core::AttemptFailure`]), whose own source is the last transport error (whose
+/// ([`baton_core::AttemptFailure`]; [`baton_core::NoAttempt`] when none was made), whose
+/// own source is the last transport error (whose
 /// own source is the I/O, TLS or hyper error) when one happened: an error printer that
 /// walks the chain (anyhow's `{:#}`) shows each part once.
 ///

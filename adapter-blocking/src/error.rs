@@ -90,7 +90,8 @@ impl From<ConfigError> for BuildError {
 ///
 /// It shows the engine's error's text: `{}` the call and its attempts, `{:#}` every cause
 /// after it. `source()` is the engine's link to the last attempt
-/// ([`baton_core::AttemptFailure`]), whose own source is the last ureq error when there is
+/// ([`baton_core::AttemptFailure`]; [`baton_core::NoAttempt`] when none was made), whose
+/// own source is the last ureq error when there is
 /// one (shown with URLs reduced to their origins; for an attempt baton refused to send,
 /// the reason inside it is its source in turn): an error printer that walks the chain
 /// (anyhow's `{:#}`) shows each part once. [`Error::client_error`] gives the ureq error

@@ -163,10 +163,11 @@ pub(crate) fn scrubbed(e: BoxError) -> BoxError {
 ///   failed; it names the endpoint and is never passed off as a complete body.
 ///
 /// A failed call shows the engine's error's text: `{}` the call and its attempts, `{:#}`
-/// every cause after it (a body error likewise: `{}` the endpoint, `{:#}` what failed). Its `source()` is the engine's link to the last attempt
-/// ([`baton_core::AttemptFailure`]), whose source is that attempt's [`AttemptError`] (and
-/// its source the `reqwest::Error`) when there is one: an error printer that walks the
-/// chain (anyhow's `{:#}`) shows each part once. Walk the chain, or use
+/// every cause after it (a body error likewise: `{}` the endpoint, `{:#}` what failed).
+/// Its `source()` is the engine's link to the last attempt ([`baton_core::AttemptFailure`];
+/// [`baton_core::NoAttempt`] when none was made), whose source is that attempt's
+/// [`AttemptError`] (and its source the `reqwest::Error`) when there is one: an error
+/// printer that walks the chain (anyhow's `{:#}`) shows each part once. Walk the chain, or use
 /// [`Error::reqwest`]. A baton call failing inside another's attempt is read by its
 /// report, not by its last attempt alone ([`baton_core::Error::of_inner_call`]).
 ///

@@ -109,8 +109,8 @@
 //!   through `CONNECT`). `env_proxies = false` in the settings connects directly.
 //! - **Errors.** [`Error::Call`] carries the engine's error (kind and [`Report`]) and
 //!   shows its text (`{}`: the call and its attempts; `{:#}`: every cause after it). Its
-//!   `source()` is the engine's link to the last attempt ([`baton_core::AttemptFailure`]),
-//!   whose own source is that attempt's [`AttemptError`]: its [`FailureCause`] label
+//!   `source()` is the engine's link to the last attempt ([`baton_core::AttemptFailure`];
+//!   [`baton_core::NoAttempt`] when none was made), whose own source is that attempt's [`AttemptError`]: its [`FailureCause`] label
 //!   (refused, DNS, TLS, reset...) and underlying error (a `reqwest::Error`, baton's
 //!   attempt timeout, or why the request could not be built). Each part is said once in
 //!   the chain. The link carries the call's verdict, so baton failing inside another

@@ -222,7 +222,7 @@ where
             let raw = p.raw.take()?;
             let prepared = body::prepare(raw, limit).await;
             p.body = prepared.body;
-            p.body_error = prepared.error.map(|e| e.to_string());
+            p.body_error = prepared.error.map(|e| baton_core::chain_text(&*e));
             prepared.over_limit
         }
     }

@@ -12,7 +12,8 @@ use crate::BoxError;
 /// A failed call (SPEC 2.10): what the engine decided, and the retained response when the
 /// engine kept one (its body unread). It shows the engine's error's text: `{}` the call and
 /// its attempts, `{:#}` every cause after it. Its `source()` is the engine's link to the
-/// last attempt ([`baton_core::AttemptFailure`]), whose own source is that attempt's error
+/// last attempt ([`baton_core::AttemptFailure`]; [`baton_core::NoAttempt`] when none was
+/// made), whose own source is that attempt's error
 /// (the inner service's, its text scrubbed of URLs) when there is one: an error printer
 /// that walks the chain (anyhow's `{:#}`) shows each part once. A layer or client of
 /// baton's below this one, failing inside an attempt, is read by that call's report,

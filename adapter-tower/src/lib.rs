@@ -65,8 +65,8 @@
 //!   extensions. Its head is the commit point (SPEC 1): reading the body is the caller's.
 //! - A failed call is an [`Error`]: the engine's error (kind and report), shown as its
 //!   text, and any retained response. Its `source()` is the engine's link to the last
-//!   attempt ([`baton_core::AttemptFailure`]), with that attempt's error as its own
-//!   source. The link carries the call's verdict, so a `Baton` inside another's attempt (a
+//!   attempt ([`baton_core::AttemptFailure`]; [`baton_core::NoAttempt`] when none was
+//!   made), with that attempt's error as its own source. The link carries the call's verdict, so a `Baton` inside another's attempt (a
 //!   layer in front of a layer) is read by the inner call's report: undelivered only when
 //!   no attempt of the inner call may have executed.
 //!

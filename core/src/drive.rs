@@ -15,7 +15,8 @@
 //!   a hedge beside it, or an endpoint with a credential, is boxed;
 //! - redirects (SPEC 3): each attempt's [`Redirects`], the hop's headers, and handing the
 //!   hops to the call when the attempt lands;
-//! - the last attempt's error, handed to [`CallTransport::finish`] with its number.
+//! - the last attempt's error, handed to [`CallTransport::finish`] when that attempt ended
+//!   with one.
 //!
 //! The driver's future is an `async` block returned as is, not an `async fn`: an `async
 //! fn` keeps a second copy of its arguments (the request and the options) in its state.
@@ -487,7 +488,8 @@ struct Driver<'a, 's, T: CallTransport, F, M> {
     /// The call's request id and key as header values, made once for all its attempts.
     identity: Result<IdentityHeaders, DestinationError>,
     flights: SmallVec<[InFlight<'a, T>; 2]>,
-    /// The last attempt's error and its number.
+    /// The error of the latest attempt (the highest number) that ended with one, and its
+    /// number: hedged attempts may end out of order ([`Driver::failed`]).
     last: Option<(u32, T::Error)>,
     /// The wait's timer, kept between waits.
     timer: Option<T::Timer>,
@@ -535,7 +537,7 @@ where
                 return;
             }
             Err(NotBuilt::Rejected(e)) => {
-                self.last = Some((a.number, e));
+                self.failed(a.number, e);
                 Input::Failed {
                     attempt: a.number,
                     outcome: AttemptOutcome::Failure(FailureClass::RejectedLocally),
@@ -543,7 +545,7 @@ where
             }
             Err(NotBuilt::Replay(e)) => {
                 if let Some(e) = e {
-                    self.last = Some((a.number, e));
+                    self.failed(a.number, e);
                 }
                 Input::ReplayFailed { attempt: a.number }
             }
@@ -668,11 +670,19 @@ where
         let input = match landed {
             Landed::Response(r) => Input::response(attempt, r, SystemTime::now),
             Landed::Failed(outcome, e) => {
-                self.last = Some((attempt, e));
+                self.failed(attempt, e);
                 Input::Failed { attempt, outcome }
             }
         };
         self.hand(call, input);
+    }
+
+    /// Keeps `error` of attempt `number` as the call's last error, unless a later attempt's
+    /// is kept already (a hedge's ended first).
+    fn failed(&mut self, number: u32, error: T::Error) {
+        if self.last.as_ref().is_none_or(|(kept, _)| number >= *kept) {
+            self.last = Some((number, error));
+        }
     }
 
     /// Hands the call `input` at the time read now, kept as its last input's.

@@ -158,6 +158,29 @@ pub fn write_causes(f: &mut fmt::Formatter<'_>, error: &dyn std::error::Error) -
     Ok(())
 }
 
+/// The text of `error` and of every cause after it, joined with `": "`, with URLs reduced
+/// to their origins: the whole story of an error kept as text (an error turned into a
+/// message, a [`Scrubbed`] error).
+///
+/// ```
+/// let why = baton_core::request_uri("ftp://a.example/KEY").unwrap_err();
+/// let e = baton_core::InvalidRequest::from(why);
+/// assert_eq!(
+///     baton_core::chain_text(&e),
+///     r#"invalid request: unsupported scheme "ftp" in the request URL (only http and https)"#
+/// );
+/// ```
+pub fn chain_text(error: &dyn std::error::Error) -> String {
+    let mut text = scrub_urls(&error.to_string());
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&scrub_urls(&e.to_string()));
+        source = e.source();
+    }
+    text
+}
+
 /// An error whose text is shown with every URL in it reduced to `scheme://host:port`
 /// (SPEC 4: paths and queries of provider URLs hold keys). Its text is the original's
 /// with every cause after it (its `{:#}`), since its `source()` is `None` (the original's
@@ -184,14 +207,10 @@ pub struct Scrubbed {
 impl Scrubbed {
     /// `inner`, shown with its URLs scrubbed.
     pub fn new(inner: Box<dyn std::error::Error + Send + Sync>) -> Self {
-        let mut text = scrub_urls(&inner.to_string());
-        let mut source = inner.source();
-        while let Some(e) = source {
-            text.push_str(": ");
-            text.push_str(&scrub_urls(&e.to_string()));
-            source = e.source();
+        Scrubbed {
+            text: chain_text(&*inner),
+            inner,
         }
-        Scrubbed { text, inner }
     }
 
     /// The original error (its text may quote a URL in full).

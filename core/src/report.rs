@@ -522,7 +522,7 @@ impl Report {
 type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
 
 /// The last attempt of a failed call, as the engine saw it: the `source()` of [`Error`]
-/// and of every adapter's call error. Its own `source()` is the attempt's own error, when
+/// and of every adapter's call error ([`NoAttempt`] instead when the call made none). Its own `source()` is the attempt's own error, when
 /// the adapter gave it ([`Error::with_last_error`]): a transport's, a service's.
 ///
 /// Each link of the chain says its own part once: the call's error gives the call (its
@@ -539,7 +539,7 @@ type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
 /// assert_eq!(f.to_string(), "attempt 2 at \"a\": undelivered");
 /// assert_eq!(f.attempt, 2);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AttemptFailure {
     /// Endpoint id.
     pub endpoint_id: String,
@@ -581,6 +581,21 @@ impl AttemptFailure {
     /// of its attempts.
     pub fn call_may_have_executed(&self) -> bool {
         self.call_may_have_executed
+    }
+}
+
+impl fmt::Debug for AttemptFailure {
+    /// The attempt's own error is shown with URLs reduced to their origins (SPEC 4), as
+    /// its `Debug` may quote one in full.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let error = (self.error.as_ref()).map(|e| crate::scrub_urls(&format!("{e:?}")));
+        f.debug_struct("AttemptFailure")
+            .field("endpoint_id", &self.endpoint_id)
+            .field("attempt", &self.attempt)
+            .field("result", &self.result)
+            .field("error", &error)
+            .field("call_may_have_executed", &self.call_may_have_executed)
+            .finish()
     }
 }
 
@@ -637,7 +652,8 @@ impl std::error::Error for AttemptFailure {
 
 /// A failed call: the kind of error plus the full report (attempts, request id, stop
 /// reason, `may_have_executed`), and the last attempt ([`AttemptFailure`], with its own
-/// error when an adapter gave it) as its `source()`.
+/// error when an adapter gave it) as its `source()`, or [`NoAttempt`] when the call made
+/// none.
 ///
 /// Every adapter's call error shows this error's text and has the same source, so a
 /// chain reads: the call, its last attempt, what failed there. `{}` shows the call alone;
@@ -853,7 +869,9 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self.last.as_deref() {
             Some(last) => Some(last),
-            None => Some(&NoAttempt),
+            // A report is public to build: "nothing was sent" only where it says so.
+            None if !self.report.may_have_executed => Some(&NoAttempt),
+            None => None,
         }
     }
 }

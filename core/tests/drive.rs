@@ -1,7 +1,8 @@
 //! The async call driver's attempt timer and the call's deadline (SPEC 2.6): the timer of
 //! an attempt the deadline clips ends at the deadline itself, never after the driver's
 //! own deadline wait, on a clock that moves on at every reading; and an attempt starts
-//! when the call decides it, at its last input, as the engine counts it.
+//! when the call decides it, at its last input, as the engine counts it. The transport is
+//! handed the error of the call's last attempt, also when an earlier one ends after it.
 
 use std::future::{ready, Future};
 use std::sync::Mutex;
@@ -149,4 +150,110 @@ fn an_attempt_starts_at_the_input_the_call_decided_it_on() {
     // Two readings in all: the call's start and the answer's arrival.
     assert_eq!(*t.clock.lock().unwrap(), t0 + Duration::from_millis(6));
     assert_eq!(report.elapsed, Duration::from_millis(3));
+}
+
+/// A transport of two endpoints whose attempts both fail: `a`'s (the first) only once
+/// `b`'s (a hedge) has failed, so they end out of order. Its output is the error the
+/// driver handed to `finish`.
+struct OutOfOrder {
+    engine: Engine,
+    clock: Mutex<Instant>,
+    b_ended: std::sync::atomic::AtomicBool,
+}
+
+impl CallTransport for &OutOfOrder {
+    type Prepared = Get;
+    type Answer = Head;
+    type Request = usize;
+    type Ticket = ();
+    type Ended = String;
+    type Error = String;
+    type Timer = std::future::Ready<()>;
+    type Output = (Done<Head>, Option<String>);
+
+    fn engine(&self) -> &Engine {
+        &self.engine
+    }
+    fn now(&self) -> Instant {
+        let mut clock = self.clock.lock().unwrap();
+        *clock += Duration::from_millis(3);
+        *clock
+    }
+    fn body_kind(&self, _: &Get) -> BodyKind {
+        BodyKind::Empty
+    }
+    fn build(
+        &self,
+        _: &mut Get,
+        _: &Call<'_, Head>,
+        _: &Result<IdentityHeaders, DestinationError>,
+        a: &Attempt,
+        _: Instant,
+    ) -> Result<Built<usize, ()>, NotBuilt<String>> {
+        Ok(Built {
+            request: a.endpoint,
+            spare: None,
+            ticket: (),
+        })
+    }
+    fn send(&self, _: usize, to: usize, _: Instant) -> impl Future<Output = String> + Send {
+        use std::sync::atomic::Ordering::SeqCst;
+        std::future::poll_fn(move |_| match to {
+            0 if !self.b_ended.load(SeqCst) => std::task::Poll::Pending,
+            0 => std::task::Poll::Ready("a reset".to_string()),
+            _ => {
+                self.b_ended.store(true, SeqCst);
+                std::task::Poll::Ready("b refused".to_string())
+            }
+        })
+    }
+    fn land(&self, ended: String, _: &Sent<()>) -> Landed<Head, String> {
+        let class = baton_core::FailureClass::Undelivered;
+        Landed::Failed(baton_core::AttemptOutcome::Failure(class), ended)
+    }
+    fn hop(&self, _: &mut Get, _: &Sent<()>, _: &Hop, _: http::HeaderMap) -> Option<usize> {
+        None
+    }
+    fn timer(&self, _: Instant) -> Self::Timer {
+        ready(())
+    }
+    fn finish(&self, done: Done<Head>, last: Option<String>, _: Option<Instant>) -> Self::Output {
+        (done, last)
+    }
+}
+
+#[test]
+fn the_last_attempts_error_is_kept_when_an_earlier_attempt_ends_after_it() {
+    let policy = Policy::builder()
+        .endpoint(Endpoint::new("a", "http://a.example/"))
+        .endpoint(Endpoint::new("b", "http://b.example/"))
+        .configure(|s| s.attempts_per_endpoint = Some(1))
+        .hedge(Some(baton_core::Hedge {
+            after: Duration::from_millis(5),
+            max_in_flight: 2,
+        }))
+        .build()
+        .unwrap();
+    let t = OutOfOrder {
+        engine: Engine::new(policy),
+        clock: Mutex::new(Instant::now()),
+        b_ended: false.into(),
+    };
+    let (get, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+    let mut call = std::pin::pin!(drive::drive(&t, Get(get), CallOptions::default()));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    // Every timer is ready at once and the clock moves on at each reading: the hedge's
+    // time comes within a few polls.
+    let (done, last) = (0..1000)
+        .find_map(|_| match call.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(out) => Some(out),
+            std::task::Poll::Pending => None,
+        })
+        .expect("the call ends");
+    let attempts: Vec<_> = (done.report().attempts.iter())
+        .map(|a| (a.number, a.endpoint_id.to_string()))
+        .collect();
+    assert_eq!(attempts, [(1, "a".to_string()), (2, "b".to_string())]);
+    // b's attempt (#2, the last) failed first; a's (#1) after it.
+    assert_eq!(last.as_deref(), Some("b refused"));
 }
