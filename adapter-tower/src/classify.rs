@@ -111,22 +111,19 @@ mod tests {
     use super::*;
     use std::io;
 
-    /// A baton call below that made no attempt (an unknown `only` endpoint here; an inner
-    /// breaker open, say) sent nothing: undelivered, before any hook.
+    /// A baton call below that made no attempt sent nothing: undelivered, before any hook.
+    /// Here the inner call's settings were invalid (a zero deadline); an inner breaker
+    /// open or an unknown `only` endpoint end the same way.
     #[test]
     fn an_inner_call_that_made_no_attempt_is_undelivered() {
         use baton_core::{sim::Sim, CallOptions, Endpoint, Policy};
-        let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/"));
-        let mut sim = Sim::new(policy.build().unwrap(), std::time::Instant::now());
-        let only = CallOptions {
-            only: Some("z".into()),
+        let one = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/"));
+        let zero = CallOptions {
+            deadline: Some(std::time::Duration::ZERO),
             ..CallOptions::default()
         };
-        let error = sim
-            .run(http::Method::POST, only)
-            .report
-            .into_error()
-            .unwrap();
+        let mut sim = Sim::new(one.build().unwrap(), std::time::Instant::now());
+        let error = (sim.run(http::Method::POST, zero).report.into_error()).expect("invalid");
         assert!(error.report.attempts.is_empty());
         let inner = crate::Error::<()>::new(error, None, None);
         let hook: ErrorClassifier = std::sync::Arc::new(|_| Some(FailureClass::Ambiguous));
