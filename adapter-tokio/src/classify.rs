@@ -633,8 +633,10 @@ mod tests {
         use baton_core::{sim::Sim, CallOptions, Endpoint, Policy};
         let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/"));
         let mut sim = Sim::new(policy.build().unwrap(), std::time::Instant::now());
-        let mut only = CallOptions::default();
-        only.only = Some("z".into());
+        let only = CallOptions {
+            only: Some("z".into()),
+            ..CallOptions::default()
+        };
         let run = sim.run(http::Method::POST, only);
         let error = run.report.into_error().expect("no endpoint to call");
         assert!(error.report.attempts.is_empty());
