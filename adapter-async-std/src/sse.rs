@@ -126,13 +126,12 @@ impl sse::Transport for Hyper {
                 headers: resp.headers().clone(),
                 body: resp.endless(),
             },
-            Err(e) => match e
-                .kind()
-                .and_then(|k| StreamInput::call_failed(k, e.may_have_executed()))
-            {
-                Some(input) => Opened::Failed(input),
-                None => Opened::Rejected(e),
-            },
+            Err(e) => {
+                let input = e
+                    .kind()
+                    .and_then(|k| StreamInput::call_failed(k, e.may_have_executed()));
+                Opened::failed(input, e)
+            }
         }
     }
 

@@ -52,7 +52,7 @@ pub type EventsError = sse::EventsError<Error>;
 pub struct EventStream<'c> {
     machine: Result<sse::EventStream, Option<EventsError>>,
     transport: Ureq<'c>,
-    body: Option<BodyReader>,
+    connection: sse::Connection<BodyReader, Error>,
     on_notice: Option<NoticeSink>,
     buf: Vec<u8>,
 }
@@ -107,7 +107,7 @@ impl<'c> EventStream<'c> {
         EventStream {
             machine,
             transport,
-            body: None,
+            connection: sse::Connection::default(),
             on_notice: None,
             buf: vec![0; 16 * 1024],
         }
@@ -152,13 +152,12 @@ impl BlockingTransport for Ureq<'_> {
                 headers: resp.headers().clone(),
                 body: Box::new(resp.into_body().into_reader()),
             },
-            Err(e) => match e
-                .kind()
-                .and_then(|k| StreamInput::call_failed(k, e.may_have_executed()))
-            {
-                Some(input) => Opened::Failed(input),
-                None => Opened::Rejected(e),
-            },
+            Err(e) => {
+                let input = e
+                    .kind()
+                    .and_then(|k| StreamInput::call_failed(k, e.may_have_executed()));
+                Opened::failed(input, e)
+            }
         }
     }
 
@@ -194,10 +193,10 @@ impl Iterator for EventStream<'_> {
         let EventStream {
             machine,
             transport,
-            body,
+            connection,
             on_notice,
             buf,
         } = self;
-        sse::drive_blocking(machine, transport, body, buf, on_notice.as_ref())
+        sse::drive_blocking(machine, transport, connection, buf, on_notice.as_ref())
     }
 }

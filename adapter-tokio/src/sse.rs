@@ -18,7 +18,7 @@ use crate::error::Error;
 /// ```
 /// use baton_tokio::EventsError;
 /// fn gave_up(e: &EventsError) -> bool {
-///     matches!(e, EventsError::Stream(baton_tokio::baton_core::sse::StreamError::GaveUp { .. }))
+///     matches!(e.stream_error(), Some(baton_tokio::baton_core::sse::StreamError::GaveUp { .. }))
 /// }
 /// # let _ = gave_up;
 /// ```
@@ -116,13 +116,12 @@ impl sse::Transport for Reqwest {
                 headers: resp.headers().clone(),
                 body: resp.into_reqwest(),
             },
-            Err(e) => match e
-                .kind()
-                .and_then(|k| StreamInput::call_failed(k, e.may_have_executed()))
-            {
-                Some(input) => Opened::Failed(input),
-                None => Opened::Rejected(e),
-            },
+            Err(e) => {
+                let input = e
+                    .kind()
+                    .and_then(|k| StreamInput::call_failed(k, e.may_have_executed()));
+                Opened::failed(input, e)
+            }
         }
     }
 

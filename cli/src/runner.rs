@@ -393,8 +393,14 @@ pub enum StreamEnd {
     Ended,
     /// The consumer stopped it, with this exit status (0 after `--max-events`).
     Stopped(u8),
-    /// The stream's rules ended it.
-    Stream(baton_core::sse::StreamError),
+    /// The stream's rules ended it; when it ended on its last connection's failed call,
+    /// that call's error (its whole chain, URLs scrubbed).
+    Stream {
+        /// What the rules decided.
+        error: baton_core::sse::StreamError,
+        /// Why the last connection failed.
+        cause: Option<String>,
+    },
     /// A setting or the request was rejected before anything was sent.
     Rejected(String),
 }
@@ -416,7 +422,10 @@ fn consume<E: std::error::Error + 'static>(
             Ok(false) => Some(StreamEnd::Stopped(0)),
             Err(code) => Some(StreamEnd::Stopped(code)),
         },
-        Some(Err(EventsError::Stream(e))) => Some(StreamEnd::Stream(e)),
+        Some(Err(EventsError::Stream { error, cause })) => Some(StreamEnd::Stream {
+            error,
+            cause: cause.map(|c| error_chain(&*c)),
+        }),
         Some(Err(e)) => Some(StreamEnd::Rejected(error_chain(&e))),
     }
 }

@@ -64,9 +64,12 @@ pub fn run(args: EventsArgs) -> u8 {
     match end {
         StreamEnd::Ended => 0,
         StreamEnd::Stopped(code) => code,
-        StreamEnd::Stream(e) => {
-            eprintln!("baton: {e}");
-            exit_for(&e)
+        StreamEnd::Stream { error, cause } => {
+            match cause {
+                Some(cause) => eprintln!("baton: {error}: {cause}"),
+                None => eprintln!("baton: {error}"),
+            }
+            exit_for(&error)
         }
         StreamEnd::Rejected(message) => crate::usage_error(&message),
     }

@@ -167,3 +167,32 @@ fn bad_stream_settings_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("max_event_size"));
 }
+
+#[test]
+fn a_stream_that_gives_up_names_why_its_last_connection_failed_on_every_runtime() {
+    let refused = testkit::refused_url();
+    for runtime in ["tokio", "blocking", "async-std"] {
+        let out = baton(&[
+            "events",
+            "-e",
+            &ep("a", &refused),
+            "--runtime",
+            runtime,
+            "--max-reconnects",
+            "1",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{runtime}: {stderr}");
+        let line = stderr.lines().last().unwrap_or_default();
+        assert!(
+            line.starts_with("baton: gave up after 1 reconnection(s)"),
+            "{runtime}: {stderr}"
+        );
+        // The rule's words, then the last call's error, each said once.
+        assert!(
+            line.to_lowercase().contains("refused"),
+            "{runtime}: {stderr}"
+        );
+        assert_eq!(line.matches("gave up").count(), 1, "{runtime}: {stderr}");
+    }
+}

@@ -126,7 +126,8 @@ use std::time::Duration;
 mod driver;
 mod stream;
 pub use driver::{
-    drive_blocking, AsyncDriver, BlockingTransport, Chunk, NoticeSink, Opened, Transport,
+    drive_blocking, AsyncDriver, BlockingTransport, Chunk, Connection, NoticeSink, Opened,
+    Transport,
 };
 pub use stream::{
     Connect, EventStream, EventsError, Notice, Reason, StreamAction, StreamError, StreamInput,

@@ -29,14 +29,12 @@ use crate::id::EndpointId;
 ///             headers: http::HeaderMap::new(),
 ///             body: b"data: hi\n\n",
 ///         },
-///         Err(kind) => match StreamInput::call_failed(&kind, false) {
-///             Some(input) => Opened::Failed(input), // the stream reconnects
-///             None => Opened::Rejected(kind),       // no reconnection can mend it
-///         },
+///         // Failed (the stream reconnects) or Rejected (no reconnection can mend it).
+///         Err(kind) => Opened::failed(StreamInput::call_failed(&kind, false), kind),
 ///     }
 /// }
 /// assert!(matches!(opened(Ok(("a", 200))), Opened::Answer { status, .. } if status == 200));
-/// assert!(matches!(opened(Err(ErrorKind::NoUsableEndpoint)), Opened::Failed(_)));
+/// assert!(matches!(opened(Err(ErrorKind::NoUsableEndpoint)), Opened::Failed { .. }));
 /// assert!(matches!(opened(Err(ErrorKind::UnknownEndpoint("x".into()))), Opened::Rejected(_)));
 /// ```
 #[derive(Debug)]
@@ -52,10 +50,27 @@ pub enum Opened<B, E> {
         /// Its body.
         body: B,
     },
-    /// The call failed: [`StreamInput::call_failed`] of its error.
-    Failed(StreamInput<'static>),
+    /// The call failed: [`StreamInput::call_failed`] of its error, and the error (the
+    /// cause of the stream's end, if the stream ends on it).
+    Failed {
+        /// What the stream's machine is told.
+        input: StreamInput<'static>,
+        /// The call's error.
+        error: E,
+    },
     /// The call was rejected before anything was sent: the stream ends with it.
     Rejected(E),
+}
+
+impl<B, E> Opened<B, E> {
+    /// A failed call: [`Opened::Failed`] with `input` ([`StreamInput::call_failed`] of the
+    /// error), [`Opened::Rejected`] when there is none.
+    pub fn failed(input: Option<StreamInput<'static>>, error: E) -> Self {
+        match input {
+            Some(input) => Opened::Failed { input, error },
+            None => Opened::Rejected(error),
+        }
+    }
 }
 
 /// One read of an open body.
@@ -159,8 +174,8 @@ pub trait Transport: Send + 'static {
 ///
 /// ```
 /// use std::time::{Instant, SystemTime};
-/// use baton_core::sse::{drive_blocking, BlockingTransport, Chunk, Connect, EventStream, EventsError, Opened,
-///     StreamItem, StreamSettings};
+/// use baton_core::sse::{drive_blocking, BlockingTransport, Chunk, Connect, Connection, EventStream,
+///     EventsError, Opened, StreamItem, StreamSettings};
 /// use baton_core::{Endpoint, Policy};
 ///
 /// /// One endpoint whose body is one event.
@@ -188,8 +203,8 @@ pub trait Transport: Send + 'static {
 /// let policy = Policy::builder().endpoint(Endpoint::new("a", "http://a.example/")).build().unwrap();
 /// let stream = EventStream::new(&policy, &http::Method::GET, StreamSettings::default(), 1);
 /// let mut machine = stream.map_err(|e| Some(EventsError::Settings(e)));
-/// let (mut body, mut buf) = (None, [0u8; 256]);
-/// let item = drive_blocking(&mut machine, &mut OneEvent, &mut body, &mut buf, None);
+/// let (mut connection, mut buf) = (Connection::default(), [0u8; 256]);
+/// let item = drive_blocking(&mut machine, &mut OneEvent, &mut connection, &mut buf, None);
 /// let Some(Ok(StreamItem::Event { endpoint, event })) = item else { panic!("{item:?}") };
 /// assert_eq!((&*endpoint, event.id.as_deref(), &*event.data), ("a", Some("1"), "hi"));
 /// ```
@@ -213,11 +228,60 @@ pub trait BlockingTransport {
 type OnNotice = Arc<dyn Fn(&Notice) + Send + Sync>;
 type Item<E> = Option<Result<StreamItem, EventsError<E>>>;
 
-/// A stream, its transport and the body it reads: the state that survives between items.
+/// What a driver holds of the stream's current connection between items: the body it
+/// reads, or the error its call failed with (the cause of the stream's end, if the stream
+/// ends on it). A blocking adapter keeps one beside its stream for [`drive_blocking`].
+///
+/// ```
+/// let connection: baton_core::sse::Connection<Vec<u8>, std::io::Error> = Default::default();
+/// assert!(format!("{connection:?}").contains("Closed"));
+/// ```
+pub struct Connection<B, E>(Conn<B, E>);
+
+enum Conn<B, E> {
+    Closed,
+    Open(B),
+    Failed(E),
+}
+
+impl<B, E> Default for Connection<B, E> {
+    fn default() -> Self {
+        Connection(Conn::Closed)
+    }
+}
+
+impl<B, E> std::fmt::Debug for Connection<B, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            Conn::Closed => "Connection::Closed",
+            Conn::Open(_) => "Connection::Open",
+            Conn::Failed(_) => "Connection::Failed",
+        })
+    }
+}
+
+impl<B, E> Connection<B, E> {
+    fn body(&mut self) -> Option<&mut B> {
+        match &mut self.0 {
+            Conn::Open(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The failed call's error, leaving the connection closed.
+    fn take_failure(&mut self) -> Option<E> {
+        match std::mem::replace(&mut self.0, Conn::Closed) {
+            Conn::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A stream, its transport and its connection: the state that survives between items.
 struct Running<T: Transport> {
     machine: Result<EventStream, Option<EventsError<T::Error>>>,
     transport: T,
-    body: Option<T::Body>,
+    connection: Connection<T::Body, T::Error>,
     on_notice: Option<OnNotice>,
 }
 
@@ -284,7 +348,7 @@ impl<T: Transport> AsyncDriver<T> {
         let running = Running {
             machine: machine.map_err(Some),
             transport,
-            body: None,
+            connection: Connection::default(),
             on_notice: None,
         };
         AsyncDriver {
@@ -350,7 +414,7 @@ enum Next<C> {
 /// Takes the machine's next action, closing a body that is not read any more.
 fn next_action<B, E>(
     machine: &mut Result<EventStream, Option<EventsError<E>>>,
-    body: &mut Option<B>,
+    connection: &mut Connection<B, E>,
     on_notice: Option<&OnNotice>,
     now: Instant,
 ) -> Next<E> {
@@ -359,11 +423,13 @@ fn next_action<B, E>(
         Err(e) => return Next::Return(e.take().map(Err)),
     };
     let action = m.poll(now);
-    if matches!(
-        action,
-        StreamAction::Connect(_) | StreamAction::WaitUntil(_) | StreamAction::Finished(_)
-    ) {
-        *body = None; // closes an answer that is not read (a 503, a broken body)
+    match (&action, &connection.0) {
+        // Closes an answer that is not read (a 503, a broken body); a failed call's error
+        // is kept through the wait before the next connection, for a stream that ends.
+        (StreamAction::Connect(_), _) | (StreamAction::WaitUntil(_), Conn::Open(_)) => {
+            connection.0 = Conn::Closed
+        }
+        _ => {}
     }
     match action {
         StreamAction::Connect(c) => Next::Connect(c),
@@ -378,17 +444,22 @@ fn next_action<B, E>(
         }
         StreamAction::Finished(end) => {
             *machine = Err(None);
-            Next::Return(end.err().map(|e| Err(EventsError::Stream(e))))
+            let cause = connection.take_failure().map(Box::new);
+            Next::Return(
+                end.err()
+                    .map(|error| Err(EventsError::Stream { error, cause })),
+            )
         }
         // AwaitAnswer never comes: a connection is answered before the next poll.
         _ => Next::Return(None),
     }
 }
 
-/// Hands the machine how a connection's call ended; keeps the body of an answer.
+/// Hands the machine how a connection's call ended; keeps the body of an answer, or the
+/// error of a failed call.
 fn opened<B, E>(
     machine: &mut Result<EventStream, Option<EventsError<E>>>,
-    body: &mut Option<B>,
+    connection: &mut Connection<B, E>,
     o: Opened<B, E>,
     (now, wall): (Instant, SystemTime),
 ) {
@@ -409,9 +480,12 @@ fn opened<B, E>(
                 },
                 now,
             );
-            *body = Some(b);
+            connection.0 = Conn::Open(b);
         }
-        Opened::Failed(input) => m.handle(input, now),
+        Opened::Failed { input, error } => {
+            m.handle(input, now);
+            connection.0 = Conn::Failed(error);
+        }
         Opened::Rejected(e) => *machine = Err(Some(EventsError::Call(Box::new(e)))),
     }
 }
@@ -438,17 +512,18 @@ impl<T: Transport> Running<T> {
             let now = T::now();
             match next_action(
                 &mut self.machine,
-                &mut self.body,
+                &mut self.connection,
                 self.on_notice.as_ref(),
                 now,
             ) {
                 Next::Connect(c) => {
                     let o = self.transport.open(c).await;
-                    opened(&mut self.machine, &mut self.body, o, (T::now(), T::wall()));
+                    let at = (T::now(), T::wall());
+                    opened(&mut self.machine, &mut self.connection, o, at);
                 }
                 Next::Sleep(t) => T::sleep_until(t).await,
                 Next::Read(idle) => {
-                    let c = match self.body.as_mut() {
+                    let c = match self.connection.body() {
                         Some(b) => T::read(b, idle).await,
                         None => Chunk::Broken,
                     };
@@ -462,24 +537,24 @@ impl<T: Transport> Running<T> {
 }
 
 /// Drives an event stream on the calling thread: the body of a blocking adapter's
-/// `Iterator::next`. `state` is the machine (or the error that ended it), `body` the open
-/// body, `buf` the read buffer.
+/// `Iterator::next`. `machine` is the stream (or the error that ended it), `connection`
+/// its current connection, `buf` the read buffer.
 pub fn drive_blocking<T: BlockingTransport>(
     machine: &mut Result<EventStream, Option<EventsError<T::Error>>>,
     transport: &mut T,
-    body: &mut Option<T::Body>,
+    connection: &mut Connection<T::Body, T::Error>,
     buf: &mut [u8],
     on_notice: Option<&OnNotice>,
 ) -> Item<T::Error> {
     loop {
-        match next_action(machine, body, on_notice, T::now()) {
+        match next_action(machine, connection, on_notice, T::now()) {
             Next::Connect(c) => {
                 let o = transport.open(c);
-                opened(machine, body, o, (T::now(), T::wall()));
+                opened(machine, connection, o, (T::now(), T::wall()));
             }
             Next::Sleep(t) => T::sleep_until(t),
             Next::Read(idle) => {
-                let c = match body.as_mut().map(|b| T::read(b, buf, idle)) {
+                let c = match connection.body().map(|b| T::read(b, buf, idle)) {
                     Some(Chunk::Bytes(0)) => Chunk::End,
                     Some(Chunk::Bytes(n)) => Chunk::Bytes(&buf[..n]),
                     Some(Chunk::End) => Chunk::End,

@@ -336,21 +336,33 @@ impl std::error::Error for StreamError {}
 /// adapter names it with its call error: `baton_tokio::EventsError` is
 /// `EventsError<baton_tokio::Error>`.
 ///
+/// A stream that ends because its last connection's call failed (it gave up reconnecting,
+/// or an unsafe stream could not connect again) keeps that call's error as its `cause`, the
+/// `source()`: the text says what the stream's rules decided, the cause why the connection
+/// failed. `{:#}` shows both.
+///
 /// ```
-/// use baton_core::sse::{EventsError, StreamError};
-/// let e: EventsError<std::io::Error> = EventsError::Stream(StreamError::GaveUp {
-///     reconnects: 10,
-///     delivered: 0,
-///     reason: baton_core::sse::Reason::Unreachable,
-/// });
+/// use baton_core::sse::{EventsError, Reason, StreamError};
+/// let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+/// let e = EventsError::Stream {
+///     error: StreamError::GaveUp { reconnects: 10, delivered: 0, reason: Reason::Unreachable },
+///     cause: Some(Box::new(refused)),
+/// };
 /// assert!(e.to_string().starts_with("gave up"));
+/// assert!(format!("{e:#}").ends_with("(no endpoint answered); 0 event(s) delivered: connection refused"));
+/// assert!(std::error::Error::source(&e).is_some());
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum EventsError<E> {
     /// The stream's rules ended it: a fatal answer, an interruption that would re-send an
     /// unsafe request, the reconnection limit, an oversized event.
-    Stream(StreamError),
+    Stream {
+        /// What the rules decided.
+        error: StreamError,
+        /// The error of the last connection's call, when the stream ended on its failure.
+        cause: Option<Box<E>>,
+    },
     /// A connection's call was rejected before anything was sent (an invalid request or
     /// call setting, a body that cannot be sent again): no reconnection can mend it.
     Call(Box<E>),
@@ -358,10 +370,34 @@ pub enum EventsError<E> {
     Settings(StreamSettingError),
 }
 
+impl<E> EventsError<E> {
+    /// The stream's rule that ended it, if the rules did (not a rejected call or setting).
+    ///
+    /// ```
+    /// use baton_core::sse::{EventsError, StreamSettings};
+    /// let bad = StreamSettings { max_event_size: 0, ..StreamSettings::default() };
+    /// let e: EventsError<std::io::Error> = EventsError::Settings(bad.validate().unwrap_err());
+    /// assert!(e.stream_error().is_none());
+    /// ```
+    pub fn stream_error(&self) -> Option<&StreamError> {
+        match self {
+            EventsError::Stream { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
 impl<E: fmt::Display> fmt::Display for EventsError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EventsError::Stream(e) => e.fmt(f),
+            EventsError::Stream { error, cause } => {
+                error.fmt(f)?;
+                match cause {
+                    // The cause's own `{:#}` adds its causes (a baton call error scrubs them).
+                    Some(c) if f.alternate() => write!(f, ": {c:#}"),
+                    _ => Ok(()),
+                }
+            }
             EventsError::Call(e) => e.fmt(f),
             EventsError::Settings(e) => e.fmt(f),
         }
@@ -369,11 +405,14 @@ impl<E: fmt::Display> fmt::Display for EventsError<E> {
 }
 
 impl<E: std::error::Error + 'static> std::error::Error for EventsError<E> {
-    /// The sources of the error it holds, whose text it shows (so a chain says each part
-    /// once); match the variant for the error itself.
+    /// For a stream's rule, the last connection's call error; otherwise the sources of the
+    /// error it holds, whose text it shows (so a chain says each part once); match the
+    /// variant for the error itself.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            EventsError::Stream(e) => e.source(),
+            EventsError::Stream { cause, .. } => cause
+                .as_deref()
+                .map(|c| c as &(dyn std::error::Error + 'static)),
             EventsError::Call(e) => e.source(),
             EventsError::Settings(e) => e.source(),
         }

@@ -1,0 +1,175 @@
+//! The event-stream drivers keep the last connection's call error as the cause of a stream
+//! that ends on it, and only then: a stream whose last connection was answered ends with no
+//! cause (its reason names the answer).
+
+use std::collections::VecDeque;
+use std::future::{ready, Future};
+use std::time::{Duration, Instant, SystemTime};
+
+use baton_core::sse::{
+    drive_blocking, AsyncDriver, BlockingTransport, Chunk, Connect, Connection, EventStream,
+    EventsError, Opened, StreamError, StreamInput, StreamSettings, Transport,
+};
+use baton_core::{Backoff, Endpoint, ErrorKind, Policy};
+
+/// A connection's call that failed: the `n`th of the stream.
+#[derive(Debug)]
+struct Refused(u32);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "connection {} refused", self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// What each connection gets, in order: `None` a refused call, `Some(status)` an answer.
+struct Script {
+    answers: VecDeque<Option<u16>>,
+    opened: u32,
+}
+
+impl Script {
+    fn new(answers: &[Option<u16>]) -> Self {
+        Script {
+            answers: answers.iter().copied().collect(),
+            opened: 0,
+        }
+    }
+
+    fn open(&mut self) -> Opened<(), Refused> {
+        self.opened += 1;
+        match self.answers.pop_front().expect("a scripted connection") {
+            Some(status) => Opened::Answer {
+                endpoint: "a".into(),
+                status: status.try_into().unwrap(),
+                headers: http::HeaderMap::new(),
+                body: (),
+            },
+            None => {
+                let input = StreamInput::call_failed(&ErrorKind::NoUsableEndpoint, false);
+                Opened::failed(input, Refused(self.opened))
+            }
+        }
+    }
+}
+
+impl BlockingTransport for Script {
+    type Body = ();
+    type Error = Refused;
+    fn open(&mut self, _: Connect) -> Opened<(), Refused> {
+        Script::open(self)
+    }
+    fn read(_: &mut (), _: &mut [u8], _: Option<Instant>) -> Chunk<usize> {
+        Chunk::Broken
+    }
+    fn sleep_until(at: Instant) {
+        std::thread::sleep(at.saturating_duration_since(Instant::now()));
+    }
+    fn now() -> Instant {
+        Instant::now()
+    }
+    fn wall() -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+impl Transport for Script {
+    type Body = ();
+    type Chunk = Vec<u8>;
+    type Error = Refused;
+    fn open(&mut self, _: Connect) -> impl Future<Output = Opened<(), Refused>> + Send {
+        ready(Script::open(self))
+    }
+    fn read(_: &mut (), _: Option<Instant>) -> impl Future<Output = Chunk<Vec<u8>>> + Send {
+        ready(Chunk::Broken)
+    }
+    fn sleep_until(at: Instant) -> impl Future<Output = ()> + Send {
+        <Self as BlockingTransport>::sleep_until(at);
+        ready(())
+    }
+    fn now() -> Instant {
+        Instant::now()
+    }
+    fn wall() -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// A stream of one endpoint that gives up after two reconnections, waiting 1 ms between.
+fn stream() -> EventStream {
+    let policy = Policy::builder()
+        .endpoint(Endpoint::new("a", "http://a.example/"))
+        .build()
+        .unwrap();
+    let settings = StreamSettings {
+        max_reconnects: 2,
+        reconnects_per_endpoint: 3,
+        backoff: Backoff {
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(1),
+            ..Backoff::default()
+        },
+        ..StreamSettings::default()
+    };
+    EventStream::new(&policy, &http::Method::GET, settings, 7).unwrap()
+}
+
+/// Reads the stream to its end on the blocking driver.
+fn end_blocking(script: &mut Script) -> EventsError<Refused> {
+    let mut machine = Ok(stream());
+    let (mut connection, mut buf) = (Connection::default(), [0u8; 64]);
+    match drive_blocking(&mut machine, script, &mut connection, &mut buf, None) {
+        Some(Err(e)) => e,
+        other => panic!("the stream ends with an error, not {other:?}"),
+    }
+}
+
+#[test]
+fn a_stream_that_gives_up_on_failed_calls_names_the_last_ones_error() {
+    let mut script = Script::new(&[None, None, None]);
+    let e = end_blocking(&mut script);
+    assert_eq!(script.opened, 3);
+    assert!(
+        matches!(e.stream_error(), Some(StreamError::GaveUp { .. })),
+        "{e:?}"
+    );
+    let source = std::error::Error::source(&e).expect("the last call's error");
+    assert_eq!(source.to_string(), "connection 3 refused");
+    assert!(!e.to_string().contains("refused"), "{e}");
+    assert!(
+        format!("{e:#}").ends_with(": connection 3 refused"),
+        "{e:#}"
+    );
+}
+
+#[test]
+fn a_stream_whose_last_connection_was_answered_has_no_cause() {
+    // A refused call, then two 503s: the reason is the last answer, and the earlier
+    // call's error is not its cause.
+    let mut script = Script::new(&[None, Some(503), Some(503)]);
+    let e = end_blocking(&mut script);
+    assert_eq!(script.opened, 3);
+    let Some(StreamError::GaveUp { reason, .. }) = e.stream_error() else {
+        panic!("{e:?}");
+    };
+    assert_eq!(
+        reason.to_string(),
+        "the stream was answered 503 Service Unavailable"
+    );
+    assert!(std::error::Error::source(&e).is_none(), "{e:#}");
+    assert_eq!(format!("{e:#}"), e.to_string());
+}
+
+#[test]
+fn the_async_driver_keeps_the_cause_too() {
+    let script = Script::new(&[Some(503), None, None]);
+    let mut driver = AsyncDriver::new(Ok(stream()), script);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let std::task::Poll::Ready(Some(Err(e))) = driver.poll_next(&mut cx) else {
+        panic!("the stream ends at once with an error");
+    };
+    let source = std::error::Error::source(&e).expect("the last call's error");
+    assert_eq!(source.to_string(), "connection 3 refused");
+}
