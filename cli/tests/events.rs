@@ -195,4 +195,18 @@ fn a_stream_that_gives_up_names_why_its_last_connection_failed_on_every_runtime(
         );
         assert_eq!(line.matches("gave up").count(), 1, "{runtime}: {stderr}");
     }
+    // A stream whose last connection was answered has no call error to name.
+    let busy = Provider::start(Behaviour::status(503));
+    let out = baton(&[
+        "events",
+        "-e",
+        &ep("a", &busy.url()),
+        "--max-reconnects",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let line = stderr.lines().last().unwrap_or_default();
+    assert!(line.contains("answered 503"), "{stderr}");
+    assert!(line.ends_with("0 event(s) delivered"), "{stderr}");
 }

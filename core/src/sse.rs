@@ -54,6 +54,8 @@
 //! - **When to stop**: [`StreamSettings::max_reconnects`] reconnections in a row without an
 //!   event give [`StreamError::GaveUp`]: only a delivered event resets the count, so a
 //!   server that accepts and drops every connection cannot keep the stream alive forever.
+//!   A stream that ends on its last connection's failed call keeps that call's error as
+//!   the cause ([`EventsError::Stream`], its `source()`).
 //! - **Never twice**: a stream opened by a method that is not safe (a `POST` that starts a
 //!   job and streams its progress) is re-sent only when nothing can have executed (a
 //!   refused connection, a 429) or as a resumption with an event id to the endpoint that

@@ -1,7 +1,9 @@
 //! The event-stream drivers keep the last connection's call error as the cause of a stream
 //! that ends on it, and only then: a stream whose last connection was answered ends with no
-//! cause (its reason names the answer).
+//! cause (its reason names the answer), and no failed call's error (which can hold an open
+//! response) lives on through the wait before the next connection.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::future::{ready, Future};
 use std::time::{Duration, Instant, SystemTime};
@@ -12,9 +14,28 @@ use baton_core::sse::{
 };
 use baton_core::{Backoff, Endpoint, ErrorKind, Policy};
 
-/// A connection's call that failed: the `n`th of the stream.
+thread_local! {
+    /// The [`Refused`] errors alive on this thread (each test drives its stream on its own).
+    static ALIVE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A connection's call that failed: the `n`th of the stream. Counted while alive, as a
+/// call error holding an unread response would hold its connection.
 #[derive(Debug)]
 struct Refused(u32);
+
+impl Refused {
+    fn new(n: u32) -> Self {
+        ALIVE.with(|a| a.set(a.get() + 1));
+        Refused(n)
+    }
+}
+
+impl Drop for Refused {
+    fn drop(&mut self) {
+        ALIVE.with(|a| a.set(a.get() - 1));
+    }
+}
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -25,9 +46,11 @@ impl std::fmt::Display for Refused {
 impl std::error::Error for Refused {}
 
 /// What each connection gets, in order: `None` a refused call, `Some(status)` an answer.
+/// `executed` says whether a refused call may have executed the request.
 struct Script {
     answers: VecDeque<Option<u16>>,
     opened: u32,
+    executed: bool,
 }
 
 impl Script {
@@ -35,6 +58,7 @@ impl Script {
         Script {
             answers: answers.iter().copied().collect(),
             opened: 0,
+            executed: false,
         }
     }
 
@@ -48,8 +72,9 @@ impl Script {
                 body: (),
             },
             None => {
-                let input = StreamInput::call_failed(&ErrorKind::NoUsableEndpoint, false);
-                Opened::failed(input, Refused(self.opened))
+                let kind = ErrorKind::NoUsableEndpoint;
+                let input = StreamInput::call_failed(&kind, self.executed);
+                Opened::failed(input, Refused::new(self.opened))
             }
         }
     }
@@ -65,6 +90,8 @@ impl BlockingTransport for Script {
         Chunk::Broken
     }
     fn sleep_until(at: Instant) {
+        let alive = ALIVE.with(Cell::get);
+        assert_eq!(alive, 0, "a failed call's error is kept through the wait");
         std::thread::sleep(at.saturating_duration_since(Instant::now()));
     }
     fn now() -> Instant {
@@ -97,8 +124,13 @@ impl Transport for Script {
     }
 }
 
-/// A stream of one endpoint that gives up after two reconnections, waiting 1 ms between.
+/// A GET stream of one endpoint that gives up after two reconnections, waiting 1 ms
+/// between.
 fn stream() -> EventStream {
+    stream_of(&http::Method::GET)
+}
+
+fn stream_of(method: &http::Method) -> EventStream {
     let policy = Policy::builder()
         .endpoint(Endpoint::new("a", "http://a.example/"))
         .build()
@@ -113,12 +145,16 @@ fn stream() -> EventStream {
         },
         ..StreamSettings::default()
     };
-    EventStream::new(&policy, &http::Method::GET, settings, 7).unwrap()
+    EventStream::new(&policy, method, settings, 7).unwrap()
 }
 
 /// Reads the stream to its end on the blocking driver.
 fn end_blocking(script: &mut Script) -> EventsError<Refused> {
-    let mut machine = Ok(stream());
+    end_blocking_of(script, stream())
+}
+
+fn end_blocking_of(script: &mut Script, stream: EventStream) -> EventsError<Refused> {
+    let mut machine = Ok(stream);
     let (mut connection, mut buf) = (Connection::default(), [0u8; 64]);
     match drive_blocking(&mut machine, script, &mut connection, &mut buf, None) {
         Some(Err(e)) => e,
@@ -172,4 +208,30 @@ fn the_async_driver_keeps_the_cause_too() {
     };
     let source = std::error::Error::source(&e).expect("the last call's error");
     assert_eq!(source.to_string(), "connection 3 refused");
+}
+
+#[test]
+fn an_unsafe_stream_interrupted_by_a_call_that_may_have_executed_names_it() {
+    // A POST without event ids whose call may have executed: it cannot be sent again.
+    let mut script = Script::new(&[None, None]);
+    script.executed = true;
+    let e = end_blocking_of(&mut script, stream_of(&http::Method::POST));
+    assert_eq!(script.opened, 1, "the POST was not sent again");
+    assert!(
+        matches!(e.stream_error(), Some(StreamError::Interrupted { .. })),
+        "{e:?}"
+    );
+    let source = std::error::Error::source(&e).expect("the call's error");
+    assert_eq!(source.to_string(), "connection 1 refused");
+}
+
+#[test]
+fn the_error_of_a_failed_call_is_dropped_once_the_stream_reconnects() {
+    // sleep_until checks that no Refused is alive while the stream waits to reconnect.
+    let mut script = Script::new(&[None, None, Some(503)]);
+    let e = end_blocking(&mut script);
+    assert_eq!(script.opened, 3);
+    assert!(std::error::Error::source(&e).is_none(), "{e:#}");
+    drop(e);
+    assert_eq!(ALIVE.with(Cell::get), 0);
 }

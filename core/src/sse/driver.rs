@@ -229,8 +229,9 @@ type OnNotice = Arc<dyn Fn(&Notice) + Send + Sync>;
 type Item<E> = Option<Result<StreamItem, EventsError<E>>>;
 
 /// What a driver holds of the stream's current connection between items: the body it
-/// reads, or the error its call failed with (the cause of the stream's end, if the stream
-/// ends on it). A blocking adapter keeps one beside its stream for [`drive_blocking`].
+/// reads, or, when the stream ended on the connection's failed call, that call's error
+/// until the end is reported (its cause). A blocking adapter keeps one beside its stream
+/// for [`drive_blocking`].
 ///
 /// ```
 /// let connection: baton_core::sse::Connection<Vec<u8>, std::io::Error> = Default::default();
@@ -423,13 +424,11 @@ fn next_action<B, E>(
         Err(e) => return Next::Return(e.take().map(Err)),
     };
     let action = m.poll(now);
-    match (&action, &connection.0) {
-        // Closes an answer that is not read (a 503, a broken body); a failed call's error
-        // is kept through the wait before the next connection, for a stream that ends.
-        (StreamAction::Connect(_), _) | (StreamAction::WaitUntil(_), Conn::Open(_)) => {
-            connection.0 = Conn::Closed
-        }
-        _ => {}
+    if matches!(
+        action,
+        StreamAction::Connect(_) | StreamAction::WaitUntil(_)
+    ) {
+        connection.0 = Conn::Closed; // closes an answer that is not read (a 503, a broken body)
     }
     match action {
         StreamAction::Connect(c) => Next::Connect(c),
@@ -484,7 +483,14 @@ fn opened<B, E>(
         }
         Opened::Failed { input, error } => {
             m.handle(input, now);
-            connection.0 = Conn::Failed(error);
+            // Kept only as the cause of the end it brought: a call's error can hold a
+            // response (the 429 of a Retry-After too long), which must not stay open
+            // through the wait before the next connection.
+            connection.0 = if m.is_finished() {
+                Conn::Failed(error)
+            } else {
+                Conn::Closed
+            };
         }
         Opened::Rejected(e) => *machine = Err(Some(EventsError::Call(Box::new(e)))),
     }

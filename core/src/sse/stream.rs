@@ -673,6 +673,12 @@ impl EventStream {
         self.delivered
     }
 
+    /// Whether the stream has ended (its last action, [`StreamAction::Finished`], may
+    /// still be waiting to be polled).
+    pub(crate) fn is_finished(&self) -> bool {
+        matches!(self.phase, Phase::Done(_))
+    }
+
     /// The last event ID buffer of the current connection's endpoint.
     pub fn last_event_id(&self) -> &str {
         self.parser.last_event_id()
