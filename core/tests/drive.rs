@@ -23,6 +23,13 @@ struct SlowClock {
     timers: Mutex<Vec<Instant>>,
 }
 
+/// Reads a test clock that moves on 3 ms at every reading.
+fn tick(clock: &Mutex<Instant>) -> Instant {
+    let mut clock = clock.lock().unwrap();
+    *clock += Duration::from_millis(3);
+    *clock
+}
+
 struct Get(Parts);
 
 impl AsRef<Parts> for Get {
@@ -45,9 +52,7 @@ impl CallTransport for &SlowClock {
         &self.engine
     }
     fn now(&self) -> Instant {
-        let mut clock = self.clock.lock().unwrap();
-        *clock += Duration::from_millis(3);
-        *clock
+        tick(&self.clock)
     }
     fn body_kind(&self, _: &Get) -> BodyKind {
         BodyKind::Empty
@@ -175,9 +180,7 @@ impl CallTransport for &OutOfOrder {
         &self.engine
     }
     fn now(&self) -> Instant {
-        let mut clock = self.clock.lock().unwrap();
-        *clock += Duration::from_millis(3);
-        *clock
+        tick(&self.clock)
     }
     fn body_kind(&self, _: &Get) -> BodyKind {
         BodyKind::Empty
