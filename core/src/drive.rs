@@ -733,6 +733,9 @@ where
     }
 
     /// Hands the call the redirects attempt `number` followed, once.
+    // Inlined, so that an attempt without redirects (nearly every one) only tests the
+    // option; the hand-over itself stays out of line.
+    #[inline]
     fn hand_redirects(
         &mut self,
         call: &mut Call<'_, T::Answer>,
@@ -740,7 +743,12 @@ where
         number: u32,
     ) {
         if let Some(r) = redirects.take() {
-            self.hand(call, r.into_input(number));
+            self.hand_followed(call, r, number);
         }
+    }
+
+    #[inline(never)]
+    fn hand_followed(&mut self, call: &mut Call<'_, T::Answer>, r: Box<Redirects>, number: u32) {
+        self.hand(call, r.into_input(number));
     }
 }
