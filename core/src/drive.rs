@@ -747,6 +747,7 @@ where
         }
     }
 
+    /// Hands the call the redirects `r` attempt `number` followed.
     #[inline(never)]
     fn hand_followed(&mut self, call: &mut Call<'_, T::Answer>, r: Box<Redirects>, number: u32) {
         self.hand(call, r.into_input(number));
