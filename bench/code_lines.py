@@ -16,11 +16,30 @@ a timed one). A line counts when its instructions ran at least CALLS times in al
 about once a call or more; code of the setup and of rare paths does not count. With one
 file it prints that run's lines and instructions a call; with two, both and the functions
 that account for the difference, largest first.
+
+    python3 bench/code_lines.py --layout target/release/callcost baton.cg 4000 baton
+
+With `--layout BINARY RUN CALLS [NAME]` it asks how much of those lines is layout: for each
+function of BINARY whose name holds NAME (every function without it) and that a call runs,
+the lines it touches and its hot bytes (the machine code of the instructions that ran about
+once a call or more, sized by `objdump`), as lines if those bytes were packed together. The
+difference is the most that laying the code out differently (rare branches out of line,
+hot functions side by side) could save without running less of it.
 """
 
 import collections
 import re
+import subprocess
 import sys
+
+
+def position(token, previous):
+    """An address of callgrind's compressed output: absolute, relative, or the same."""
+    if token == "*":
+        return previous
+    if token[0] in "+-":
+        return previous + int(token, 0)
+    return int(token, 0)
 
 
 def load(path, calls):
@@ -38,13 +57,6 @@ def load(path, calls):
         if m.group(2):
             names[key] = m.group(2)
         return names.get(key, value)
-
-    def position(token, previous):
-        if token == "*":
-            return previous
-        if token[0] in "+-":
-            return previous + int(token, 0)
-        return int(token, 0)
 
     with open(path) as f:
         for raw in f:
@@ -75,7 +87,59 @@ def total(lines):
     return len(set().union(*lines.values())) if lines else 0
 
 
+def hot_bytes(path, calls):
+    """Instruction addresses of one run with the instructions each ran, summed over contexts."""
+    ran = collections.Counter()
+    addr, skip = 0, False
+    with open(path) as f:
+        for raw in f:
+            if raw.startswith("calls="):
+                skip = True
+            elif raw[:1].isdigit() or raw[:1] in ("+", "-", "*"):
+                fields = raw.split()
+                addr = position(fields[0], addr)
+                if skip:
+                    skip = False
+                    continue
+                ran[addr] += int(fields[-1]) if len(fields) > 2 else 0
+    return {a for a, n in ran.items() if n >= calls}
+
+
+def layout(binary, path, calls, pattern):
+    """Per function of `binary` that a call runs: lines touched, hot bytes, packed lines."""
+    hot = hot_bytes(path, calls)
+    symbols = subprocess.run(
+        ["nm", "-C", "-S", "--defined-only", binary], capture_output=True, text=True, check=True
+    ).stdout
+    rows = []
+    for line in symbols.splitlines():
+        parts = line.split(None, 3)
+        if len(parts) != 4 or parts[2] not in "tTwW" or pattern not in parts[3]:
+            continue
+        start, size = int(parts[0], 16), int(parts[1], 16)
+        if not size or not any(a in hot for a in range(start, start + size)):
+            continue
+        listing = subprocess.run(
+            ["objdump", "-d", "--no-show-raw-insn", f"--start-address={start}",
+             f"--stop-address={start + size}", binary],
+            capture_output=True, text=True, check=True,
+        ).stdout
+        starts = [int(m.group(1), 16) for m in re.finditer(r"^\s*([0-9a-f]+):\s", listing, re.M)]
+        ends = starts[1:] + [start + size]
+        ran = [(a, e - a) for a, e in zip(starts, ends) if a in hot]
+        rows.append((len({a >> 6 for a, _ in ran}), sum(n for _, n in ran), parts[3]))
+    rows.sort(key=lambda r: (-r[0], r[2]))
+    touched, packed = sum(r[0] for r in rows), sum(r[1] for r in rows) / 64
+    print(f"{len(rows)} functions: {touched} lines a call, {packed:.0f} if packed")
+    for n, b, name in rows[:30]:
+        print(f"{n:5d} lines {b / 64:7.1f} packed  {name[:120]}")
+
+
 def main():
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "--layout":
+        pattern = sys.argv[5] if len(sys.argv) == 6 else ""
+        layout(sys.argv[2], sys.argv[3], int(sys.argv[4]), pattern)
+        return
     if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     calls = int(sys.argv[-1])
