@@ -125,6 +125,32 @@
 //! Not here: environment proxies (the inner service's); body timeouts (the response body
 //! is the inner service's stream).
 //!
+//! ## TLS
+//! Trust and client identities are the inner service's connector's: this crate makes no
+//! connection. A policy that names TLS files (`ca_file`, `client_cert`, `client_key`,
+//! the policy's or an endpoint's) is refused at build, naming `tls`, rather than built
+//! with the files left off every connection.
+//!
+//! A certificate the connector rejects comes back in the inner service's error, and this
+//! crate reads no TLS library's errors. With rustls below (hyper-rustls, tonic's rustls
+//! features), a [`BatonBuilder::classify_error`] hook can find the rejection with
+//! `baton_tls::rejection` and say [`FailureClass::Untrusted`]: the attempt is then
+//! undelivered (a POST may fail over) and that endpoint gets no further attempt in the
+//! call, since its handshake would fail the same way (SPEC 9). Without it, hyper-util's
+//! `is_connect()` reads the rejection as undelivered, and a policy with more than one
+//! attempt per endpoint tries the same handshake again.
+//!
+//! ```
+//! use baton_core::{Endpoint, FailureClass, Policy};
+//! // `baton-tls` as a dependency beside this crate (`tests/tls.rs` runs this hook).
+//! let policy = Policy::builder().endpoint(Endpoint::new("a", "https://a.example/"));
+//! let layer = baton_tower::BatonLayer::builder(policy)
+//!     .classify_error(|e| baton_tls::rejection(e).map(|_| FailureClass::Untrusted))
+//!     .layer()
+//!     .unwrap();
+//! # let _ = layer;
+//! ```
+//!
 //! ## Dependencies
 //! - `baton-core`: every decision.
 //! - `tower-service`, `tower-layer`: the two traits, nothing of tower's runtime.
@@ -249,6 +275,23 @@ impl BatonBuilder {
                 reason: format!(
                     "endpoint {:?} has a credential slot; baton-tower runs no token provider: \
                      put the token in an inner layer, or use baton-tokio",
+                    e.id()
+                ),
+            });
+        }
+        // TLS files name trust and an identity for connections this crate never makes:
+        // refused rather than dropped, so that a private CA or a client certificate is
+        // never silently missing from the inner service's connections.
+        if let Some(e) = (policy.endpoints().iter().enumerate())
+            .find(|&(i, _)| policy.tls_for(i).is_set())
+            .map(|(_, e)| e)
+        {
+            return Err(BuildError::Setting {
+                setting: "tls",
+                reason: format!(
+                    "endpoint {:?} names TLS files (ca_file, client_cert, client_key); \
+                     baton-tower makes no connection of its own: configure trust and \
+                     identity on the inner service (its connector), or use baton-tokio",
                     e.id()
                 ),
             });
