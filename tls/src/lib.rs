@@ -446,15 +446,26 @@ fn read_identity(cert: &Path, key: &Path) -> Result<Identity, TlsError> {
         .expect("ring supports the default protocol versions")
         .with_root_certificates(RootCertStore::empty())
         .with_client_auth_cert(chain.clone(), private.clone_key())
-        .map_err(|e| {
-            let reason = match e {
-                rustls::Error::InconsistentKeys(_) => format!(
+        .map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => TlsError::new(
+                "tls.client_key",
+                key,
+                format!(
                     "the key does not match the certificate of tls.client_cert ({})",
                     cert.display()
                 ),
-                _ => "the key cannot be used (not an RSA, ECDSA or Ed25519 key)".to_string(),
-            };
-            TlsError::new("tls.client_key", key, reason)
+            ),
+            // The key loaded: the match check could not parse the certificate itself.
+            rustls::Error::InvalidCertificate(_) => TlsError::new(
+                "tls.client_cert",
+                cert,
+                "its first certificate cannot be parsed (not a valid X.509 certificate)",
+            ),
+            _ => TlsError::new(
+                "tls.client_key",
+                key,
+                "the key cannot be used (not an RSA, ECDSA or Ed25519 key)",
+            ),
         })?;
     Ok(Identity {
         chain,
@@ -738,7 +749,19 @@ mod tests {
         assert!(!err.to_string().contains(body));
         assert!(!format!("{err:?}").contains(body));
 
-        let good = TlsConfig::load(&files(&cert, &temp("client.key", key.as_bytes()))).unwrap();
+        // PEM around bytes that are no certificate, beside a good key: the certificate's
+        // setting is named, not the key's.
+        let good_key = temp("client.key", key.as_bytes());
+        let not_x509 = temp(
+            "garbage.pem",
+            b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        );
+        let err = TlsConfig::load(&files(&not_x509, &good_key)).unwrap_err();
+        assert_eq!(err.setting(), "tls.client_cert", "{err}");
+        assert!(err.to_string().contains("garbage.pem"), "{err}");
+        assert!(err.to_string().contains("cannot be parsed"), "{err}");
+
+        let good = TlsConfig::load(&files(&cert, &good_key)).unwrap();
         assert!(good.has_identity());
         let shown = format!("{good:?}");
         assert!(!shown.contains(key.lines().nth(1).unwrap()), "{shown}");
