@@ -201,11 +201,12 @@ pub struct ClientArgs {
     #[arg(long = "http2-prior-knowledge", group = "http_version")]
     pub http2_prior_knowledge: bool,
     /// Trust the PEM certificates of FILE on top of the platform's trust store, for every
-    /// endpoint (`[policy.tls] ca_file`).
+    /// endpoint (`[policy.tls] ca_file`) but one whose `[endpoint.tls]` names its own.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
     /// Present the PEM client certificate (chain) of FILE to every endpoint (mTLS;
-    /// `[policy.tls] client_cert`); needs --key.
+    /// `[policy.tls] client_cert`) but one whose `[endpoint.tls]` names its own identity;
+    /// needs --key.
     #[arg(long, value_name = "FILE")]
     pub cert: Option<PathBuf>,
     /// The unencrypted PEM private key of --cert (`[policy.tls] client_key`).

@@ -264,7 +264,10 @@ impl TlsConfig {
 
 /// `config` with no client identity: the configuration of a connection to another origin
 /// than the endpoint's (a redirect), when the endpoint's own presents one (SPEC 9). Its
-/// trust, ALPN and everything else stay.
+/// trust, ALPN and everything else stay, its session store included: the store is found
+/// by server name alone, but rustls resumes a session only with the certificate resolver
+/// it was made with, so a TLS 1.3 session of the identity's handshake (which would carry
+/// the identity to the server) is never resumed here.
 ///
 /// ```
 /// let config = baton_tls::TlsConfig::load(&baton_core::Tls::default())
@@ -765,6 +768,61 @@ mod tests {
         assert!(good.has_identity());
         let shown = format!("{good:?}");
         assert!(!shown.contains(key.lines().nth(1).unwrap()), "{shown}");
+    }
+
+    /// A handshake run in memory, with the session tickets the server sends after it:
+    /// whether the client resumed a session, or the first error either side raised.
+    fn handshake(
+        client: Arc<ClientConfig>,
+        server: Arc<rustls::ServerConfig>,
+    ) -> Result<rustls::HandshakeKind, rustls::Error> {
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut c = rustls::Connection::from(rustls::ClientConnection::new(client, name)?);
+        let mut s = rustls::Connection::from(rustls::ServerConnection::new(server)?);
+        let pass = |from: &mut rustls::Connection, to: &mut rustls::Connection| {
+            let mut bytes = Vec::new();
+            while from.wants_write() {
+                from.write_tls(&mut bytes).unwrap();
+            }
+            let mut rest = &bytes[..];
+            while !rest.is_empty() {
+                to.read_tls(&mut rest).unwrap();
+                to.process_new_packets()?;
+            }
+            Ok::<_, rustls::Error>(())
+        };
+        for _ in 0..4 {
+            pass(&mut c, &mut s)?;
+            pass(&mut s, &mut c)?;
+        }
+        assert!(!c.is_handshaking() && !s.is_handshaking());
+        Ok(c.handshake_kind().unwrap())
+    }
+
+    #[test]
+    fn a_configuration_without_the_identity_resumes_no_session_made_with_it() {
+        let (pki, pem) = testkit::TestPki::temp("resume");
+        let tls = TlsConfig::load(&Tls {
+            ca_file: Some(pem.ca.clone()),
+            ..files(&pem.client_cert, &pem.client_key)
+        })
+        .unwrap();
+        // A server that accepts only clients with a certificate of its CA.
+        let server = pki.server_config(&pki.server, &["http/1.1"], true);
+        let own = Arc::new(tls.client_config(HttpVersion::Http1));
+        let bare = Arc::new(without_client_identity((*own).clone()));
+        let full = rustls::HandshakeKind::Full;
+        assert_eq!(handshake(own.clone(), server.clone()), Ok(full));
+        // The identity's own configuration resumes the session it made, certificate and all.
+        let resumed = handshake(own, server.clone());
+        assert_eq!(resumed, Ok(rustls::HandshakeKind::Resumed));
+        // The same server name, and the same session store: resuming here would present
+        // the client certificate again. A full handshake has none to give.
+        let refused = handshake(bare, server).unwrap_err();
+        assert!(
+            matches!(refused, rustls::Error::NoCertificatesPresented),
+            "{refused:?}"
+        );
     }
 
     #[test]
