@@ -265,9 +265,10 @@ impl TlsConfig {
 /// `config` with no client identity: the configuration of a connection to another origin
 /// than the endpoint's (a redirect), when the endpoint's own presents one (SPEC 9). Its
 /// trust, ALPN and everything else stay, its session store included: the store is found
-/// by server name alone, but rustls resumes a session only with the certificate resolver
-/// it was made with, so a TLS 1.3 session of the identity's handshake (which would carry
-/// the identity to the server) is never resumed here.
+/// by server name alone, but rustls (0.23.24 and later, which this crate requires)
+/// resumes a session only with the certificate resolver it was made with, so a TLS 1.3
+/// session of the identity's handshake (which would carry the identity to the server) is
+/// never resumed here.
 ///
 /// ```
 /// let config = baton_tls::TlsConfig::load(&baton_core::Tls::default())
