@@ -10,7 +10,7 @@ use testkit::{on_both_runtimes, H2Behaviour, H2Provider, TestPki};
 
 #[path = "common/wire.rs"]
 mod wire;
-use wire::{policy, trusting};
+use wire::{policy, trusting, with_identity};
 
 fn client(b: PolicyBuilder) -> Client {
     Client::builder(b).build().unwrap()
@@ -112,6 +112,23 @@ on_both_runtimes! {
         assert_eq!(h2.processed(), 1);
     }
 
+    async fn a_client_identity_never_follows_a_redirect_to_another_origin() {
+        let (pki, files) = TestPki::temp("async-std-redirect");
+        let target = H2Provider::start(H2Behaviour::ok());
+        let other = pki.front(&pki.server, &["h2"], true, None, Some(target.addr()));
+        let elsewhere = format!("{}/elsewhere", other.url());
+        let redirecting = H2Provider::start(H2Behaviour::status(307).header("location", &elsewhere));
+        let own = pki.front(&pki.server, &["h2"], true, None, Some(redirecting.addr()));
+        let c = client(policy(&[("a", own.url())]).configure(|s| s.tls = with_identity(&files)));
+        let r = c.get("/").send().await;
+        // The endpoint's own origin took the identity (a GET: each of its attempts followed
+        // the redirect); the other origin, the same host on another port, never saw it.
+        assert!(redirecting.processed() >= 1);
+        assert_eq!(other.handshakes(), 0, "{:?}", r.map(|r| r.status()));
+        assert!(other.failed_handshakes() >= 1);
+        assert_eq!(target.processed(), 0);
+    }
+
     async fn a_rejected_certificate_costs_one_handshake_and_names_the_reason() {
         let (pki, files) = TestPki::temp("async-std-reject");
         let h2 = H2Provider::start(H2Behaviour::ok());
@@ -129,6 +146,11 @@ on_both_runtimes! {
             assert_eq!(bad.connections(), 1, "{reason}: one handshake per call");
         }
     }
+}
+
+#[test]
+fn bad_tls_files_are_build_errors_naming_the_setting_and_the_file() {
+    wire::bad_tls_files_are_refused(|b| Client::builder(b).build().err().map(|e| e.to_string()));
 }
 
 /// Runs every future to its end, concurrently, in order of results.

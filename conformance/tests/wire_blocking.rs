@@ -130,6 +130,11 @@ fn a_rejected_certificate_costs_one_handshake_names_the_reason_and_fails_over() 
 }
 
 #[test]
+fn bad_tls_files_are_build_errors_naming_the_setting_and_the_file() {
+    wire::bad_tls_files_are_refused(|b| Client::builder(b).build().err().map(|e| e.to_string()));
+}
+
+#[test]
 fn a_client_identity_never_follows_a_redirect_to_another_origin() {
     let (pki, files) = pki();
     let target = Provider::start(Behaviour::ok());

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use baton_core::{AttemptResult, Endpoint, FailureClass, HttpVersion, Policy, PolicyBuilder, Tls};
+use baton_core::{AttemptResult, Endpoint, FailureClass, HttpVersion, Policy, PolicyBuilder};
 use baton_tokio::{Client, Error, FailureCause};
 use http::Version;
 use testkit::{H2Behaviour, H2Provider, PkiFiles, TestPki, TlsFront};
@@ -247,35 +247,7 @@ async fn a_rejected_certificate_costs_one_handshake_names_the_reason_and_fails_o
 
 #[test]
 fn bad_tls_files_are_build_errors_naming_the_setting_and_the_file() {
-    let (_pki, files) = pki();
-    let missing = Tls {
-        ca_file: Some("/nonexistent/ca.pem".into()),
-        ..Tls::default()
-    };
-    let err =
-        Client::builder(policy(&[("a", "https://a.test/".into())]).configure(|s| s.tls = missing))
-            .build()
-            .unwrap_err()
-            .to_string();
-    assert!(
-        err.contains("tls.ca_file") && err.contains("/nonexistent/ca.pem"),
-        "{err}"
-    );
-    let mismatched = Tls {
-        client_cert: Some(files.client_cert.clone()),
-        client_key: Some(files.ca.clone()),
-        ..Tls::default()
-    };
-    let err = Client::builder(
-        Policy::builder().endpoint(Endpoint::new("bank", "https://bank.test/").tls(mismatched)),
-    )
-    .build()
-    .unwrap_err()
-    .to_string();
-    assert!(
-        err.contains("bank") && err.contains("tls.client_key"),
-        "{err}"
-    );
+    wire::bad_tls_files_are_refused(|b| Client::builder(b).build().err().map(|e| e.to_string()));
 }
 
 #[tokio::test]

@@ -33,3 +33,32 @@ pub fn policy(endpoints: &[(&str, String)]) -> PolicyBuilder {
     }
     b
 }
+
+/// Bad TLS files are build errors that name the setting and the file (and the endpoint
+/// whose files they are): `build` builds the adapter's client and gives its error's text.
+#[allow(dead_code)] // Not every adapter's tests build clients this way.
+pub fn bad_tls_files_are_refused(build: impl Fn(PolicyBuilder) -> Option<String>) {
+    let (_pki, files) = testkit::TestPki::temp("bad-files");
+    let missing = Tls {
+        ca_file: Some("/nonexistent/ca.pem".into()),
+        ..Tls::default()
+    };
+    let err = build(policy(&[("a", "https://a.test/".into())]).configure(|s| s.tls = missing))
+        .expect("a missing ca_file was accepted");
+    assert!(
+        err.contains("tls.ca_file") && err.contains("/nonexistent/ca.pem"),
+        "{err}"
+    );
+    let mismatched = Tls {
+        client_cert: Some(files.client_cert.clone()),
+        client_key: Some(files.ca.clone()),
+        ..Tls::default()
+    };
+    let bank = Endpoint::new("bank", "https://bank.test/").tls(mismatched);
+    let err =
+        build(Policy::builder().endpoint(bank)).expect("a certificate as the key was accepted");
+    assert!(
+        err.contains("bank") && err.contains("tls.client_key"),
+        "{err}"
+    );
+}
