@@ -456,7 +456,9 @@ impl Endpoint {
     }
 
     /// The endpoint's priority tier (lower goes first). Without one, an endpoint is a
-    /// tier of its own at its list position: its tier is its index in the list.
+    /// tier of its own, placed as if its tier were its index in the list: it is never
+    /// shuffled with endpoints that name that number, and goes before them or after them
+    /// by list position.
     ///
     /// ```
     /// use baton_core::{Endpoint, Policy};
@@ -1126,8 +1128,8 @@ pub struct Policy {
 pub(crate) enum Tiers {
     /// Every endpoint a tier of its own, in list order (the healthy path's fast case).
     ListOrder,
-    /// Endpoint indexes by tier (then list position), each with its tier; a tier of more
-    /// than one endpoint is shuffled by weight for every call.
+    /// Endpoint indexes by tier (then list position), each with its tier's rank; a tier of
+    /// more than one endpoint is shuffled by weight for every call.
     Ranked(Vec<(u8, u32)>),
 }
 
@@ -1725,18 +1727,29 @@ fn check_endpoint_settings(e: &Endpoint, policy_backoff: &Backoff) -> Result<(),
 /// Largest endpoint weight.
 pub const MAX_WEIGHT: u32 = 1_000_000;
 
-/// The priority order: by tier (an endpoint without one is the tier of its list index),
-/// then by list position.
+/// The priority order: by tier (an endpoint without one is placed as if its tier were its
+/// list index), then by list position. Endpoints share a tier only when both name it: one
+/// without a tier is a tier of its own, never shuffled with one that names its index.
 fn tiers_of(endpoints: &[Endpoint]) -> Tiers {
     let key = |i: usize| endpoints[i].tier.unwrap_or(i as u32);
+    let same_tier =
+        |a: usize, b: usize| endpoints[a].tier.is_some() && endpoints[a].tier == endpoints[b].tier;
     let mut order: Vec<usize> = (0..endpoints.len()).collect();
     order.sort_by_key(|&i| (key(i), i));
     let in_list_order = order.iter().enumerate().all(|(p, &i)| p == i);
-    let shared = order.windows(2).any(|w| key(w[0]) == key(w[1]));
+    let shared = order.windows(2).any(|w| same_tier(w[0], w[1]));
     if in_list_order && !shared {
         return Tiers::ListOrder;
     }
-    Tiers::Ranked(order.iter().map(|&i| (i as u8, key(i))).collect())
+    // Each endpoint with its tier's rank: the endpoints of one tier share it.
+    let mut rank = 0;
+    let ranked = order.iter().enumerate().map(|(p, &i)| {
+        if p > 0 && !same_tier(order[p - 1], i) {
+            rank += 1;
+        }
+        (i as u8, rank)
+    });
+    Tiers::Ranked(ranked.collect())
 }
 
 /// The request-id, idempotency-key and attempt-number header names, parsed once; each must

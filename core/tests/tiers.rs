@@ -54,6 +54,27 @@ fn weights_two_to_one_send_two_thirds_of_first_attempts_to_the_heavier() {
 }
 
 #[test]
+fn an_endpoint_without_a_tier_is_never_shuffled_with_one_that_names_its_index() {
+    // "b" has no tier and sits at index 1; "a" names tier 1. They are two tiers, in list
+    // order, whatever their weights: "a" is always first.
+    let policy = Policy::builder()
+        .endpoint(ep("a").tier(1))
+        .endpoint(ep("b").weight(1000))
+        .endpoint(ep("c").tier(0))
+        .build()
+        .unwrap();
+    let firsts = first_endpoints(&Engine::new(policy), 1000);
+    assert!(firsts.iter().all(|&e| e == 2), "tier 0 first: {firsts:?}");
+    let policy = Policy::builder()
+        .endpoint(ep("a").tier(1))
+        .endpoint(ep("b").weight(1000))
+        .build()
+        .unwrap();
+    let firsts = first_endpoints(&Engine::new(policy), 1000);
+    assert!(firsts.iter().all(|&e| e == 0), "b was shuffled with a");
+}
+
+#[test]
 fn failover_goes_through_the_tier_by_weight_then_the_next_tier() {
     let mut s = sim(Policy::builder()
         .endpoint(ep("a").tier(0).weight(5))
