@@ -16,7 +16,8 @@
 //! addresses and CIDR blocks (`10.0.0.0/8`, `::1/128`), each optionally with `:port`.
 //! Loopback is not exempt unless listed (curl and reqwest differ there; listing it is
 //! explicit). A forwarded `http` request is read by the proxy in clear text, so an `http`
-//! endpoint with per-endpoint headers (credentials, userinfo) that would be forwarded is
+//! endpoint with per-endpoint headers (credentials, userinfo) or a credential slot that
+//! would be forwarded is
 //! refused when the client is built ([`ProxyEnv::check`]): a proxy never receives an
 //! endpoint's credentials except inside a tunnel.
 
@@ -273,18 +274,26 @@ impl ProxyEnv {
 
     /// Refuses a policy whose endpoint credentials would reach a proxy (SPEC 3: a proxy
     /// never receives an endpoint's credentials except inside a tunnel): an `http`
-    /// endpoint with per-endpoint headers (or userinfo) that the environment forwards
-    /// through a proxy. The error names the endpoint, the variable and the ways out.
+    /// endpoint with per-endpoint headers (or userinfo) or a credential slot (its token)
+    /// that the environment forwards through a proxy. The error names the endpoint, the
+    /// variable and the ways out.
     pub fn check(&self, policy: &crate::Policy) -> Result<(), ConfigError> {
         for e in policy.endpoints() {
-            if let (Route::Forward(p), false) = (self.route(e.uri()), e.headers().is_empty()) {
+            let what = if e.credential_settings().is_some() {
+                "a credential slot (its token)"
+            } else if !e.headers().is_empty() {
+                "per-endpoint headers (credentials)"
+            } else {
+                continue;
+            };
+            if let Route::Forward(p) = self.route(e.uri()) {
                 return Err(ConfigError::InvalidProxy {
                     variable: p.variable,
                     value: p.url(),
                     reason: format!(
-                        "endpoint {:?} has per-endpoint headers (credentials) and an http URL: \
-                         forwarded through this proxy they would reach it in clear text; use \
-                         https (a tunnel), list the host in NO_PROXY, or set env_proxies = false",
+                        "endpoint {:?} has {what} and an http URL: forwarded through this \
+                         proxy they would reach it in clear text; use https (a tunnel), list \
+                         the host in NO_PROXY, or set env_proxies = false",
                         e.id()
                     ),
                 });
@@ -462,6 +471,32 @@ mod tests {
         );
         assert!(!text.contains("SECRET"), "{text}");
         assert!(env(&[("HTTP_PROXY", "http://p:99999")]).is_err());
+    }
+
+    #[test]
+    fn an_http_endpoint_whose_credentials_would_be_forwarded_is_refused() {
+        let e = env(&[("HTTP_PROXY", "http://p:3128"), ("NO_PROXY", "safe")]).unwrap();
+        let policy = |endpoint: crate::Endpoint| {
+            crate::Policy::builder().endpoint(endpoint).build().unwrap()
+        };
+        let slot = || crate::credential::CredentialSettings::default();
+        let token = crate::Endpoint::new("a", "http://a/").credential(slot());
+        let text = e.check(&policy(token)).unwrap_err().to_string();
+        assert!(
+            text.contains("\"a\"") && text.contains("credential slot"),
+            "{text}"
+        );
+        let header = crate::Endpoint::new("a", "http://a/").header("authorization", "Bearer x");
+        let text = e.check(&policy(header)).unwrap_err().to_string();
+        assert!(
+            text.contains("per-endpoint headers") && !text.contains("Bearer"),
+            "{text}"
+        );
+        // In a tunnel (https), or not through the proxy at all: nothing reaches it.
+        let tunnelled = crate::Endpoint::new("a", "https://a/").credential(slot());
+        assert!(e.check(&policy(tunnelled)).is_ok());
+        let direct = crate::Endpoint::new("a", "http://safe/").credential(slot());
+        assert!(e.check(&policy(direct)).is_ok());
     }
 
     #[test]
