@@ -206,6 +206,7 @@ fn send(
         target,
         headers,
         first,
+        true,
     );
     let follows = policy.settings().max_redirects > 0;
     match sent {
@@ -273,6 +274,8 @@ fn follow(
         } else {
             SendData::Empty
         };
+        // A chain that has left the endpoint's origin carries its token no more, not even
+        // back at that origin (core's rule for every adapter: the URL was chosen elsewhere).
         let next = send_one(
             inner,
             call,
@@ -282,6 +285,7 @@ fn follow(
             hop.uri.clone(),
             headers,
             false,
+            !hop.cross_origin,
         );
         if hop.body {
             p.body = body;
@@ -307,11 +311,11 @@ fn follow(
     }
 }
 
-/// Sends one request of an attempt (its first, or a redirect hop when `first` is false).
-/// Sends one request of an attempt with the endpoint's token (SPEC 9) when it has a
-/// credential slot and the request goes to the endpoint's own origin: a refusal (401, or
-/// 403 when configured) of the current token invalidates it, and a request whose body can
-/// be sent again is, once, with a refreshed token; a refusal right after a fresh token is
+/// Sends one request of an attempt (its first, or a redirect hop when `first` is false)
+/// with the endpoint's token (SPEC 9) when it has a credential slot, the request goes to
+/// the endpoint's own origin and `own_origin` says its chain never left it: a refusal
+/// (401, or 403 when configured) of the current token invalidates it, and a request whose
+/// body can be sent again is, once, with a refreshed token; a refusal right after a fresh token is
 /// the answer. No token at all fails the attempt undelivered (nothing was sent).
 #[allow(clippy::too_many_arguments)]
 fn send_one(
@@ -323,6 +327,7 @@ fn send_one(
     target: Uri,
     mut headers: HeaderMap,
     first: bool,
+    own_origin: bool,
 ) -> Sent {
     let policy = inner.engine.policy();
     let ep = policy.endpoints().get(attempt.endpoint);
@@ -330,7 +335,7 @@ fn send_one(
     let (Some(slot), Some(tokens), Some(ep)) = (slot, &inner.tokens, ep) else {
         return send_plain(inner, call, attempt, body, method, target, headers, first);
     };
-    if !baton_core::credential::may_carry(ep.uri(), &target) {
+    if !own_origin || !baton_core::credential::may_carry(ep.uri(), &target) {
         return send_plain(inner, call, attempt, body, method, target, headers, first);
     }
     let lease = || block_on(slot.lease(Instant::now, || std::future::ready(tokens(ep.id()))));

@@ -8,6 +8,7 @@ use std::time::Duration;
 use baton_core::credential::{CredentialSettings, Token};
 use baton_core::{Endpoint, Policy, PolicyBuilder};
 use testkit::auth::AuthServer;
+use testkit::{Behaviour, Provider};
 
 /// Scripted tokens per endpoint, and the provider calls made.
 #[derive(Clone, Default)]
@@ -111,6 +112,33 @@ fn scenarios(runtime: &str, make: &MakeCalls) {
     let calls = make(policy(&[("a", &a), ("b", &b)]), tokens.clone());
     assert_eq!(calls(true, 1), [(200, "b".to_string())], "{runtime}");
     assert!(a.seen().is_empty(), "{runtime}: nothing sent to a");
+
+    // 4. A redirect that leaves a's origin and comes back: the hop back, whose URL the
+    //    other origin chose, carries no token, and neither does the other origin.
+    let other = Provider::start(Behaviour::ok());
+    let own = Provider::builder()
+        .then(Behaviour::status(302).header("location", format!("{}/there", other.url())))
+        .otherwise(Behaviour::ok())
+        .start();
+    other.set_behaviour(Behaviour::status(302).header("location", format!("{}/back", own.url())));
+    let tokens = Tokens::default();
+    tokens.set("a", Ok("t1"));
+    let slot = Endpoint::new("a", own.url()).credential(CredentialSettings::default());
+    let calls = make(Policy::builder().endpoint(slot), tokens);
+    assert_eq!(calls(false, 1), [(200, "a".to_string())], "{runtime}");
+    let authorization = |p: &Provider| -> Vec<Option<String>> {
+        let requests = p.requests();
+        requests
+            .iter()
+            .map(|r| r.header("authorization").map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(
+        authorization(&own),
+        [Some("Bearer t1".into()), None],
+        "{runtime}"
+    );
+    assert_eq!(authorization(&other), [None], "{runtime}");
 }
 
 #[test]
