@@ -216,6 +216,21 @@ impl CredentialSettings {
                 "must be within 0 and 1",
             );
         }
+        // The token's header is sent to the endpoint alone: never one that frames the
+        // message, the Host rule's, or the one a proxy reads.
+        let h = &self.header;
+        if crate::limits::is_framing_header(h.as_str())
+            || h == http::header::HOST
+            || h == http::header::PROXY_AUTHORIZATION
+        {
+            return Err(crate::ConfigError::InvalidHeader {
+                setting: "credential.header".to_string(),
+                name: h.as_str().to_string(),
+                reason: "it frames the message, is the Host rule's or is read by a proxy; \
+                         name another header"
+                    .to_string(),
+            });
+        }
         if let Some(s) = &self.scheme {
             if s.is_empty() || s.contains(|c: char| c.is_ascii_whitespace() || c.is_control()) {
                 return bad("credential.scheme", format!("{s:?}"), "must be one word");
@@ -914,6 +929,37 @@ mod tests {
             panic!("pending")
         };
         assert_eq!(r.unwrap().secret().expose(), "t1");
+    }
+
+    #[test]
+    fn the_token_header_is_never_one_the_message_or_the_call_owns() {
+        let built = |header: &str| {
+            let settings = CredentialSettings {
+                header: http::HeaderName::try_from(header).unwrap(),
+                ..CredentialSettings::default()
+            };
+            let endpoint = crate::Endpoint::new("bank", "https://bank.example/");
+            crate::Policy::builder()
+                .endpoint(endpoint.credential(settings))
+                .build()
+        };
+        for header in [
+            "host",
+            "content-length",
+            "transfer-encoding",
+            "proxy-authorization",
+            "x-request-id",
+            "idempotency-key",
+        ] {
+            let text = built(header).unwrap_err().to_string();
+            assert!(
+                text.contains("bank")
+                    && text.contains("credential.header")
+                    && text.contains(header),
+                "{header}: {text}"
+            );
+        }
+        assert!(built("x-api-key").is_ok());
     }
 
     #[test]

@@ -1554,7 +1554,24 @@ impl PolicyBuilder {
         credential_refusals(&self.endpoints, &mut settings)?;
         // The request id is the call's, the same on every attempt (SPEC 3); the attempt
         // number is the engine's.
+        let call_header = |h: &HeaderName| {
+            h == request_id_header
+                || h == idempotency_key_header
+                || attempt_header.as_ref() == Some(h)
+        };
         for e in &self.endpoints {
+            if let Some(c) = e.credential.as_ref().filter(|c| call_header(&c.header)) {
+                return Err(ConfigError::Endpoint {
+                    id: e.id.clone(),
+                    error: Box::new(ConfigError::InvalidHeader {
+                        setting: "credential.header".to_string(),
+                        name: c.header.as_str().to_string(),
+                        reason: "the request id, idempotency key and attempt number are the \
+                                 call's; name another header for the token"
+                            .to_string(),
+                    }),
+                });
+            }
             for name in [Some(&request_id_header), attempt_header.as_ref()]
                 .into_iter()
                 .flatten()
