@@ -377,10 +377,12 @@ fn build(
     Ok(req)
 }
 
-/// Sends a probe's health request on the endpoint's connections: its status, or why
-/// there was none.
+/// Sends a probe's health request on the endpoint's connections, as an attempt is sent:
+/// with the endpoint's token when it has a credential slot (a refusal invalidates it, and
+/// the probe, which has no body, is sent once more with a refreshed one). Its status, or
+/// why there was none.
 pub(crate) async fn send_probe(
-    inner: &Inner,
+    inner: &Arc<Inner>,
     probe: &baton_core::Probe<'_>,
 ) -> Result<http::StatusCode, String> {
     let policy = inner.engine.policy();
@@ -404,7 +406,8 @@ pub(crate) async fn send_probe(
         connect_timeout: probe.connect_timeout,
         timeout: probe.connect_timeout + probe.timeout,
     };
-    match attempt::run(ctx, req).await {
+    let spare = crate::auth::spare(&req);
+    match crate::auth::run(inner.clone(), ctx, req, spare).await {
         attempt::AttemptEnd::Response(exchange) => Ok(exchange.head.status),
         attempt::AttemptEnd::Failed(e) => Err(baton_core::scrub_urls(&e.to_string())),
     }

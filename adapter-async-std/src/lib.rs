@@ -294,9 +294,11 @@ impl Client {
     }
 
     /// Sends the policy's health request ([`ProbeRequest`](baton_core::ProbeRequest)) to
-    /// the endpoint with `id`, under its breaker: a healthy answer is a success, anything
-    /// else a failure, as for a call's attempt. Refused when the breaker is open and not
-    /// yet due, or its probe slot is taken. No redirect is followed and no retry made; the
+    /// the endpoint with `id`, under its breaker: an answer in the probe's `expect` set is
+    /// a success, anything else a failure. Refused when the breaker is open and not yet
+    /// due, or its probe slot is taken. It carries the endpoint's headers and, with a
+    /// credential slot, its token; a refusal of the token invalidates it and the probe is
+    /// sent once more with a refreshed one. No redirect is followed, no other retry made; the
     /// request uses the endpoint's connections (and proxy route), as its calls do.
     pub async fn probe(
         &self,

@@ -381,6 +381,22 @@ fn send_one(
     send_plain(inner, call, attempt, body, method, target, headers, false)
 }
 
+/// The credential slot of `endpoint` and a token leased from it (waiting, when another
+/// call is refreshing it, for that refresh), or `None` when the endpoint has no slot.
+pub(crate) fn lease_for(
+    inner: &Inner,
+    endpoint: usize,
+) -> Option<(
+    &baton_core::credential::Credential,
+    Result<baton_core::credential::Lease, baton_core::credential::Unavailable>,
+)> {
+    let slot = inner.engine.credential(endpoint)?;
+    let tokens = inner.tokens.as_ref()?;
+    let ep = inner.engine.policy().endpoints().get(endpoint)?;
+    let lease = block_on(slot.lease(Instant::now, || std::future::ready(tokens(ep.id()))));
+    Some((slot, lease))
+}
+
 /// Runs `fut` on the calling thread, parking it while the future waits: only a token
 /// lease waits, for the refresh another call is running (single flight).
 fn block_on<F: std::future::Future>(fut: F) -> F::Output {

@@ -250,9 +250,11 @@ impl Client {
     }
 
     /// Sends the policy's health request ([`ProbeRequest`](baton_core::ProbeRequest)) to
-    /// the endpoint with `id`, under its breaker: a healthy answer is a success, anything
-    /// else a failure, as for a call's attempt. Refused when the breaker is open and not
-    /// yet due, or its probe slot is taken. No redirect is followed and no retry made; the
+    /// the endpoint with `id`, under its breaker: an answer in the probe's `expect` set is
+    /// a success, anything else a failure. Refused when the breaker is open and not yet
+    /// due, or its probe slot is taken. It carries the endpoint's headers and, with a
+    /// credential slot, its token; a refusal of the token invalidates it and the probe is
+    /// sent once more with a refreshed one. No redirect is followed, no other retry made; the
     /// request is routed as a call's attempt is (the environment's proxies, SPEC 3).
     pub fn probe(&self, id: &str) -> Result<ProbeResult, ProbeRefused> {
         let probe = self.inner.engine.probe(id, Instant::now())?;
@@ -267,15 +269,48 @@ impl Client {
         due.iter().filter_map(|id| self.probe(id).ok()).collect()
     }
 
+    /// Sends a probe as an attempt is sent: with the endpoint's token when it has a
+    /// credential slot (a refusal invalidates it, and the probe, which has no body, is
+    /// sent once more with a refreshed one).
     fn send_probe(&self, probe: &baton_core::Probe<'_>) -> Result<ureq::http::StatusCode, String> {
-        let mut request = ureq::http::Request::new(());
-        *request.method_mut() = probe.method.clone();
-        *request.uri_mut() = probe.uri.clone();
-        *request.headers_mut() = probe.headers.clone();
         let index = self
             .policy()
             .endpoint_index(probe.endpoint_id())
             .unwrap_or(0);
+        let Some((slot, first)) = driver::lease_for(&self.inner, index) else {
+            return self.probe_once(probe, index, None);
+        };
+        let first = first.map_err(|e| baton_core::scrub_urls(&e.to_string()))?;
+        let status = self.probe_once(probe, index, Some((slot, &first)))?;
+        if !slot.answered(&first, status) {
+            return Ok(status);
+        }
+        match driver::lease_for(&self.inner, index) {
+            Some((_, Ok(second))) => self.probe_once(probe, index, Some((slot, &second))),
+            // No new token: the refusal is the answer.
+            _ => Ok(status),
+        }
+    }
+
+    fn probe_once(
+        &self,
+        probe: &baton_core::Probe<'_>,
+        index: usize,
+        token: Option<(
+            &baton_core::credential::Credential,
+            &baton_core::credential::Lease,
+        )>,
+    ) -> Result<ureq::http::StatusCode, String> {
+        let mut request = ureq::http::Request::new(());
+        *request.method_mut() = probe.method.clone();
+        *request.uri_mut() = probe.uri.clone();
+        *request.headers_mut() = probe.headers.clone();
+        if let Some((slot, lease)) = token {
+            let settings = slot.settings();
+            if let Some(v) = lease.header_value(settings) {
+                request.headers_mut().insert(settings.header.clone(), v);
+            }
+        }
         let (tunnel, forward) = driver::route(&self.inner, &mut request)
             .map_err(|e| baton_core::scrub_urls(&e.to_string()))?;
         let agent = self.inner.agent(index, &probe.uri);

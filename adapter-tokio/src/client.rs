@@ -614,9 +614,11 @@ impl Client {
     baton_core::client_methods!(RequestBuilder, inner.shared.engine, Instant::now);
 
     /// Sends the policy's health request ([`ProbeRequest`](baton_core::ProbeRequest)) to
-    /// the endpoint with `id`, under its breaker: a healthy answer is a success, anything
-    /// else a failure, as for a call's attempt. Refused when the breaker is open and not
-    /// yet due, or its probe slot is taken. No redirect is followed and no retry made; the
+    /// the endpoint with `id`, under its breaker: an answer in the probe's `expect` set is
+    /// a success, anything else a failure. Refused when the breaker is open and not yet
+    /// due, or its probe slot is taken. It carries the endpoint's headers and, with a
+    /// credential slot, its token; a refusal of the token invalidates it and the probe is
+    /// sent once more with a refreshed one. No redirect is followed, no other retry made; the
     /// request goes through the endpoint's reqwest client, as its calls do.
     pub async fn probe(&self, id: &str) -> Result<ProbeResult, ProbeRefused> {
         let engine = self.engine().clone();
@@ -636,19 +638,25 @@ impl Client {
         results
     }
 
+    /// Sends a probe as an attempt is sent: with the endpoint's token when it has a
+    /// credential slot (a refusal invalidates it, and the probe, which has no body, is
+    /// sent once more with a refreshed one).
     async fn send_probe(&self, probe: &Probe<'_>) -> Result<http::StatusCode, String> {
         let url = reqwest::Url::parse(&probe.uri.to_string()).map_err(|e| e.to_string())?;
         let mut request = reqwest::Request::new(probe.method.clone(), url);
         *request.headers_mut() = probe.headers.clone();
-        *request.timeout_mut() = Some(probe.connect_timeout + probe.timeout);
         let endpoint = self
             .policy()
             .endpoint_index(probe.endpoint_id())
             .unwrap_or(0);
-        match self.inner.http.send(endpoint, request).await {
-            Ok(response) => Ok(response.status()),
-            Err(SendError::Reqwest(e)) => Err(baton_core::scrub_urls(&e.to_string())),
-            Err(SendError::Other(e)) => Err(baton_core::scrub_urls(&e.to_string())),
+        let spare = request.try_clone();
+        let at = tokio::time::Instant::now() + probe.connect_timeout + probe.timeout;
+        let (shared, http) = (&self.inner.shared, &self.inner.http);
+        match driver::authorized(shared, http, endpoint, request, spare, at).await {
+            Ok(Ok(response)) => Ok(response.status()),
+            Ok(Err(SendError::Reqwest(e))) => Err(baton_core::scrub_urls(&e.to_string())),
+            Ok(Err(SendError::Other(e))) => Err(baton_core::scrub_urls(&e.to_string())),
+            Err(_) => Err("the probe timed out".to_string()),
         }
     }
 

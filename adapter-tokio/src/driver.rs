@@ -496,7 +496,7 @@ enum BuildFail {
 /// sent, or the attempt fails undelivered: nothing was sent); a refusal (401, or 403 when
 /// configured) of the current token invalidates it, and the spare copy is sent once with a
 /// refreshed token; a refusal right after a fresh token is the answer.
-async fn authorized<T: Transport>(
+pub(crate) async fn authorized<T: Transport>(
     shared: &Shared,
     transport: &T,
     endpoint: usize,

@@ -1,11 +1,15 @@
 //! Probes the caller drives, on every runtime (testkit's probe scenario): the health
-//! request goes to the endpoint's probe path with its credentials, an unhealthy answer
+//! request goes to the endpoint's probe path with its headers, an unhealthy answer
 //! opens the breaker, and once the open time passed the endpoint is due and a healthy
-//! probe closes it.
+//! probe closes it; a credential slot's token goes with it, refreshed after a refusal.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use baton_core::credential::{CredentialSettings, Token};
 use baton_core::{BreakerRule, BreakerState, Endpoint, Policy, PolicyBuilder, ProbeResult};
+use testkit::auth::AuthServer;
 use testkit::Provider;
 
 /// How long the breaker stays open, and how long each test sleeps past it.
@@ -89,4 +93,83 @@ fn on_smol() {
     smol::block_on(on_async_io(async {
         smol::Timer::after(PAST_OPEN).await;
     }));
+}
+
+/// An endpoint with a credential slot, probed at `/health` by a server that checks the
+/// token; and the slot's provider, which hands out `t1`, then `t2`.
+fn with_slot() -> (
+    AuthServer,
+    PolicyBuilder,
+    impl Fn(&str) -> Result<Token, String> + Clone,
+) {
+    let server = AuthServer::start("t1");
+    let slot = Endpoint::new("a", server.url()).credential(CredentialSettings::default());
+    let policy = Policy::builder().endpoint(slot).configure(|s| {
+        s.probe.path = Some("/health".into());
+        s.env_proxies = false;
+    });
+    let fetched = Arc::new(AtomicUsize::new(0));
+    let tokens = move |_: &str| {
+        let n = fetched.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(Token::new(format!("t{n}")).expires_in(Duration::from_secs(3600)))
+    };
+    (server, policy, tokens)
+}
+
+/// A probe carries the slot's token, and once the server rotated it, the refused token is
+/// refreshed and the probe sent once more: healthy both times, never a breaker failure.
+fn carried_the_token(first: &ProbeResult, rotated: &ProbeResult, server: &AuthServer) {
+    for r in [first, rotated] {
+        assert_eq!((r.healthy, r.state), (true, BreakerState::Closed), "{r:?}");
+    }
+    let seen: Vec<_> = server.seen().into_iter().flatten().collect();
+    assert_eq!(seen, ["Bearer t1", "Bearer t1", "Bearer t2"]);
+}
+
+#[test]
+fn a_probe_carries_the_slot_token_on_tokio() {
+    let (server, policy, tokens) = with_slot();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = {
+        let _g = rt.enter();
+        baton_tokio::Client::builder(policy)
+            .token_provider(move |e: &str| std::future::ready(tokens(e)))
+            .build()
+            .unwrap()
+    };
+    let first = rt.block_on(client.probe("a")).unwrap();
+    server.accept("t2");
+    let rotated = rt.block_on(client.probe("a")).unwrap();
+    carried_the_token(&first, &rotated, &server);
+}
+
+#[test]
+fn a_probe_carries_the_slot_token_on_blocking() {
+    let (server, policy, tokens) = with_slot();
+    let client = baton_blocking::Client::builder(policy)
+        .token_provider(tokens)
+        .build()
+        .unwrap();
+    let first = client.probe("a").unwrap();
+    server.accept("t2");
+    carried_the_token(&first, &client.probe("a").unwrap(), &server);
+}
+
+#[test]
+fn a_probe_carries_the_slot_token_on_async_std_and_smol() {
+    for smol in [false, true] {
+        let (server, policy, tokens) = with_slot();
+        let client = baton_async_std::Client::builder(policy)
+            .token_provider(move |e: &str| std::future::ready(tokens(e)))
+            .build()
+            .unwrap();
+        let run = |f| match smol {
+            true => smol::block_on(f),
+            false => async_std::task::block_on(f),
+        };
+        let first = run(client.probe("a")).unwrap();
+        server.accept("t2");
+        let rotated = run(client.probe("a")).unwrap();
+        carried_the_token(&first, &rotated, &server);
+    }
 }

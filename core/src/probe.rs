@@ -1,10 +1,13 @@
 //! Probes the caller drives (SPEC 2.5): no background timers, ever. The caller's scheduler
 //! asks which endpoints are due ([`Engine::due_probes`]), and for each one
 //! [`Engine::probe`] hands out the health request to send (the policy's
-//! [`ProbeRequest`](crate::ProbeRequest) on the endpoint, with the endpoint's credentials)
-//! under the endpoint's breaker. The adapter sends it and hands the outcome to
-//! [`Probe::finish`]: healthy statuses are a success for the breaker, anything else a
-//! failure, exactly as for a call's attempt.
+//! [`ProbeRequest`](crate::ProbeRequest) on the endpoint, with the endpoint's headers)
+//! under the endpoint's breaker. The adapter sends it as it sends an attempt (with a
+//! credential slot's token, refreshed and sent once more after a refusal) and hands the
+//! outcome to [`Probe::finish`]: a status in the probe's `expect` set (2xx by default) is a
+//! success for the breaker, anything else a failure. That is stricter than a call's
+//! attempt, where only 502, 503 and 504 count against the endpoint: a probe asks whether
+//! the health request is answered as expected.
 //!
 //! ```
 //! use std::time::{Duration, Instant};
@@ -72,7 +75,7 @@ pub struct Probe<'a> {
     pub method: Method,
     /// Where to send it.
     pub uri: Uri,
-    /// The endpoint's own headers (credentials).
+    /// The endpoint's own headers (a credential slot's token is the adapter's to add).
     pub headers: HeaderMap,
     /// The endpoint's connect timeout.
     pub connect_timeout: Duration,
