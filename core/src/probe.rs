@@ -183,8 +183,16 @@ impl Engine {
     /// its open time has passed, or half-open with a probe slot free, and no `Retry-After`
     /// cooldown is running. Closed endpoints are never due (their calls are the probes).
     pub fn due_probes(&self, now: Instant) -> Vec<String> {
-        let endpoints = self.policy().endpoints();
-        (0..endpoints.len())
+        let policy = self.policy();
+        let endpoints = policy.endpoints();
+        let by_priority: Vec<usize> = match &policy.tiers {
+            crate::policy::Tiers::ListOrder => (0..endpoints.len()).collect(),
+            crate::policy::Tiers::Ranked(ranked) => {
+                ranked.iter().map(|&(i, _)| usize::from(i)).collect()
+            }
+        };
+        by_priority
+            .into_iter()
             .filter(|&i| {
                 self.health(i, now).is_some_and(|h| {
                     h.state == BreakerState::HalfOpen && h.available && h.not_before.is_none()
@@ -282,6 +290,26 @@ mod tests {
             e.probe("c", t1),
             Err(ProbeRefused::UnknownEndpoint(_))
         ));
+    }
+
+    #[test]
+    fn due_endpoints_come_in_priority_order() {
+        let policy = Policy::builder()
+            .endpoint(Endpoint::new("backup", "https://c.example/").tier(1))
+            .endpoint(Endpoint::new("primary", "https://p.example/").tier(0))
+            .configure(|s| {
+                s.breaker.rule = BreakerRule::Consecutive { failures: 1 };
+                s.breaker.open = Duration::from_secs(1);
+            })
+            .build()
+            .unwrap();
+        let e = Engine::new(policy);
+        let t0 = Instant::now();
+        for id in ["backup", "primary"] {
+            e.probe(id, t0).unwrap().finish(Err("refused".into()), t0);
+        }
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(e.due_probes(t1), ["primary", "backup"]);
     }
 
     #[test]
