@@ -86,7 +86,12 @@ pub(crate) async fn run(
         connect_timeout: again.connect_timeout.min(left),
         ..again
     };
-    attempt::run(ctx, spare).await
+    let resent = attempt::run(ctx, spare).await;
+    // A refused fresh token is invalidated too (no third send): the next call refreshes.
+    if let AttemptEnd::Response(ex) = &resent {
+        slot.answered(&second, ex.head.status);
+    }
+    resent
 }
 
 /// A copy of `req` with a body of bytes (or none) for the re-send after a refusal; `None`

@@ -378,7 +378,12 @@ fn send_one(
     if let Some(v) = token.header_value(settings) {
         headers.insert(settings.header.clone(), v);
     }
-    send_plain(inner, call, attempt, body, method, target, headers, false)
+    let resent = send_plain(inner, call, attempt, body, method, target, headers, false);
+    // A refused fresh token is invalidated too (no third send): the next call refreshes.
+    if let Sent::Response(resp) = &resent {
+        slot.answered(&token, resp.status());
+    }
+    resent
 }
 
 /// The credential slot of `endpoint` and a token leased from it (waiting, when another

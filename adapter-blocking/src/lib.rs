@@ -285,11 +285,14 @@ impl Client {
         if !slot.answered(&first, status) {
             return Ok(status);
         }
-        match driver::lease_for(&self.inner, index) {
-            Some((_, Ok(second))) => self.probe_once(probe, index, Some((slot, &second))),
+        let Some((_, Ok(second))) = driver::lease_for(&self.inner, index) else {
             // No new token: the refusal is the answer.
-            _ => Ok(status),
-        }
+            return Ok(status);
+        };
+        let status = self.probe_once(probe, index, Some((slot, &second)))?;
+        // A refused fresh token is invalidated too: the next call or probe refreshes.
+        slot.answered(&second, status);
+        Ok(status)
     }
 
     fn probe_once(

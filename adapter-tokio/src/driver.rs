@@ -538,7 +538,13 @@ pub(crate) async fn authorized<T: Transport>(
         Ok(second) => {
             drop(response);
             set_token(&mut again, slot, &second);
-            tokio::time::timeout_at(at, transport.send(endpoint, again)).await
+            let resent = tokio::time::timeout_at(at, transport.send(endpoint, again)).await;
+            // A refused fresh token is invalidated too (no third send): the next call
+            // refreshes.
+            if let Ok(Ok(r)) = &resent {
+                slot.answered(&second, r.status());
+            }
+            resent
         }
         // No new token: the refusal is the answer.
         Err(_) => Ok(Ok(response)),

@@ -139,6 +139,22 @@ fn scenarios(runtime: &str, make: &MakeCalls) {
         "{runtime}"
     );
     assert_eq!(authorization(&other), [None], "{runtime}");
+
+    // 5. A held token refused, then its refreshed token refused too: both are invalidated,
+    //    so the next call refreshes rather than sending the refused token again.
+    let (a, b) = (AuthServer::start("t1"), AuthServer::start("b1"));
+    let tokens = Tokens::default();
+    tokens.set("a", Ok("t1"));
+    tokens.set("b", Ok("b1"));
+    let calls = make(policy(&[("a", &a), ("b", &b)]), tokens.clone());
+    assert_eq!(calls(false, 1), [(200, "a".to_string())], "{runtime}");
+    a.accept("t3");
+    tokens.set("a", Ok("t2"));
+    assert_eq!(calls(false, 1), [(200, "b".to_string())], "{runtime}");
+    tokens.set("a", Ok("t3"));
+    assert_eq!(calls(false, 1), [(200, "a".to_string())], "{runtime}");
+    let sent = ["Bearer t1", "Bearer t1", "Bearer t2", "Bearer t3"];
+    assert_eq!(tokens_seen(&a), sent, "{runtime}: t2 sent once");
 }
 
 #[test]
