@@ -426,6 +426,10 @@ fn rate_limit_wait_is_bounded_by_the_deadline() {
     );
     assert!(run.report.attempts.is_empty());
     assert_eq!(run.report.stop_reason, StopReason::Deadline);
+    // The event says the call did not wait (SPEC 2.9: events say which).
+    assert!(run.events_named("RateLimited")[0]
+        .text
+        .contains("waiting: false"));
 }
 
 #[test]

@@ -131,12 +131,14 @@ impl<R> Call<'_, R> {
         let alt = (rl.scope == LimitScope::Endpoint)
             .then(|| self.limit_alternative(endpoint, now))
             .flatten();
+        // A wait the deadline would cut is not waited: the call ends (see `later`).
+        let in_time = !self.class.deadline.is_some_and(|d| until >= d);
         self.emit(
             now,
             EventKind::RateLimited {
                 endpoint: &self.engine.ids[endpoint],
                 until,
-                waiting: alt.is_none() && rl.on_limit == OnLimit::Wait,
+                waiting: alt.is_none() && rl.on_limit == OnLimit::Wait && in_time,
             },
         );
         match alt {
