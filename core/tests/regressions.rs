@@ -531,6 +531,50 @@ fn failure_after_a_followed_redirect_is_ambiguous() {
     assert_eq!(report.redirects.len(), 1);
 }
 
+/// SPEC 1, 3: a POST answered 303 may have been done; the 429 its GET hop then got (a
+/// status in `not_processed`) does not unsay that, so the unkeyed POST does not fail over.
+/// Before, the attempt read as not executed and the POST was sent to the next endpoint.
+#[test]
+fn a_response_after_a_followed_redirect_keeps_the_redirect_as_executed() {
+    let policy = endpoints(&["a", "b"]).build().unwrap();
+    let t0 = Instant::now();
+    let mut call = direct_call(
+        policy,
+        Method::POST,
+        http::HeaderMap::new(),
+        CallOptions::default(),
+        t0,
+    );
+    let Action::Send(a) = call.poll_action(t0) else {
+        panic!()
+    };
+    let redirects = vec![Redirect {
+        attempt: a.number,
+        status: http::StatusCode::SEE_OTHER,
+        from: "https://a.example/pay".parse().unwrap(),
+        to: "https://a.example/paid".parse().unwrap(),
+        cross_origin: false,
+    }];
+    call.handle(
+        Input::Redirected {
+            attempt: a.number,
+            redirects,
+        },
+        t0,
+    );
+    let busy = Head::new(http::StatusCode::TOO_MANY_REQUESTS);
+    let answer = Input::Response {
+        attempt: a.number,
+        response: busy,
+        wall: None,
+    };
+    call.handle(answer, t0);
+    assert_eq!(call.poll_action(t0), Action::Done, "no attempt at b");
+    let report = common::report(call);
+    assert_eq!(report.attempts.len(), 1, "{report:?}");
+    assert!(report.may_have_executed);
+}
+
 /// SPEC 4: the result event comes once per call, also when the result is taken and the
 /// call dropped (a dropped call that had ended is not cancelled again).
 #[test]

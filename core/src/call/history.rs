@@ -144,13 +144,27 @@ impl<R> History<R> {
         b
     }
 
+    /// Attempts that ended and may have executed: by their result, or, for an attempt
+    /// whose last hop answered with a status in `not_processed`, by a redirect it followed
+    /// (SPEC 1, 3): the endpoint's 3xx answered the request itself, and a status not in
+    /// `not_processed` says it may have done the work (a POST answered 303, whose GET hop
+    /// then got a 429, ran once).
     fn ended_executed<'a>(
         &'a self,
         not_processed: &'a StatusSet,
     ) -> impl Iterator<Item = &'a Rec> + 'a {
-        self.records.iter().filter(|r| {
-            r.result != AttemptResult::InFlight && r.result.may_have_executed(not_processed)
-        })
+        let redirected = |number: usize| {
+            (self.redirects.iter())
+                .any(|x| x.attempt as usize == number && !not_processed.contains(x.status))
+        };
+        let records = self.records.iter().enumerate();
+        records
+            .filter(move |(i, r)| {
+                r.result != AttemptResult::InFlight
+                    && (r.result.may_have_executed(not_processed)
+                        || (r.result.status().is_some() && redirected(i + 1)))
+            })
+            .map(|(_, r)| r)
     }
 
     /// How many attempts ended possibly executed.
