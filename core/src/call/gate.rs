@@ -132,7 +132,7 @@ impl<R> Call<'_, R> {
             .then(|| self.limit_alternative(endpoint, now))
             .flatten();
         // A wait the deadline would cut is not waited: the call ends (see `later`).
-        let in_time = !self.class.deadline.is_some_and(|d| until >= d);
+        let in_time = self.class.deadline.is_none_or(|d| until < d);
         self.emit(
             now,
             EventKind::RateLimited {
