@@ -531,6 +531,48 @@ fn failure_after_a_followed_redirect_is_ambiguous() {
     assert_eq!(report.redirects.len(), 1);
 }
 
+/// SPEC 1, 3: a redirect hop the client refused to build (tower's hook can say so) ends
+/// the attempt ambiguous, not as an invalid call that sent nothing: its first request was
+/// answered. Before, the call stopped "invalid" with nothing executed.
+#[test]
+fn a_hop_rejected_locally_after_a_followed_redirect_is_ambiguous() {
+    let policy = endpoints(&["a", "b"]).build().unwrap();
+    let t0 = Instant::now();
+    let mut call = direct_call(
+        policy,
+        Method::POST,
+        http::HeaderMap::new(),
+        CallOptions::default(),
+        t0,
+    );
+    let Action::Send(a) = call.poll_action(t0) else {
+        panic!()
+    };
+    let redirects = vec![Redirect {
+        attempt: a.number,
+        status: http::StatusCode::TEMPORARY_REDIRECT,
+        from: "https://a.example/".parse().unwrap(),
+        to: "https://a.example/next".parse().unwrap(),
+        cross_origin: false,
+    }];
+    let hop = Input::Redirected {
+        attempt: a.number,
+        redirects,
+    };
+    call.handle(hop, t0);
+    let rejected = AttemptOutcome::Failure(FailureClass::RejectedLocally);
+    call.handle_outcome(a.number, rejected, t0);
+    assert_eq!(call.poll_action(t0), Action::Done, "no attempt at b");
+    let report = common::report(call);
+    assert_eq!(report.attempts.len(), 1, "{report:?}");
+    assert_eq!(
+        report.attempts[0].result,
+        AttemptResult::Failed(FailureClass::Ambiguous)
+    );
+    assert_ne!(report.stop_reason, StopReason::InvalidCall, "{report:?}");
+    assert!(report.may_have_executed);
+}
+
 /// SPEC 1, 3: a POST answered 303 may have been done; the 429 its GET hop then got (a
 /// status in `not_processed`) does not unsay that, so the unkeyed POST does not fail over.
 /// Before, the attempt read as not executed and the POST was sent to the next endpoint.

@@ -212,15 +212,16 @@ impl<R> Call<'_, R> {
     }
 
     /// An outcome of an attempt that followed a redirect: the endpoint answered, so a
-    /// later failure can never prove that nothing was done.
+    /// later failure can never prove that nothing was done. A hop the client refused to
+    /// build is no invalid call either: its first request was sent and answered.
     fn after_redirects(&self, number: u32, outcome: AttemptOutcome) -> AttemptOutcome {
         if !self.history.redirected(number) {
             return outcome;
         }
         match outcome {
-            AttemptOutcome::Failure(FailureClass::Undelivered | FailureClass::Untrusted) => {
-                AttemptOutcome::Failure(FailureClass::Ambiguous)
-            }
+            AttemptOutcome::Failure(
+                FailureClass::Undelivered | FailureClass::Untrusted | FailureClass::RejectedLocally,
+            ) => AttemptOutcome::Failure(FailureClass::Ambiguous),
             AttemptOutcome::Timeout(TimeoutPhase::Connect) => {
                 AttemptOutcome::Timeout(TimeoutPhase::Response)
             }
