@@ -42,7 +42,10 @@ pub(crate) enum SendData {
 impl SendData {
     fn kind(&self) -> BodyKind {
         match self {
+            // An empty body is no body, as on the other adapters (a 307 hop then carries
+            // none, and none of its headers).
             SendData::Empty => BodyKind::Empty,
+            SendData::Bytes(b) if b.is_empty() => BodyKind::Empty,
             SendData::Bytes(_) | SendData::Factory(..) => BodyKind::Replayable,
             SendData::OneShot(_) => BodyKind::OneShot,
         }
