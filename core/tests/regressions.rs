@@ -490,37 +490,9 @@ fn framing_and_identity_headers_are_rejected_in_the_configuration() {
 /// unkeyed POST does not fail over.
 #[test]
 fn failure_after_a_followed_redirect_is_ambiguous() {
-    let policy = endpoints(&["a", "b"]).build().unwrap();
     let t0 = Instant::now();
-    let mut call = direct_call(
-        policy,
-        Method::POST,
-        http::HeaderMap::new(),
-        CallOptions::default(),
-        t0,
-    );
-    let Action::Send(a) = call.poll_action(t0) else {
-        panic!()
-    };
-    let redirects = vec![Redirect {
-        attempt: a.number,
-        status: http::StatusCode::TEMPORARY_REDIRECT,
-        from: "https://a.example/".parse().unwrap(),
-        to: "https://elsewhere.example/".parse().unwrap(),
-        cross_origin: true,
-    }];
-    call.handle(
-        Input::Redirected {
-            attempt: a.number,
-            redirects,
-        },
-        t0,
-    );
-    call.handle_outcome(
-        a.number,
-        AttemptOutcome::Failure(FailureClass::Undelivered),
-        t0,
-    );
+    let (mut call, a) = post_redirected(307, "https://elsewhere.example/", t0);
+    call.handle_outcome(a, AttemptOutcome::Failure(FailureClass::Undelivered), t0);
     assert_eq!(call.poll_action(t0), Action::Done, "failed over");
     let report = common::report(call);
     assert_eq!(
@@ -531,37 +503,40 @@ fn failure_after_a_followed_redirect_is_ambiguous() {
     assert_eq!(report.redirects.len(), 1);
 }
 
-/// SPEC 1, 3: a redirect hop the client refused to build (tower's hook can say so) ends
-/// the attempt ambiguous, not as an invalid call that sent nothing: its first request was
-/// answered. Before, the call stopped "invalid" with nothing executed.
-#[test]
-fn a_hop_rejected_locally_after_a_followed_redirect_is_ambiguous() {
+/// An unkeyed POST over endpoints a and b whose first attempt, at a, followed one
+/// redirect with `status` to `to`: the call, and that attempt's number.
+fn post_redirected(status: u16, to: &str, t0: Instant) -> (Call<'static>, u32) {
     let policy = endpoints(&["a", "b"]).build().unwrap();
-    let t0 = Instant::now();
-    let mut call = direct_call(
-        policy,
-        Method::POST,
-        http::HeaderMap::new(),
-        CallOptions::default(),
-        t0,
-    );
+    let options = CallOptions::default();
+    let mut call = direct_call(policy, Method::POST, http::HeaderMap::new(), options, t0);
     let Action::Send(a) = call.poll_action(t0) else {
         panic!()
     };
+    let to: http::Uri = to.parse().unwrap();
     let redirects = vec![Redirect {
         attempt: a.number,
-        status: http::StatusCode::TEMPORARY_REDIRECT,
+        status: http::StatusCode::from_u16(status).unwrap(),
         from: "https://a.example/".parse().unwrap(),
-        to: "https://a.example/next".parse().unwrap(),
-        cross_origin: false,
+        cross_origin: to.host() != Some("a.example"),
+        to,
     }];
     let hop = Input::Redirected {
         attempt: a.number,
         redirects,
     };
     call.handle(hop, t0);
+    (call, a.number)
+}
+
+/// SPEC 1, 3: a redirect hop the client refused to build (tower's hook can say so) ends
+/// the attempt ambiguous, not as an invalid call that sent nothing: its first request was
+/// answered. Before, the call stopped "invalid" with nothing executed.
+#[test]
+fn a_hop_rejected_locally_after_a_followed_redirect_is_ambiguous() {
+    let t0 = Instant::now();
+    let (mut call, a) = post_redirected(307, "https://a.example/next", t0);
     let rejected = AttemptOutcome::Failure(FailureClass::RejectedLocally);
-    call.handle_outcome(a.number, rejected, t0);
+    call.handle_outcome(a, rejected, t0);
     assert_eq!(call.poll_action(t0), Action::Done, "no attempt at b");
     let report = common::report(call);
     assert_eq!(report.attempts.len(), 1, "{report:?}");
@@ -578,35 +553,11 @@ fn a_hop_rejected_locally_after_a_followed_redirect_is_ambiguous() {
 /// Before, the attempt read as not executed and the POST was sent to the next endpoint.
 #[test]
 fn a_response_after_a_followed_redirect_keeps_the_redirect_as_executed() {
-    let policy = endpoints(&["a", "b"]).build().unwrap();
     let t0 = Instant::now();
-    let mut call = direct_call(
-        policy,
-        Method::POST,
-        http::HeaderMap::new(),
-        CallOptions::default(),
-        t0,
-    );
-    let Action::Send(a) = call.poll_action(t0) else {
-        panic!()
-    };
-    let redirects = vec![Redirect {
-        attempt: a.number,
-        status: http::StatusCode::SEE_OTHER,
-        from: "https://a.example/pay".parse().unwrap(),
-        to: "https://a.example/paid".parse().unwrap(),
-        cross_origin: false,
-    }];
-    call.handle(
-        Input::Redirected {
-            attempt: a.number,
-            redirects,
-        },
-        t0,
-    );
+    let (mut call, a) = post_redirected(303, "https://a.example/paid", t0);
     let busy = Head::new(http::StatusCode::TOO_MANY_REQUESTS);
     let answer = Input::Response {
-        attempt: a.number,
+        attempt: a,
         response: busy,
         wall: None,
     };
