@@ -132,10 +132,7 @@ impl AttemptResult {
 
     /// Whether the endpoint may have done the work, given the `not_processed` statuses.
     /// An attempt cut by the deadline or cancelled after sending counts as possibly
-    /// executed too: nothing proves it was not. This reads the result alone: an attempt
-    /// that followed a redirect (the report's `redirects`) whose status is not in
-    /// `not_processed` may have executed whatever its last hop answered, and the report's
-    /// `may_have_executed` counts it so.
+    /// executed too: nothing proves it was not.
     #[inline]
     pub fn may_have_executed(&self, not_processed: &crate::StatusSet) -> bool {
         match self {

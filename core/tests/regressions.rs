@@ -548,26 +548,6 @@ fn a_hop_rejected_locally_after_a_followed_redirect_is_ambiguous() {
     assert!(report.may_have_executed);
 }
 
-/// SPEC 1, 3: a POST answered 303 may have been done; the 429 its GET hop then got (a
-/// status in `not_processed`) does not unsay that, so the unkeyed POST does not fail over.
-/// Before, the attempt read as not executed and the POST was sent to the next endpoint.
-#[test]
-fn a_response_after_a_followed_redirect_keeps_the_redirect_as_executed() {
-    let t0 = Instant::now();
-    let (mut call, a) = post_redirected(303, "https://a.example/paid", t0);
-    let busy = Head::new(http::StatusCode::TOO_MANY_REQUESTS);
-    let answer = Input::Response {
-        attempt: a,
-        response: busy,
-        wall: None,
-    };
-    call.handle(answer, t0);
-    assert_eq!(call.poll_action(t0), Action::Done, "no attempt at b");
-    let report = common::report(call);
-    assert_eq!(report.attempts.len(), 1, "{report:?}");
-    assert!(report.may_have_executed);
-}
-
 /// SPEC 4: the result event comes once per call, also when the result is taken and the
 /// call dropped (a dropped call that had ended is not cancelled again).
 #[test]

@@ -144,35 +144,13 @@ impl<R> History<R> {
         b
     }
 
-    /// Attempts that ended and may have executed: by their result, or by a redirect they
-    /// followed ([`executed_by_redirect`](Self::executed_by_redirect)).
     fn ended_executed<'a>(
         &'a self,
         not_processed: &'a StatusSet,
     ) -> impl Iterator<Item = &'a Rec> + 'a {
-        self.records.iter().filter(move |r| {
-            r.result != AttemptResult::InFlight
-                && (r.result.may_have_executed(not_processed)
-                    || self.executed_by_redirect(r, not_processed))
+        self.records.iter().filter(|r| {
+            r.result != AttemptResult::InFlight && r.result.may_have_executed(not_processed)
         })
-    }
-
-    /// Whether `rec`, an attempt whose last hop answered with a status in
-    /// `not_processed`, followed a redirect whose status is not (SPEC 1, 3): the
-    /// endpoint's 3xx answered the request itself and says it may have done the work (a
-    /// POST answered 303, whose GET hop then got a 429, ran once). Out of line: a healthy
-    /// call's answer never asks.
-    #[cold]
-    #[inline(never)]
-    fn executed_by_redirect(&self, rec: &Rec, not_processed: &StatusSet) -> bool {
-        if self.redirects.is_empty() || rec.result.status().is_none() {
-            return false;
-        }
-        let Some(i) = self.records.iter().position(|r| std::ptr::eq(r, rec)) else {
-            return false;
-        };
-        let number = i as u32 + 1;
-        (self.redirects.iter()).any(|x| x.attempt == number && !not_processed.contains(x.status))
     }
 
     /// How many attempts ended possibly executed.
