@@ -101,6 +101,12 @@ impl TimeoutPhase {
 pub enum AttemptResult {
     /// Response headers arrived with this status.
     Response(StatusCode),
+    /// Response headers arrived with this status, one in `not_processed`, on a hop of a
+    /// redirect that the endpoint answered with a status not in `not_processed` (SPEC 1,
+    /// 3): the endpoint may have done the work before it redirected, whatever the last
+    /// hop says. A POST answered 303, whose GET hop then got a 429, reads so. The
+    /// report's `redirects` name the hops.
+    AfterRedirect(StatusCode),
     /// A transport failure of this class.
     Failed(FailureClass),
     /// The attempt timeout fired in this phase.
@@ -120,7 +126,7 @@ impl AttemptResult {
     /// `rejected_locally`, `untrusted`, `timeout`, `deadline`, `cancelled`, `replay_failed`, `in_flight`.
     pub fn as_str(&self) -> &'static str {
         match self {
-            AttemptResult::Response(_) => "response",
+            AttemptResult::Response(_) | AttemptResult::AfterRedirect(_) => "response",
             AttemptResult::Failed(c) => c.as_str(),
             AttemptResult::TimedOut(_) => "timeout",
             AttemptResult::Deadline => "deadline",
@@ -132,11 +138,13 @@ impl AttemptResult {
 
     /// Whether the endpoint may have done the work, given the `not_processed` statuses.
     /// An attempt cut by the deadline or cancelled after sending counts as possibly
-    /// executed too: nothing proves it was not.
+    /// executed too: nothing proves it was not, and so does a response after a redirect
+    /// that may have done the work ([`AfterRedirect`](Self::AfterRedirect)).
     #[inline]
     pub fn may_have_executed(&self, not_processed: &crate::StatusSet) -> bool {
         match self {
             AttemptResult::Response(s) => !not_processed.contains(*s),
+            AttemptResult::AfterRedirect(_) => true,
             AttemptResult::Failed(c) => c.may_have_executed(),
             AttemptResult::TimedOut(p) => p.class().may_have_executed(),
             AttemptResult::Deadline | AttemptResult::Cancelled | AttemptResult::InFlight => true,
@@ -147,7 +155,7 @@ impl AttemptResult {
     /// The status, when the attempt got a response.
     pub fn status(&self) -> Option<StatusCode> {
         match self {
-            AttemptResult::Response(s) => Some(*s),
+            AttemptResult::Response(s) | AttemptResult::AfterRedirect(s) => Some(*s),
             _ => None,
         }
     }
@@ -157,6 +165,7 @@ impl fmt::Display for AttemptResult {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AttemptResult::Response(s) => write!(f, "status {}", s.as_u16()),
+            AttemptResult::AfterRedirect(s) => write!(f, "status {} after a redirect", s.as_u16()),
             AttemptResult::TimedOut(TimeoutPhase::Connect) => f.write_str("connect timeout"),
             AttemptResult::TimedOut(_) => f.write_str("timeout waiting for response"),
             other => f.write_str(other.as_str()),

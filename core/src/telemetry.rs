@@ -142,10 +142,9 @@ fn attempt_finished(
     labels.push(Label::new("server.port", l.port.clone()));
     labels.push(Label::new("baton.endpoint", l.id.clone()));
     match result {
-        AttemptResult::Response(status) => labels.push(Label::new(
-            "http.response.status_code",
-            status.as_str().to_owned(),
-        )),
+        AttemptResult::Response(status) | AttemptResult::AfterRedirect(status) => labels.push(
+            Label::new("http.response.status_code", status.as_str().to_owned()),
+        ),
         other => labels.push(Label::new("error.type", error_type(other))),
     }
     if attempt > 1 {
@@ -182,7 +181,9 @@ fn error_type(result: AttemptResult) -> &'static str {
         AttemptResult::Deadline => "deadline",
         AttemptResult::Cancelled => "cancelled",
         AttemptResult::ReplayFailed => "replay_failed",
-        AttemptResult::InFlight | AttemptResult::Response(_) => "_OTHER",
+        AttemptResult::InFlight | AttemptResult::Response(_) | AttemptResult::AfterRedirect(_) => {
+            "_OTHER"
+        }
     }
 }
 

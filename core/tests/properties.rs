@@ -135,6 +135,9 @@ fn spec_may_have_executed(r: &AttemptResult, not_processed: &StatusSet) -> bool 
         // An answer: executed, unless its status is one the provider promises it did not
         // process (a 429 or 503 configured as such).
         AttemptResult::Response(status) => !not_processed.contains(*status),
+        // An answer in `not_processed` after a redirect the endpoint gave with a status
+        // not in it: the redirect was the endpoint's answer, so it may have done the work.
+        AttemptResult::AfterRedirect(_) => true,
         // Sent, and the connection broke before an answer: no proof either way.
         AttemptResult::Failed(FailureClass::Ambiguous) => true,
         // Nothing left the client (refused, a failed handshake, a request rejected before

@@ -548,6 +548,51 @@ fn a_hop_rejected_locally_after_a_followed_redirect_is_ambiguous() {
     assert!(report.may_have_executed);
 }
 
+/// SPEC 1, 3: a POST answered 303 may have been done; the 429 its GET hop then got (a
+/// status in `not_processed`) does not unsay that, so the unkeyed POST does not fail over,
+/// and the attempt's own result says it may have executed. Before, the attempt read as
+/// not executed and the POST was sent to b: the work could run twice.
+#[test]
+fn a_response_in_not_processed_after_a_followed_redirect_may_have_executed() {
+    let t0 = Instant::now();
+    let (mut call, a) = post_redirected(303, "https://a.example/paid", t0);
+    let busy = Input::Response {
+        attempt: a,
+        response: Head::new(http::StatusCode::TOO_MANY_REQUESTS),
+        wall: None,
+    };
+    call.handle(busy, t0);
+    assert_eq!(call.poll_action(t0), Action::Done, "no attempt at b");
+    let report = common::report(call);
+    assert_eq!(report.attempts.len(), 1, "{report:?}");
+    let result = report.attempts[0].result;
+    assert_eq!(
+        result,
+        AttemptResult::AfterRedirect(http::StatusCode::TOO_MANY_REQUESTS)
+    );
+    assert_eq!(result.status(), Some(http::StatusCode::TOO_MANY_REQUESTS));
+    assert!(report.may_have_executed);
+    assert_eq!(report.redirects.len(), 1);
+}
+
+/// The other side of the rule above: an answer not in `not_processed` after a redirect
+/// says by itself that the work may have been done, and reads as a plain response.
+#[test]
+fn an_answer_not_in_not_processed_after_a_redirect_is_a_plain_response() {
+    let t0 = Instant::now();
+    let (mut call, a) = post_redirected(303, "https://a.example/paid", t0);
+    let ok = Input::Response {
+        attempt: a,
+        response: Head::new(http::StatusCode::OK),
+        wall: None,
+    };
+    call.handle(ok, t0);
+    assert_eq!(call.poll_action(t0), Action::Done);
+    let report = common::report(call);
+    let result = report.attempts[0].result;
+    assert_eq!(result, AttemptResult::Response(http::StatusCode::OK));
+}
+
 /// SPEC 4: the result event comes once per call, also when the result is taken and the
 /// call dropped (a dropped call that had ended is not cancelled again).
 #[test]

@@ -40,7 +40,12 @@ impl<R: Answer> Call<'_, R> {
         } else {
             Record::Success(elapsed)
         };
-        self.ended(&flight, AttemptResult::Response(status), record, elapsed);
+        let result = if self.history.redirects.is_empty() {
+            AttemptResult::Response(status)
+        } else {
+            self.response_after_redirects(number, status)
+        };
+        self.ended(&flight, result, record, elapsed);
         if self.is_done() {
             return;
         }
@@ -226,6 +231,24 @@ impl<R> Call<'_, R> {
                 AttemptOutcome::Timeout(TimeoutPhase::Response)
             }
             other => other,
+        }
+    }
+
+    /// The result of attempt `number`, answered `status` by the last hop of a call that
+    /// followed redirects (SPEC 1, 3). A redirect whose status is not in `not_processed`
+    /// says the endpoint may have done the work; a last hop's status in `not_processed`
+    /// does not unsay it, so the attempt reads [`AttemptResult::AfterRedirect`]. Out of
+    /// line: a healthy call follows none.
+    #[cold]
+    #[inline(never)]
+    fn response_after_redirects(&self, number: u32, status: StatusCode) -> AttemptResult {
+        let not_processed = &self.engine.policy.settings.not_processed;
+        let executed = (self.history.redirects.iter())
+            .any(|r| r.attempt == number && !not_processed.contains(r.status));
+        if executed && not_processed.contains(status) {
+            AttemptResult::AfterRedirect(status)
+        } else {
+            AttemptResult::Response(status)
         }
     }
 

@@ -308,6 +308,7 @@ pub(crate) fn reached(result: &AttemptResult) -> bool {
 fn describe(result: &AttemptResult) -> String {
     match result {
         AttemptResult::Response(s) => format!("with a {}", s.as_u16()),
+        AttemptResult::AfterRedirect(s) => format!("with a {} after a redirect", s.as_u16()),
         other => other.as_str().to_string(),
     }
 }
