@@ -317,9 +317,9 @@ fn follow(
 /// Sends one request of an attempt (its first, or a redirect hop when `first` is false)
 /// with the endpoint's token (SPEC 9) when it has a credential slot, the request goes to
 /// the endpoint's own origin and `own_origin` says its chain never left it: a refusal
-/// (401, or 403 when configured) of the current token invalidates it, and a request whose
-/// body can be sent again is, once, with a refreshed token; a refusal right after a fresh token is
-/// the answer. No token at all fails the attempt undelivered (nothing was sent).
+/// (401, or 403 when configured) of the current token invalidates it, and an attempt's
+/// first request whose body can be sent again is, once, with a refreshed token (a hop's
+/// refusal is its answer); a refusal right after a fresh token is the answer. No token at all fails the attempt undelivered (nothing was sent).
 #[allow(clippy::too_many_arguments)]
 fn send_one(
     inner: &Inner,
@@ -372,7 +372,9 @@ fn send_one(
         body,
         SendData::Empty | SendData::Bytes(_) | SendData::Factory(..)
     );
-    if !(slot.answered(&token, resp.status()) && replayable) {
+    // A redirect hop is never re-sent: the async adapters keep no spare copy of a hop,
+    // and every runtime answers alike (SPEC 7). Its refusal still invalidates the token.
+    if !(slot.answered(&token, resp.status()) && replayable && first) {
         return sent;
     }
     let Ok(token) = lease() else { return sent };

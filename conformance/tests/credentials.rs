@@ -1,6 +1,7 @@
 //! Credentials (SPEC 9) on every runtime: 64 concurrent calls meeting a rotated token cause one provider call and are
 //! all re-sent to the same endpoint; a fresh token's refusal fails over with the backup's
-//! own token; a provider that cannot give a token fails the attempt undelivered.
+//! own token; a provider that cannot give a token fails the attempt undelivered; a
+//! redirect hop's refused token is the answer, on every runtime.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -155,6 +156,34 @@ fn scenarios(runtime: &str, make: &MakeCalls) {
     assert_eq!(calls(false, 1), [(200, "a".to_string())], "{runtime}");
     let sent = ["Bearer t1", "Bearer t1", "Bearer t2", "Bearer t3"];
     assert_eq!(tokens_seen(&a), sent, "{runtime}: t2 sent once");
+
+    // 6. A POST answered 302 whose same-origin hop's token is refused: the token is
+    //    invalidated and the refusal is the answer, with no re-send of the hop (a hop has
+    //    no spare copy on any runtime) and no new attempt (the POST may have been done);
+    //    the next call refreshes.
+    let own = Provider::builder()
+        .then(Behaviour::status(302).header("location", "/next"))
+        .then(Behaviour::status(401))
+        .otherwise(Behaviour::ok())
+        .start();
+    let tokens = Tokens::default();
+    tokens.set("a", Ok("t1"));
+    let slot = Endpoint::new("a", own.url()).credential(CredentialSettings::default());
+    let calls = make(Policy::builder().endpoint(slot), tokens.clone());
+    assert_eq!(calls(true, 1), [(401, "a".to_string())], "{runtime}");
+    tokens.set("a", Ok("t2"));
+    assert_eq!(calls(true, 1), [(200, "a".to_string())], "{runtime}");
+    assert_eq!(
+        tokens.calls("a"),
+        2,
+        "{runtime}: the refused token was dropped"
+    );
+    let bearer = |t: &str| Some(format!("Bearer {t}"));
+    assert_eq!(
+        authorization(&own),
+        [bearer("t1"), bearer("t1"), bearer("t2")],
+        "{runtime}"
+    );
 }
 
 #[test]
