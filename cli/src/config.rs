@@ -448,6 +448,32 @@ mod tests {
         assert!(policy.is_ok(), "{policy:?}");
     }
 
+    /// SPEC 8: proportional jitter chosen without a factor uses 0.25; a factor can be
+    /// given, and an unknown form is an error naming the value.
+    #[test]
+    fn jitter_takes_its_names_and_a_factor() {
+        let jitter = |value: &str| {
+            parse(&format!("[policy.backoff]\njitter = {value}\n")).map(|f| f.policy.backoff.jitter)
+        };
+        assert_eq!(
+            jitter("\"proportional\""),
+            Ok(baton_core::Jitter::PROPORTIONAL)
+        );
+        assert_eq!(
+            jitter("{ proportional = 0.1 }"),
+            Ok(baton_core::Jitter::Proportional(0.1))
+        );
+        assert_eq!(jitter("\"none\""), Ok(baton_core::Jitter::None));
+        assert_eq!(jitter("\"full\""), Ok(baton_core::Jitter::Full));
+        let err = jitter("\"wobbly\"").unwrap_err();
+        assert!(
+            err.contains("wobbly") && err.contains("proportional"),
+            "{err}"
+        );
+        let err = jitter("{ proportional = 0.1, colour = 1 }").unwrap_err();
+        assert!(err.contains("colour"), "{err}");
+    }
+
     #[test]
     fn unknown_keys_are_rejected_with_their_name() {
         let err = parse("[policy]\nattempt_timout = \"1s\"\n").unwrap_err();

@@ -9,14 +9,17 @@ use crate::rng::Rng;
 
 /// How a computed backoff delay `d` is randomised.
 ///
+/// In TOML (feature `serde`): `jitter = "full"`, `"none"`, `"proportional"` (the spec's
+/// factor, [`Jitter::PROPORTIONAL`]) or `{ proportional = 0.1 }`.
+///
 /// ```
 /// use baton_core::Jitter;
 /// assert_eq!(Jitter::default(), Jitter::Full);
 /// let j = Jitter::Proportional(0.25); // d shifted by up to ±25 %
-/// assert!(matches!(j, Jitter::Proportional(_)));
+/// assert_eq!(j, Jitter::PROPORTIONAL);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Jitter {
     /// Uniform in `[0, d)`: de-correlates clients that failed together (the default).
@@ -26,6 +29,54 @@ pub enum Jitter {
     Proportional(f64),
     /// Exactly `d` (useful in tests and simulations).
     None,
+}
+
+impl Jitter {
+    /// Proportional jitter with the factor SPEC 8 gives when it is chosen without one:
+    /// `d` shifted by up to ±25 %.
+    pub const PROPORTIONAL: Jitter = Jitter::Proportional(0.25);
+}
+
+/// Reads `"full"`, `"none"`, `"proportional"` ([`Jitter::PROPORTIONAL`]) or a table
+/// `{ proportional = f }`; anything else is an error that names the value and the forms.
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Jitter {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        const FORMS: &[&str] = &["full", "none", "proportional"];
+        struct Form;
+        impl<'de> serde::de::Visitor<'de> for Form {
+            type Value = Jitter;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(r#""full", "none", "proportional" or { proportional = <factor> }"#)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Jitter, E> {
+                match v {
+                    "full" => Ok(Jitter::Full),
+                    "none" => Ok(Jitter::None),
+                    "proportional" => Ok(Jitter::PROPORTIONAL),
+                    other => Err(E::unknown_variant(other, FORMS)),
+                }
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Jitter, A::Error> {
+                use serde::de::Error;
+                let Some(key) = map.next_key::<String>()? else {
+                    return Err(A::Error::invalid_length(0, &self));
+                };
+                if key != "proportional" {
+                    return Err(A::Error::unknown_variant(&key, &["proportional"]));
+                }
+                let f: f64 = map.next_value()?;
+                if let Some(more) = map.next_key::<String>()? {
+                    return Err(A::Error::unknown_field(&more, &["proportional"]));
+                }
+                Ok(Jitter::Proportional(f))
+            }
+        }
+        d.deserialize_any(Form)
+    }
 }
 
 /// The backoff schedule.

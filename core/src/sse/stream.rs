@@ -66,7 +66,7 @@ impl Default for StreamSettings {
                 initial: Duration::from_millis(500),
                 multiplier: 2.0,
                 max: Duration::from_secs(30),
-                jitter: Jitter::Proportional(0.25),
+                jitter: Jitter::PROPORTIONAL,
             },
             max_retry_after: Duration::from_secs(60),
         }
