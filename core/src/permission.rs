@@ -185,10 +185,13 @@ pub(crate) fn attempt_allowed(
             outside = true;
         }
     }
-    if outside {
-        perms.failover == Permission::Always
-    } else if inside {
-        perms.retry == Permission::Always
+    if outside || inside {
+        // Both halves of invariant 2 (SPEC 6) at once: an executor outside X's group needs
+        // failover `Always`, and X (or its group) having executed needs retry `Always`.
+        // With executors on both sides, a failover `Always` alone does not send the call
+        // back to an endpoint that may have done it.
+        (!outside || perms.failover == Permission::Always)
+            && (!inside || perms.retry == Permission::Always)
     } else if attempted & (1u64 << x) != 0 {
         perms.retry != Permission::Never
     } else {
@@ -306,5 +309,28 @@ mod tests {
         // 0 and 1 both may have executed (failover was Always earlier, say): an attempt at
         // 0 now has an executor outside its group, so it needs failover Always.
         assert!(!attempt_allowed(&keyed, 0, 0b011, 0b011, true, group));
+    }
+
+    /// SPEC 6, invariant 2: with executors inside and outside X's group, the attempt needs
+    /// both permissions `Always`. Before, failover `Always` alone sent a call whose retry
+    /// is `Never` back to an endpoint that may have done it (a new round after A and B).
+    #[test]
+    fn executors_on_both_sides_need_both_permissions_always() {
+        let same = |a: usize, b: usize| a == b;
+        let no_retry = r(Permission::Never, Permission::Always);
+        assert!(!attempt_allowed(&no_retry, 0, 0b11, 0b11, false, same));
+        let if_undelivered = r(Permission::IfUndelivered, Permission::Always);
+        assert!(!attempt_allowed(
+            &if_undelivered,
+            1,
+            0b11,
+            0b11,
+            false,
+            same
+        ));
+        let both = r(Permission::Always, Permission::Always);
+        assert!(attempt_allowed(&both, 0, 0b11, 0b11, false, same));
+        // Only outside: failover `Always` is enough, whatever the retry permission.
+        assert!(attempt_allowed(&no_retry, 1, 0b01, 0b01, false, same));
     }
 }

@@ -194,13 +194,16 @@ proptest! {
                 let in_group = |e: usize| if keyed { same_group(&s, e, x) } else { e == x };
                 let outside = executed.iter().any(|&e| !in_group(e));
                 let inside = executed.iter().any(|&e| in_group(e));
+                // Invariant 2 holds both of its halves at once.
                 if outside {
                     prop_assert_eq!(failover, Permission::Always, "attempt {} at {} after executions at {:?}", a.number, x, executed);
-                } else if inside {
-                    prop_assert_eq!(retry, Permission::Always, "attempt {} at {}", a.number, x);
-                } else if attempted.contains(&x) {
+                }
+                if inside {
+                    prop_assert_eq!(retry, Permission::Always, "attempt {} at {} after executions at {:?}", a.number, x, executed);
+                }
+                if !(outside || inside) && attempted.contains(&x) {
                     prop_assert_ne!(retry, Permission::Never);
-                } else {
+                } else if !(outside || inside) {
                     prop_assert_ne!(failover, Permission::Never);
                 }
             }
