@@ -1552,8 +1552,8 @@ impl PolicyBuilder {
         let (request_id_header, idempotency_key_header, attempt_header) = call_headers(s)?;
         let mut settings = self.settings.clone();
         credential_refusals(&self.endpoints, &mut settings)?;
-        // The request id is the call's, the same on every attempt (SPEC 3); the attempt
-        // number is the engine's.
+        // The request id and the idempotency key are the call's, the same on every attempt
+        // (SPEC 3); the attempt number is the engine's.
         let call_header = |h: &HeaderName| {
             h == request_id_header
                 || h == idempotency_key_header
@@ -1572,19 +1572,17 @@ impl PolicyBuilder {
                     }),
                 });
             }
-            for name in [Some(&request_id_header), attempt_header.as_ref()]
-                .into_iter()
-                .flatten()
-            {
-                if e.headers.contains_key(name) {
-                    return Err(ConfigError::InvalidHeader {
-                        setting: format!("endpoint {:?}", e.id),
-                        name: name.as_str().to_string(),
-                        reason: "the request id and attempt number are the call's, the same on \
-                                 every endpoint; they cannot be set per endpoint"
-                            .to_string(),
-                    });
-                }
+            // The idempotency key too (SPEC 3: "sent unchanged on every attempt"): an
+            // endpoint's own key would replace the call's there, and a failover counted as
+            // a retry within the group would reach a provider that cannot de-duplicate it.
+            if let Some(name) = e.headers.keys().find(|h| call_header(h)) {
+                return Err(ConfigError::InvalidHeader {
+                    setting: format!("endpoint {:?}", e.id),
+                    name: name.as_str().to_string(),
+                    reason: "the request id, idempotency key and attempt number are the \
+                             call's, the same on every endpoint; they cannot be set per endpoint"
+                        .to_string(),
+                });
             }
         }
         Ok(Policy {

@@ -462,6 +462,7 @@ fn framing_and_identity_headers_are_rejected_in_the_configuration() {
         "upgrade",
         "host",
         "x-request-id",
+        "Idempotency-Key",
     ] {
         let e = Policy::builder()
             .endpoint(Endpoint::new("a", "http://a.example/").header(name, "1"))
