@@ -124,6 +124,7 @@ impl sse::Transport for Hyper {
                 endpoint: resp.endpoint().into(),
                 status: resp.status(),
                 headers: resp.headers().clone(),
+                may_have_executed: resp.may_have_executed(),
                 body: resp.endless(),
             },
             Err(e) => {

@@ -150,6 +150,7 @@ impl BlockingTransport for Ureq<'_> {
                 endpoint: resp.endpoint().unwrap_or_default().into(),
                 status: resp.status(),
                 headers: resp.headers().clone(),
+                may_have_executed: resp.report().is_none_or(|r| r.may_have_executed),
                 body: Box::new(resp.into_body().into_reader()),
             },
             Err(e) => {

@@ -114,6 +114,7 @@ impl sse::Transport for Reqwest {
                 endpoint: resp.endpoint().into(),
                 status: resp.status(),
                 headers: resp.headers().clone(),
+                may_have_executed: resp.may_have_executed(),
                 body: resp.into_reqwest(),
             },
             Err(e) => {

@@ -90,7 +90,7 @@
 //!
 //! let StreamAction::Connect(first) = stream.poll(now) else { unreachable!() };
 //! assert_eq!(first.last_event_id, None);
-//! stream.handle(StreamInput::Answered { endpoint: "a", status: http::StatusCode::OK, headers: &ok, wall: None }, now);
+//! stream.handle(StreamInput::Answered { endpoint: "a", status: http::StatusCode::OK, headers: &ok, may_have_executed: true, wall: None }, now);
 //! stream.handle(StreamInput::Bytes(b"id: 7\ndata: one\n\n"), now);
 //! stream.handle(StreamInput::Broken, now);
 //! let mut events = 0;

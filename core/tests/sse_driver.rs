@@ -69,6 +69,7 @@ impl Script {
                 endpoint: "a".into(),
                 status: status.try_into().unwrap(),
                 headers: http::HeaderMap::new(),
+                may_have_executed: true,
                 body: (),
             },
             None => {

@@ -178,6 +178,7 @@ fn run(n: usize, shared: bool, method: Method, faults: &[Fault]) -> Run {
                             endpoint: NAMES[at],
                             status,
                             headers: &h,
+                            may_have_executed: true,
                             wall: None,
                         },
                         now,
@@ -195,6 +196,7 @@ fn run(n: usize, shared: bool, method: Method, faults: &[Fault]) -> Run {
                             endpoint: NAMES[at],
                             status,
                             headers: &h,
+                            may_have_executed: true,
                             wall: None,
                         },
                         now,
@@ -206,6 +208,7 @@ fn run(n: usize, shared: bool, method: Method, faults: &[Fault]) -> Run {
                         endpoint: NAMES[at],
                         status: StatusCode::OK,
                         headers: &ok,
+                        may_have_executed: true,
                         wall: None,
                     },
                     now,
@@ -327,6 +330,7 @@ fn a_limit_that_counts_connections_without_events() {
                         endpoint: "a",
                         status: StatusCode::OK,
                         headers: &ok,
+                        may_have_executed: true,
                         wall: None,
                     },
                     now,
@@ -357,6 +361,7 @@ fn answer_first(stream: &mut EventStream, status: StatusCode, headers: &HeaderMa
             endpoint: "a",
             status,
             headers,
+            may_have_executed: true,
             wall: None,
         },
         now,
@@ -418,6 +423,7 @@ fn retry_after_is_waited_and_a_too_long_one_moves_on() {
             endpoint: "a",
             status: StatusCode::SERVICE_UNAVAILABLE,
             headers: &busy,
+            may_have_executed: true,
             wall: None,
         },
         next.0,
@@ -435,6 +441,7 @@ fn retry_after_is_waited_and_a_too_long_one_moves_on() {
             endpoint: "a",
             status: StatusCode::SERVICE_UNAVAILABLE,
             headers: &busy,
+            may_have_executed: true,
             wall: None,
         },
         again.0,
@@ -559,6 +566,7 @@ fn a_restart_is_announced_and_the_failover_noticed() {
             endpoint: "b",
             status: StatusCode::OK,
             headers: &ok,
+            may_have_executed: true,
             wall: None,
         },
         at,
@@ -683,4 +691,45 @@ fn huge_waits_are_setting_errors_and_a_server_retry_is_capped() {
         "{:?}",
         at - now
     );
+}
+
+/// SPEC 1, 9: a POST stream whose first connection's call answered 429 (in `not_processed`)
+/// after an attempt that may have done the work (a timeout, then the 429 on the retry) is
+/// interrupted, not re-sent blind: the call's `may_have_executed` counts, not the status
+/// alone. Before, the 429 read "nothing done" and the stream opened a new call.
+#[test]
+fn a_not_processed_answer_after_a_possible_execution_interrupts_an_unsafe_stream() {
+    let policy = policy(2);
+    let now = Instant::now();
+    let mut s = EventStream::new(&policy, &Method::POST, settings(false), 1).unwrap();
+    assert!(matches!(s.poll(now), StreamAction::Connect(_)));
+    let busy = HeaderMap::new();
+    let answer = |may_have_executed| StreamInput::Answered {
+        endpoint: "a",
+        status: StatusCode::TOO_MANY_REQUESTS,
+        headers: &busy,
+        may_have_executed,
+        wall: None,
+    };
+    s.handle(answer(true), now);
+    let later = now + Duration::from_secs(60);
+    let end = std::iter::repeat_with(|| s.poll(later))
+        .find(|a| !matches!(a, StreamAction::Notice(_)))
+        .unwrap();
+    assert!(
+        matches!(
+            end,
+            StreamAction::Finished(Err(StreamError::Interrupted { delivered: 0, .. }))
+        ),
+        "{end:?}"
+    );
+    // The same 429 when nothing may have been done: the stream tries again.
+    let mut s = EventStream::new(&policy, &Method::POST, settings(false), 1).unwrap();
+    assert!(matches!(s.poll(now), StreamAction::Connect(_)));
+    s.handle(answer(false), now);
+    let later = now + Duration::from_secs(60);
+    let next = std::iter::repeat_with(|| s.poll(later))
+        .find(|a| !matches!(a, StreamAction::Notice(_)))
+        .unwrap();
+    assert!(matches!(next, StreamAction::Connect(_)), "{next:?}");
 }

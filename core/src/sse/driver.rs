@@ -27,6 +27,7 @@ use crate::id::EndpointId;
 ///             endpoint: endpoint.into(),
 ///             status: status.try_into().unwrap(),
 ///             headers: http::HeaderMap::new(),
+///             may_have_executed: true,
 ///             body: b"data: hi\n\n",
 ///         },
 ///         // Failed (the stream reconnects) or Rejected (no reconnection can mend it).
@@ -47,6 +48,9 @@ pub enum Opened<B, E> {
         status: StatusCode,
         /// Its headers.
         headers: HeaderMap,
+        /// Whether an attempt of the call may have executed the request (its report's
+        /// `may_have_executed`): an earlier attempt may have, whatever this answer says.
+        may_have_executed: bool,
         /// Its body.
         body: B,
     },
@@ -127,7 +131,7 @@ pub enum Chunk<C> {
 ///         let mut headers = http::HeaderMap::new();
 ///         headers.insert("content-type", "text/event-stream".parse().unwrap());
 ///         let body = Some(b"data: hi\n\n".to_vec());
-///         ready(Opened::Answer { endpoint: "a".into(), status: http::StatusCode::OK, headers, body })
+///         ready(Opened::Answer { endpoint: "a".into(), status: http::StatusCode::OK, headers, may_have_executed: true, body })
 ///     }
 ///     fn read(body: &mut Self::Body, _: Option<Instant>) -> impl Future<Output = Chunk<Vec<u8>>> + Send {
 ///         ready(body.take().map_or(Chunk::End, Chunk::Bytes))
@@ -187,7 +191,7 @@ pub trait Transport: Send + 'static {
 ///         let mut headers = http::HeaderMap::new();
 ///         headers.insert("content-type", "text/event-stream".parse().unwrap());
 ///         let body = b"id: 1\ndata: hi\n\n";
-///         Opened::Answer { endpoint: "a".into(), status: http::StatusCode::OK, headers, body }
+///         Opened::Answer { endpoint: "a".into(), status: http::StatusCode::OK, headers, may_have_executed: true, body }
 ///     }
 ///     fn read(body: &mut &'static [u8], buf: &mut [u8], _: Option<Instant>) -> Chunk<usize> {
 ///         let n = body.len().min(buf.len());
@@ -309,7 +313,7 @@ type Step<T> =
 ///     fn open(&mut self, _: Connect) -> impl Future<Output = Opened<(), String>> + Send {
 ///         let mut headers = http::HeaderMap::new();
 ///         headers.insert("content-type", "text/html".parse().unwrap());
-///         ready(Opened::Answer { endpoint: "a".into(), status: http::StatusCode::OK, headers, body: () })
+///         ready(Opened::Answer { endpoint: "a".into(), status: http::StatusCode::OK, headers, may_have_executed: true, body: () })
 ///     }
 ///     fn read(_: &mut (), _: Option<Instant>) -> impl Future<Output = Chunk<Vec<u8>>> + Send {
 ///         ready(Chunk::End)
@@ -468,6 +472,7 @@ fn opened<B, E>(
             endpoint,
             status,
             headers,
+            may_have_executed,
             body: b,
         } => {
             m.handle(
@@ -475,6 +480,7 @@ fn opened<B, E>(
                     endpoint: &endpoint,
                     status,
                     headers: &headers,
+                    may_have_executed,
                     wall: Some(wall),
                 },
                 now,

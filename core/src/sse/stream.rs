@@ -523,6 +523,10 @@ pub enum StreamInput<'a> {
         status: StatusCode,
         /// Its headers.
         headers: &'a HeaderMap,
+        /// Whether an attempt of the call may have executed the request (the report's
+        /// `may_have_executed`). An answer in `not_processed` after an attempt that may
+        /// have done the work (a timeout, then a 429) leaves the request possibly done.
+        may_have_executed: bool,
         /// The wall clock, for a `Retry-After` date (read only for 429/503).
         wall: Option<SystemTime>,
     },
@@ -597,7 +601,7 @@ enum Phase {
 /// assert!(matches!(s.poll(now), StreamAction::Connect(_)));
 /// let mut h = http::HeaderMap::new();
 /// h.insert("content-type", "text/event-stream".parse().unwrap());
-/// s.handle(StreamInput::Answered { endpoint: "a", status: http::StatusCode::OK, headers: &h, wall: None }, now);
+/// s.handle(StreamInput::Answered { endpoint: "a", status: http::StatusCode::OK, headers: &h, may_have_executed: true, wall: None }, now);
 /// assert!(matches!(s.poll(now), StreamAction::Notice(_)));
 /// s.handle(StreamInput::Bytes(b"id: 1\ndata: hi\n\n"), now);
 /// let StreamAction::Deliver(StreamItem::Event { event, .. }) = s.poll(now) else { panic!() };
@@ -719,10 +723,14 @@ impl EventStream {
                     endpoint,
                     status,
                     headers,
+                    may_have_executed,
                     wall,
                 },
                 Phase::Connecting,
-            ) => self.answered(endpoint, status, headers, wall, now),
+            ) => {
+                let answer = (status, headers, may_have_executed);
+                self.answered(endpoint, answer, wall, now)
+            }
             (
                 StreamInput::Failed {
                     may_have_executed,
@@ -754,11 +762,12 @@ impl EventStream {
         })
     }
 
+    /// The connection's call answered from `endpoint`: the status, its headers, and
+    /// whether an attempt of the call may have executed the request.
     fn answered(
         &mut self,
         endpoint: &str,
-        status: StatusCode,
-        headers: &HeaderMap,
+        (status, headers, may_have_executed): (StatusCode, &HeaderMap, bool),
         wall: Option<SystemTime>,
         now: Instant,
     ) {
@@ -775,7 +784,9 @@ impl EventStream {
             Answer::Retry => {
                 self.note_target(at);
                 let wait = crate::retry_after::retry_after_from_headers(headers, wall);
-                let executed = !self.not_processed.contains(status);
+                // SPEC 1: a 429 after an attempt that may have done the work does not
+                // unsay it, so a stream that may not be re-sent blind is interrupted.
+                let executed = may_have_executed || !self.not_processed.contains(status);
                 self.reconnect(Reason::Status(status), executed, wait, now)
             }
             // The call already refreshed once (credential slots refresh inside it): a
