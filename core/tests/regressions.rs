@@ -335,6 +335,37 @@ fn failures_at_a_cooling_but_closed_endpoint_still_count_for_the_breaker() {
     );
 }
 
+/// SPEC 2.5: a `Retry-After` sets `not_before` also when the same response moves the
+/// breaker: the third 503 in a row opens it (30 s) and asks for 120 s, and the endpoint is
+/// not probed before the 120 s. Before, the transition made the attempt's epoch stale and
+/// the `Retry-After` was dropped: the endpoint was probed after 30 s.
+#[test]
+fn a_retry_after_on_the_response_that_opens_the_breaker_is_kept() {
+    let b = endpoints(&["a", "b"])
+        .budget(None)
+        .configure(|s| s.max_retry_after = Duration::from_secs(300));
+    let mut s = sim(b);
+    let busy = Script::status(503);
+    let asks = Script::status(503).header("retry-after", "120");
+    s.script(
+        "a",
+        busy.clone().then(busy).then(asks).then(Script::status(200)),
+    );
+    for _ in 0..3 {
+        let run = s.run(Method::GET, CallOptions::default());
+        assert_eq!(run.endpoints_attempted(), ["a", "b"]);
+    }
+    let h = s.engine().health_of("a", s.now()).unwrap();
+    assert_eq!(h.state, BreakerState::Open);
+    assert!(h.not_before.is_some(), "the Retry-After was dropped: {h:?}");
+    s.advance(Duration::from_secs(31));
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["b"], "probed before the 120 s");
+    s.advance(Duration::from_secs(90));
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["a"]);
+}
+
 /// SPEC 2.3: the narrow `{503}` trigger set is for calls that *rely on an idempotency
 /// key*. A GET whose caller forbade failover still has retry `Always` from its safe method
 /// and relies on no key, yet a 502 from its only endpoint is returned instead of retried.

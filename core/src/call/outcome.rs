@@ -45,14 +45,21 @@ impl<R: Answer> Call<'_, R> {
         } else {
             self.response_after_redirects(number, status)
         };
+        // The provider's Retry-After is written before the breaker hears of the answer: a
+        // transition it causes (a third 503 opening it, a probe's 429 closing it) makes the
+        // attempt's epoch stale, and the cooldown would be dropped as a stale outcome's.
+        let retry_after = if status == StatusCode::TOO_MANY_REQUESTS
+            || status == StatusCode::SERVICE_UNAVAILABLE
+        {
+            self.cool_down(&flight, response.headers(), wall)
+        } else {
+            None
+        };
         self.ended(&flight, result, record, elapsed);
         if self.is_done() {
             return;
         }
-        self.schedule.retry_after = None;
-        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
-            self.cool_down(&flight, response.headers(), wall);
-        }
+        self.schedule.retry_after = retry_after;
         let verdict = match &self.engine.policy.classify {
             Some(f) => self.verdict(f, endpoint, &response),
             None => None,
@@ -158,19 +165,22 @@ impl<R: Answer> Call<'_, R> {
     }
 
     /// A `Retry-After` on a 429 or 503 cools the endpoint down (separately from its
-    /// breaker) and decides the wait before a retry there.
+    /// breaker); the endpoint and the delay asked decide the wait before a retry there.
     #[cold]
     #[inline(never)]
-    fn cool_down(&mut self, flight: &Flight, headers: &http::HeaderMap, wall: Option<SystemTime>) {
-        let Some(d) = retry_after_from_headers(headers, wall) else {
-            return;
-        };
+    fn cool_down(
+        &self,
+        flight: &Flight,
+        headers: &http::HeaderMap,
+        wall: Option<SystemTime>,
+    ) -> Option<(usize, Duration)> {
+        let d = retry_after_from_headers(headers, wall)?;
         let endpoint = flight.endpoint as usize;
         let capped = d.min(self.engine.policy.settings.max_retry_after);
         self.engine
             .health
             .set_not_before(endpoint, add(self.now, capped), flight.ticket.epoch);
-        self.schedule.retry_after = Some((endpoint, d));
+        Some((endpoint, d))
     }
 }
 
