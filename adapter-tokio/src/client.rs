@@ -123,8 +123,10 @@ impl ClientBuilder {
     /// Build it with `redirect(reqwest::redirect::Policy::none())`: redirects are the
     /// engine's decision, and a client that follows them itself would carry the endpoint's
     /// headers (credentials) to wherever it is redirected. Build it with
-    /// `retry(reqwest::retry::never())` too: reqwest's default re-sends a refused HTTP/2
-    /// stream itself, unseen by the engine and the report (SPEC 9). Its TLS is its own:
+    /// `retry(reqwest::retry::never())` too: reqwest's default re-sends a request itself,
+    /// unseen by the engine and the report, after a refused HTTP/2 stream and also after a
+    /// `GOAWAY` with `NO_ERROR`, which does not prove the request was not processed (a POST
+    /// could run twice; SPEC 9). Its TLS is its own:
     /// the policy's TLS files are refused with it, and a client identity it carries goes
     /// to every origin it connects to.
     pub fn reqwest_client(mut self, client: reqwest::Client) -> Self {

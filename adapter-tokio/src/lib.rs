@@ -102,7 +102,9 @@
 //!   [`ClientBuilder::reqwest_client`] and the middleware's inner stack must be built with
 //!   `redirect(reqwest::redirect::Policy::none())`: baton cannot switch a given client's
 //!   following off, and a client that follows on its own sends the endpoint's headers
-//!   wherever it is redirected.
+//!   wherever it is redirected. Such a client needs `retry(reqwest::retry::never())` too:
+//!   reqwest's default retry re-sends after an HTTP/2 `GOAWAY` that does not prove the
+//!   request unprocessed, unseen by the report.
 //! - **Proxies** come from the environment as core's [`baton_core::ProxyEnv`] routes them
 //!   (SPEC 3), the same on every adapter: reqwest's own reading of the environment is off
 //!   and each request URL is routed by core (`http` forwarded in absolute form, `https`

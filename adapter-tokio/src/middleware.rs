@@ -31,7 +31,12 @@
 //! The client at the bottom, and every middleware after baton, must send each attempt's
 //! request once and nowhere else: build the client with
 //! `.redirect(reqwest::redirect::Policy::none())` (reqwest follows up to 10 redirects by
-//! default) and add no retrying or redirect-following middleware after baton. A redirect
+//! default) and `.retry(reqwest::retry::never())`, and add no retrying or
+//! redirect-following middleware after baton. reqwest's default retry re-sends a request,
+//! up to twice and unseen by baton's report, after an HTTP/2 `REFUSED_STREAM` and also
+//! after a `GOAWAY` with `NO_ERROR`: a server shutting down gracefully may have taken that
+//! request already (the `GOAWAY` names the last stream it processes, and reqwest does not
+//! read it), so a POST could run twice. A redirect
 //! followed below baton hides that the first request was answered: a POST answered 303,
 //! whose `Location` then refuses the connection, would end as a connect error, which reads
 //! as "nothing was sent", and the POST would fail over. baton follows redirects itself,
@@ -68,9 +73,10 @@ use crate::ClientBuilder;
 ///         .endpoint(Endpoint::new("backup", "https://rpc-b.example/")),
 /// )
 /// .unwrap();
-/// // One request per attempt: redirects are baton's to follow (see the module docs).
+/// // One request per attempt: redirects and retries are baton's (see the module docs).
 /// let reqwest = reqwest::Client::builder()
 ///     .redirect(reqwest::redirect::Policy::none())
+///     .retry(reqwest::retry::never())
 ///     .build()
 ///     .unwrap();
 /// let client = reqwest_middleware::ClientBuilder::new(reqwest)

@@ -205,10 +205,11 @@ async fn an_inner_call_that_sent_nothing_lets_the_outer_post_fail_over() {
     assert!(!outer_err.may_have_executed());
 }
 
-/// A reqwest client that follows no redirects (one request per attempt).
+/// A reqwest client that follows no redirects and retries nothing (one request per attempt).
 fn plain() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        .retry(reqwest::retry::never())
         .connect_timeout(std::time::Duration::from_millis(500))
         .build()
         .unwrap()
