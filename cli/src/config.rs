@@ -474,6 +474,24 @@ mod tests {
         assert!(err.contains("colour"), "{err}");
     }
 
+    /// An unknown key inside a breaker rule or a limiter table is an error, as in every
+    /// other table; a failure-rate rule's keys left out take SPEC 8's defaults.
+    #[test]
+    fn rule_and_limiter_tables_reject_unknown_keys_and_default_the_rest() {
+        let typo = "[policy.breaker.rule.failure_rate]\nslow_cal = \"2s\"\n";
+        let err = parse(typo).unwrap_err();
+        assert!(err.contains("slow_cal"), "{err}");
+        let misplaced = "[policy.breaker.rule.consecutive]\nfailures = 3\nopen = \"60s\"\n";
+        let err = parse(misplaced).unwrap_err();
+        assert!(err.contains("open"), "{err}");
+        let burst = "[policy.rate_limit.limiter.token_bucket]\ncapacity = 5\n\
+                     per_second = 1.0\nburst = 100\n";
+        let err = parse(burst).unwrap_err();
+        assert!(err.contains("burst"), "{err}");
+        let empty = parse("[policy.breaker.rule.failure_rate]\n").unwrap();
+        assert_eq!(empty.policy.breaker.rule, BreakerRule::failure_rate());
+    }
+
     #[test]
     fn unknown_keys_are_rejected_with_their_name() {
         let err = parse("[policy]\nattempt_timout = \"1s\"\n").unwrap_err();

@@ -22,7 +22,10 @@ use crate::time::{add, since};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[cfg_attr(
+    feature = "serde",
+    serde(rename_all = "snake_case", deny_unknown_fields)
+)]
 pub enum Limiter {
     /// A bucket of `capacity` tokens refilled at `per_second`; starts full.
     TokenBucket {

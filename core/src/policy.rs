@@ -632,11 +632,15 @@ pub enum Unavailable {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[cfg_attr(
+    feature = "serde",
+    serde(rename_all = "snake_case", deny_unknown_fields)
+)]
 pub enum BreakerRule {
     /// Open after this many breaker failures in a row (default 3).
     Consecutive {
         /// Failures in a row that trip the breaker.
+        #[cfg_attr(feature = "serde", serde(default = "defaults::failures"))]
         failures: u32,
     },
     /// Open when, over the last `window` recorded attempts (at least `min_calls`), the
@@ -644,10 +648,13 @@ pub enum BreakerRule {
     /// failure even when it succeeded.
     FailureRate {
         /// Attempts remembered (default 20).
+        #[cfg_attr(feature = "serde", serde(default = "defaults::window"))]
         window: u32,
         /// Fewest recorded attempts before the rule may trip (default 10).
+        #[cfg_attr(feature = "serde", serde(default = "defaults::min_calls"))]
         min_calls: u32,
         /// Failure share that trips, in `(0, 1]` (default 0.5).
+        #[cfg_attr(feature = "serde", serde(default = "defaults::rate"))]
         rate: f64,
         /// Attempts slower than this count as failures (default off).
         #[cfg_attr(feature = "serde", serde(default, with = "serde_opt_duration"))]
@@ -659,7 +666,9 @@ pub enum BreakerRule {
 
 impl Default for BreakerRule {
     fn default() -> Self {
-        BreakerRule::Consecutive { failures: 3 }
+        BreakerRule::Consecutive {
+            failures: defaults::failures(),
+        }
     }
 }
 
@@ -667,11 +676,28 @@ impl BreakerRule {
     /// The failure-rate rule with its defaults (last 20, at least 10, 50 %, slow calls off).
     pub fn failure_rate() -> Self {
         BreakerRule::FailureRate {
-            window: 20,
-            min_calls: 10,
-            rate: 0.5,
+            window: defaults::window(),
+            min_calls: defaults::min_calls(),
+            rate: defaults::rate(),
             slow_call: None,
         }
+    }
+}
+
+/// SPEC 8's breaker defaults, also for a rule's keys left out of a TOML table (an empty
+/// `[policy.breaker.rule.failure_rate]` is the failure-rate rule "when chosen").
+mod defaults {
+    pub(super) fn failures() -> u32 {
+        3
+    }
+    pub(super) fn window() -> u32 {
+        20
+    }
+    pub(super) fn min_calls() -> u32 {
+        10
+    }
+    pub(super) fn rate() -> f64 {
+        0.5
     }
 }
 
