@@ -210,12 +210,17 @@ fn permissions(
         .collect()
 }
 
-/// Parses one `-e ID=URL`.
+/// Parses one `-e ID=URL`. A value that is not one (a bare URL, whose `=` may sit in its
+/// query) is quoted with its URLs cut to their origins: the path or query of a forgotten
+/// `ID=` may hold a key.
 fn endpoint_flag(text: &str) -> Result<Endpoint, String> {
     match text.split_once('=') {
-        Some((id, url)) if !id.is_empty() && !url.is_empty() => Ok(Endpoint::new(id, url)),
+        Some((id, url)) if !id.is_empty() && !url.is_empty() && !id.contains("://") => {
+            Ok(Endpoint::new(id, url))
+        }
         _ => Err(format!(
-            "--endpoint {text:?}: expected ID=URL, e.g. primary=https://a.example/"
+            "--endpoint {:?}: expected ID=URL, e.g. primary=https://a.example/",
+            baton_core::scrub_urls(text)
         )),
     }
 }
@@ -490,6 +495,21 @@ mod tests {
         assert!(err.contains("burst"), "{err}");
         let empty = parse("[policy.breaker.rule.failure_rate]\n").unwrap();
         assert_eq!(empty.policy.breaker.rule, BreakerRule::failure_rate());
+    }
+
+    /// A `-e` value without its `ID=` is refused without quoting the URL's path or query.
+    #[test]
+    fn a_bare_endpoint_url_is_refused_without_its_secrets() {
+        for bare in [
+            "https://rpc.example/v3/SECRETKEY",
+            "https://rpc.example/v3?key=SECRETKEY",
+            "https://u:SECRETPW@rpc.example/",
+        ] {
+            let err = endpoint_flag(bare).unwrap_err();
+            assert!(err.contains("expected ID=URL"), "{err}");
+            assert!(!err.contains("SECRET"), "{err}");
+        }
+        assert!(endpoint_flag("a=https://rpc.example/v3/KEY").is_ok());
     }
 
     #[test]
