@@ -145,9 +145,24 @@ pub fn load(path: &Path) -> Result<ConfigFile, String> {
     parse(&text).map_err(|e| format!("config file {}: {e}", path.display()))
 }
 
-/// Parses config text.
+/// Parses config text. Header names are case-insensitive: two keys of one endpoint's
+/// `[endpoint.headers]` that differ only in case would send the header twice, so they are
+/// refused.
 pub fn parse(text: &str) -> Result<ConfigFile, String> {
-    toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
+    let file: ConfigFile =
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    for e in &file.endpoints {
+        let names: Vec<&String> = e.headers.keys().collect();
+        for (i, a) in names.iter().enumerate() {
+            if let Some(b) = names[i + 1..].iter().find(|b| b.eq_ignore_ascii_case(a)) {
+                return Err(format!(
+                    "endpoint {:?}: headers {a:?} and {b:?} name one header; write it once",
+                    e.id
+                ));
+            }
+        }
+    }
+    Ok(file)
 }
 
 /// Endpoints and settings, after the file and the flags.
@@ -495,6 +510,18 @@ mod tests {
         assert!(err.contains("burst"), "{err}");
         let empty = parse("[policy.breaker.rule.failure_rate]\n").unwrap();
         assert_eq!(empty.policy.breaker.rule, BreakerRule::failure_rate());
+    }
+
+    #[test]
+    fn one_header_written_twice_in_two_cases_is_refused() {
+        let text = "[[endpoint]]\nid = \"a\"\nurl = \"https://a.example/\"\n\
+                    [endpoint.headers]\nAuthorization = \"Bearer a\"\nauthorization = \"Bearer b\"\n";
+        let err = parse(text).unwrap_err();
+        assert!(
+            err.contains("\"a\"") && err.contains("Authorization"),
+            "{err}"
+        );
+        assert!(!err.contains("Bearer"), "{err}");
     }
 
     /// A `-e` value without its `ID=` is refused without quoting the URL's path or query.
