@@ -1898,6 +1898,15 @@ pub(crate) fn validate_settings(s: &Settings) -> Result<(), ConfigError> {
 fn check_probe(p: &ProbeRequest) -> Result<(), ConfigError> {
     let method_ok = Method::from_bytes(p.method.as_bytes()).is_ok();
     require(method_ok, "probe.method", &p.method, "not an HTTP method")?;
+    // Methods are case-sensitive: "get" is another method than GET, which a provider
+    // answers 405 or 501, and the probe would count as a breaker failure.
+    let upper = !p.method.bytes().any(|b| b.is_ascii_lowercase());
+    require(
+        upper,
+        "probe.method",
+        &p.method,
+        "methods are case-sensitive; write it in upper case",
+    )?;
     if let Some(path) = &p.path {
         let ok = path.starts_with('/') && path.parse::<http::uri::PathAndQuery>().is_ok();
         require(ok, "probe.path", path, "must be a path starting with /")?;

@@ -518,6 +518,22 @@ fn framing_and_identity_headers_are_rejected_in_the_configuration() {
     assert!(e.to_string().contains("more than 64"), "{e}");
 }
 
+/// A probe's method is checked as the CLI's `[permissions]` are: a lower-case name is
+/// another method than the one meant, and is refused naming `probe.method`.
+#[test]
+fn a_lower_case_probe_method_is_refused() {
+    let probe = |method: &str| {
+        let p = ProbeRequest {
+            method: method.into(),
+            ..ProbeRequest::default()
+        };
+        endpoints(&["a"]).configure(|s| s.probe = p).build()
+    };
+    let e = probe("get").unwrap_err();
+    assert!(e.to_string().contains("probe.method"), "{e}");
+    assert!(probe("HEAD").is_ok());
+}
+
 /// SPEC 3: a failure after a followed redirect is ambiguous (the endpoint answered), so an
 /// unkeyed POST does not fail over.
 #[test]
