@@ -189,7 +189,8 @@ pub struct ClientArgs {
     /// Hedge reads: start the next endpoint after this many milliseconds (or "150ms", "1s").
     #[arg(long, value_name = "MS", value_parser = parse_millis)]
     pub hedge_after: Option<Duration>,
-    /// HTTP/1.1 only, on every endpoint (`http_version = "http1"`).
+    /// HTTP/1.1 only (the policy's `http_version = "http1"`; an endpoint's own
+    /// `http_version` in the config file still wins).
     #[arg(long = "http1.1", group = "http_version")]
     pub http1_1: bool,
     /// HTTP/2 where the provider agrees, as curl's flag: https offers h2 and http/1.1 by
