@@ -28,7 +28,7 @@
 //! `Last-Event-ID` to every endpoint; `--max-reconnects N`, `--reconnects-per-endpoint N`
 //! and `--max-event-size BYTES` set the other stream settings. Exit status 0 after
 //! `--max-events` or a 204, 2 invalid usage, 3 gave up (reconnections without an event),
-//! 9 a fatal answer, 10 an unsafe stream interrupted, 11 an event too large, 23 stdout
+//! 6 a `Retry-After` too long where the stream could only stay, 9 a fatal answer, 10 an unsafe stream interrupted, 11 an event too large, 23 stdout
 //! failed.
 //!
 //! Tokens (SPEC 9): an `[endpoint.auth]` table (`command` = an argument vector, optional

@@ -93,6 +93,8 @@ fn settings(args: &EventsArgs) -> StreamSettings {
 fn exit_for(e: &StreamError) -> u8 {
     match e {
         StreamError::GaveUp { .. } => 3,
+        // As `request`'s retry_after_too_long.
+        StreamError::RetryAfterTooLong { .. } => 6,
         StreamError::Fatal { .. } => 9,
         StreamError::Interrupted { .. } => 10,
         StreamError::EventTooLarge { .. } => 11,

@@ -45,7 +45,9 @@
 //!   the buffer is not empty, after the server's `retry:` or the jittered backoff,
 //!   whichever is longer; after [`StreamSettings::reconnects_per_endpoint`] connections in
 //!   a row without an event (or a `Retry-After` over `max_retry_after`), the next endpoint
-//!   in the policy's order. A connection that carries `Last-Event-ID` to an endpoint that
+//!   in the policy's order. A `Retry-After` over `max_retry_after` where the stream can go
+//!   on only at the endpoint that asked (the only one, or the one it must resume at) ends
+//!   the stream at once ([`StreamError::RetryAfterTooLong`], SPEC 2.6). A connection that carries `Last-Event-ID` to an endpoint that
 //!   does not share ids reaches that endpoint or none ([`Connect::only_preferred`]: the
 //!   call is restricted to it, since preference alone yields to an open breaker).
 //! - **Which ids follow**: another endpoint gets `Last-Event-ID` only with

@@ -733,3 +733,58 @@ fn a_not_processed_answer_after_a_possible_execution_interrupts_an_unsafe_stream
         .unwrap();
     assert!(matches!(next, StreamAction::Connect(_)), "{next:?}");
 }
+
+/// SPEC 2.6: a `Retry-After` over `max_retry_after` where the stream can go on only at
+/// the endpoint that asked ends the stream at once with the delay. Before, the header was
+/// dropped (the stream reconnected after its backoff) or cut to `max_retry_after`.
+#[test]
+fn a_too_long_retry_after_where_the_stream_must_stay_ends_it() {
+    let now = Instant::now();
+    let mut busy = HeaderMap::new();
+    busy.insert("retry-after", "600".parse().unwrap());
+    let ok = event_stream_headers();
+    // One endpoint: nowhere else to go.
+    let one = policy(1);
+    let mut s = EventStream::new(&one, &Method::GET, settings(false), 1).unwrap();
+    answer_first(&mut s, StatusCode::SERVICE_UNAVAILABLE, &busy, now);
+    let end = std::iter::repeat_with(|| s.poll(now))
+        .find(|a| !matches!(a, StreamAction::Notice(_)))
+        .unwrap();
+    let Some(StreamAction::Finished(Err(StreamError::RetryAfterTooLong {
+        retry_after,
+        delivered: 0,
+        ..
+    }))) = Some(end.clone())
+    else {
+        panic!("{end:?}")
+    };
+    assert_eq!(retry_after, Duration::from_secs(600));
+    // A POST stream that resumes at a (ids not shared) must stay there.
+    let two = policy(2);
+    let mut s = EventStream::new(&two, &Method::POST, settings(false), 1).unwrap();
+    answer_first(&mut s, StatusCode::OK, &ok, now);
+    s.handle(StreamInput::Bytes(b"id: 1\ndata: x\n\n"), now);
+    s.handle(StreamInput::Ended, now);
+    let next = next_connect(&mut s, now);
+    assert_eq!(next.1.prefer.as_deref(), Some("a"));
+    s.handle(
+        StreamInput::Answered {
+            endpoint: "a",
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            headers: &busy,
+            may_have_executed: true,
+            wall: None,
+        },
+        next.0,
+    );
+    let end = std::iter::repeat_with(|| s.poll(next.0))
+        .find(|a| !matches!(a, StreamAction::Notice(_) | StreamAction::Deliver(_)))
+        .unwrap();
+    assert!(
+        matches!(
+            end,
+            StreamAction::Finished(Err(StreamError::RetryAfterTooLong { delivered: 1, .. }))
+        ),
+        "{end:?}"
+    );
+}

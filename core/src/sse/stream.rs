@@ -49,7 +49,9 @@ pub struct StreamSettings {
     /// server's `retry:` is the floor of every wait.
     pub backoff: Backoff,
     /// The longest `Retry-After` the stream waits for at one endpoint (default 60 s); a
-    /// longer one moves the stream to the next endpoint at once.
+    /// longer one moves the stream to the next endpoint at once, or ends it
+    /// ([`StreamError::RetryAfterTooLong`]) when it can go on only at that endpoint. The
+    /// server's `retry:` is capped at it too.
     pub max_retry_after: Duration,
 }
 
@@ -291,6 +293,17 @@ pub enum StreamError {
         /// The limit.
         limit: usize,
     },
+    /// The endpoint asked, with `Retry-After`, for a longer wait than `max_retry_after`, and
+    /// the next connection would go to it again (it is the only endpoint, or the stream
+    /// can resume only there): SPEC 2.6 stops at once, with the delay asked.
+    RetryAfterTooLong {
+        /// The endpoint that asked.
+        endpoint: EndpointId,
+        /// The wait it asked for.
+        retry_after: Duration,
+        /// Events delivered over the stream's life.
+        delivered: u64,
+    },
 }
 
 impl fmt::Display for StreamError {
@@ -325,6 +338,16 @@ impl fmt::Display for StreamError {
                     "{endpoint} sent an event over the {limit}-byte limit (max_event_size)"
                 )
             }
+            StreamError::RetryAfterTooLong {
+                endpoint,
+                retry_after,
+                delivered,
+            } => write!(
+                f,
+                "{endpoint} asked to wait {retry_after:?} (Retry-After), more than \
+                 max_retry_after, and the stream can go on only there; {delivered} event(s) \
+                 delivered"
+            ),
         }
     }
 }
@@ -896,6 +919,13 @@ impl EventStream {
                 reason,
             }));
         }
+        if let (true, Some(at)) = (too_long, next.filter(|n| Some(*n) == self.target)) {
+            return self.finish(Err(StreamError::RetryAfterTooLong {
+                endpoint: self.endpoints[at].clone(),
+                retry_after: retry_after.unwrap_or_default(),
+                delivered: self.delivered,
+            }));
+        }
         if next != self.target {
             self.on_target = 0;
         }
@@ -912,8 +942,9 @@ impl EventStream {
             .retry()
             .map(|r| r.min(self.settings.max_retry_after));
         let mut after = reconnect_delay(server, backoff);
-        if let Some(ra) = retry_after.filter(|_| !too_long || self.endpoints.len() == 1) {
-            after = after.max(ra.min(self.settings.max_retry_after));
+        // A Retry-After too long moved the stream to another endpoint: no wait for it.
+        if let Some(ra) = retry_after.filter(|_| !too_long) {
+            after = after.max(ra);
         }
         self.phase = Phase::Waiting(now.checked_add(after).unwrap_or(now));
         self.out
