@@ -501,6 +501,10 @@ impl AttemptConfig {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        // An event stream's body outlives its connection's call, as on every adapter: the
+        // call's deadline bounds the call (its attempt timeouts are clipped to it), not
+        // the stream. ureq's global timeout would also cut the body.
+        let deadline = deadline.filter(|_| !classify::is_endless_body());
         AttemptConfig {
             tunnel,
             recv_body,

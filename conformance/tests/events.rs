@@ -92,3 +92,66 @@ fn smol_event_streams_survive_every_fault() {
         .collect();
     report("smol", results);
 }
+
+/// SPEC 7: a call deadline bounds each connection's call, not the stream's body, on every
+/// runtime: a feed slower than the deadline is read on one connection. Before, the
+/// blocking runtime's ureq global timeout cut the body at the deadline and reconnected.
+#[test]
+fn a_call_deadline_does_not_cut_a_stream_body_on_any_runtime() {
+    use std::time::Duration;
+    use testkit::sse::EventServer;
+    const FEED: usize = 6;
+    let policy = |url: String| {
+        let settings = baton_core::Settings {
+            deadline: Some(Duration::from_millis(150)),
+            ..Default::default()
+        };
+        baton_core::Policy::builder()
+            .settings(settings)
+            .endpoint(baton_core::Endpoint::new("a", url))
+    };
+    let server = || {
+        EventServer::builder("a", FEED)
+            .interval(Duration::from_millis(60))
+            .start()
+    };
+    let settings = baton_core::sse::StreamSettings::default;
+    let check = |runtime: &str, server: &EventServer, events: usize| {
+        assert_eq!(events, FEED, "{runtime}");
+        assert_eq!(server.seen().len(), 1, "{runtime}: the body was cut");
+    };
+    // blocking
+    let s = server();
+    let client = baton_blocking::Client::new(policy(s.url())).expect("client");
+    let events = client.get("/feed").events(settings());
+    check(
+        "blocking",
+        &s,
+        events.take(FEED).filter(|e| e.is_ok()).count(),
+    );
+    // tokio
+    let s = server();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let n = runtime.block_on(async {
+        let client = baton_tokio::Client::new(policy(s.url())).expect("client");
+        let mut events = client.get("/feed").events(settings());
+        let mut n = 0;
+        while n < FEED && matches!(events.next().await, Some(Ok(_))) {
+            n += 1;
+        }
+        n
+    });
+    check("tokio", &s, n);
+    // async-std
+    let s = server();
+    let n = async_std::task::block_on(async {
+        let client = baton_async_std::Client::new(policy(s.url())).expect("client");
+        let mut events = client.get("/feed").events(settings());
+        let mut n = 0;
+        while n < FEED && matches!(events.next().await, Some(Ok(_))) {
+            n += 1;
+        }
+        n
+    });
+    check("async-std", &s, n);
+}
