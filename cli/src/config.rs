@@ -539,6 +539,25 @@ mod tests {
         assert!(endpoint_flag("a=https://rpc.example/v3/KEY").is_ok());
     }
 
+    /// A bad value inside a duration or the budget's table is reported as itself, not as
+    /// "data did not match any variant".
+    #[test]
+    fn bad_durations_and_budget_tables_say_what_is_wrong() {
+        let err = parse("[policy]\nattempt_timeout = true\n").unwrap_err();
+        assert!(err.contains("a duration such as"), "{err}");
+        let err = parse("[policy.budget]\nwindow = \"10 sec\"\n").unwrap_err();
+        assert!(err.contains("10 sec") && !err.contains("variant"), "{err}");
+        let err = parse("[policy.budget]\nration = 0.3\n").unwrap_err();
+        assert!(err.contains("ration") && !err.contains("variant"), "{err}");
+        let off = parse("[policy]\nbudget = false\n").unwrap();
+        assert_eq!(off.policy.budget, None);
+        let on = parse("[policy]\nbudget = true\nattempt_timeout = 2\n").unwrap();
+        assert_eq!(on.policy.budget, Some(baton_core::Budget::default()));
+        assert_eq!(on.policy.attempt_timeout, Duration::from_secs(2));
+        let half = parse("[policy]\nattempt_timeout = 0.5\n").unwrap();
+        assert_eq!(half.policy.attempt_timeout, Duration::from_millis(500));
+    }
+
     #[test]
     fn unknown_keys_are_rejected_with_their_name() {
         let err = parse("[policy]\nattempt_timout = \"1s\"\n").unwrap_err();

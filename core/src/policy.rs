@@ -2126,7 +2126,7 @@ fn check_limiter(limiter: &Limiter) -> Result<(), ConfigError> {
 pub mod serde_duration {
     use std::time::Duration;
 
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserializer, Serializer};
 
     /// Parses `"250ms"`, `"5s"`, `"1.5s"`, `"2m"`, `"1h"` or a bare number of seconds.
     pub fn parse(text: &str) -> Result<Duration, String> {
@@ -2150,11 +2150,35 @@ pub mod serde_duration {
             .map_err(|_| format!("{text:?} is not a valid duration (negative or too large)"))
     }
 
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Text(String),
-        Number(f64),
+    /// Reads text (parsed) or a number of seconds; anything else is an error saying which
+    /// forms a duration takes (an untagged enum would say only that nothing matched).
+    struct Form;
+
+    impl serde::de::Visitor<'_> for Form {
+        type Value = Duration;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(r#"a duration such as "250ms", "1.5s" or "2m", or a number of seconds"#)
+        }
+
+        fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<Duration, E> {
+            parse(t).map_err(E::custom)
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Duration, E> {
+            Duration::try_from_secs_f64(n)
+                .map_err(|_| E::custom(format!("{n} is not a valid number of seconds")))
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Duration, E> {
+            u64::try_from(n)
+                .map(Duration::from_secs)
+                .map_err(|_| E::custom(format!("{n} is not a valid number of seconds")))
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Duration, E> {
+            Ok(Duration::from_secs(n))
+        }
     }
 
     pub(crate) fn to_text(d: &Duration) -> String {
@@ -2166,12 +2190,7 @@ pub mod serde_duration {
     }
 
     pub(crate) fn from_raw<'de, D: Deserializer<'de>>(de: D) -> Result<Duration, D::Error> {
-        match Raw::deserialize(de)? {
-            Raw::Text(t) => parse(&t).map_err(serde::de::Error::custom),
-            Raw::Number(n) => Duration::try_from_secs_f64(n).map_err(|_| {
-                serde::de::Error::custom(format!("{n} is not a valid number of seconds"))
-            }),
-        }
+        de.deserialize_any(Form)
     }
 
     /// Serialises a duration as text.
@@ -2211,11 +2230,27 @@ mod serde_budget {
 
     use super::Budget;
 
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Switch(bool),
-        Settings(Budget),
+    /// `false`, `true` or a table, read without an untagged enum, so that an error inside
+    /// the table (a bad duration, an unknown key) is the one reported.
+    struct Form;
+
+    impl<'de> serde::de::Visitor<'de> for Form {
+        type Value = Option<Budget>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("false, true or a table of budget settings")
+        }
+
+        fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<Option<Budget>, E> {
+            Ok(on.then(Budget::default))
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            map: A,
+        ) -> Result<Option<Budget>, A::Error> {
+            Budget::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
     }
 
     /// `false` when off, else the budget's table.
@@ -2228,11 +2263,7 @@ mod serde_budget {
 
     /// `false` (off), `true` (the defaults) or a table of budget settings.
     pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Budget>, D::Error> {
-        Ok(match Raw::deserialize(de)? {
-            Raw::Switch(false) => None,
-            Raw::Switch(true) => Some(Budget::default()),
-            Raw::Settings(b) => Some(b),
-        })
+        de.deserialize_any(Form)
     }
 }
 
