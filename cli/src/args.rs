@@ -37,7 +37,8 @@ pub enum Command {
     /// each one's result and breaker state: a health check for scripts.
     #[command(
         after_help = "Exit status of `probe`: 0 every endpoint healthy, 2 invalid usage or \
-                      configuration (nothing sent), 3 at least one endpoint unhealthy."
+                      configuration (nothing sent), 3 at least one endpoint unhealthy, 23 \
+                      stdout could not be written."
     )]
     Probe(ProbeArgs),
     /// Proves the policy safe and bounds its cost before it ships: explores calls of each
@@ -267,8 +268,10 @@ pub struct CheckArgs {
     #[arg(long, default_value_t = 10_000, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub calls: usize,
-    /// Seed of the random sessions (and of the engine, when the policy sets none).
-    #[arg(long, default_value_t = 1, value_name = "S")]
+    /// Seed of the random sessions (and of the engine, when the policy sets none). At
+    /// most 2^63 - 1: a counterexample file writes it as a TOML integer.
+    #[arg(long, default_value_t = 1, value_name = "S",
+          value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(0..=i64::MAX as u64))]
     pub seed: u64,
     /// One JSON object on stdout instead of the table.
     #[arg(long)]

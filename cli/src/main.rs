@@ -63,7 +63,8 @@
 //! `probe` sends the policy's `[policy.probe]` request (default `GET` of each endpoint URL,
 //! healthy on 2xx) to every endpoint under its breaker and prints one line per endpoint
 //! (`id`, `healthy`/`unhealthy`, the status or the error, the breaker state; `--json` for
-//! JSON lines). Exit status 0 when all are healthy, 3 when any is not, 2 for invalid usage.
+//! JSON lines). Exit status 0 when all are healthy, 3 when any is not, 2 for invalid usage,
+//! 23 when stdout could not be written.
 //! In `batch`, a line `{"probe": "due"}` probes the endpoints due a probe at that point
 //! (breaker open time passed) with the batch's client.
 //!

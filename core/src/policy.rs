@@ -1717,11 +1717,10 @@ fn check_endpoints(endpoints: &[Endpoint], backoff: &Backoff) -> Result<Vec<u8>,
         })?;
         let g = match &e.group {
             Some(name) if name.is_empty() => {
-                return Err(invalid(
-                    "endpoint.group",
-                    name,
-                    "a group name must not be empty",
-                ))
+                return Err(ConfigError::Endpoint {
+                    id: e.id.clone(),
+                    error: Box::new(invalid("group", name, "a group name must not be empty")),
+                })
             }
             Some(name) => match groups.iter().position(|g| *g == name.as_str()) {
                 Some(p) => p,
@@ -1818,12 +1817,19 @@ fn call_headers(s: &Settings) -> Result<(HeaderName, HeaderName, Option<HeaderNa
         Some(h) => Some(header("attempt_header", h)?),
         None => None,
     };
+    // The error names the setting that collides: the key's header when it is the request
+    // id's, else the attempt header.
+    let setting = if request_id_header == idempotency_key_header {
+        "idempotency_key_header"
+    } else {
+        "attempt_header"
+    };
     if request_id_header == idempotency_key_header
         || attempt_header.as_ref() == Some(&request_id_header)
         || attempt_header.as_ref() == Some(&idempotency_key_header)
     {
         return Err(invalid(
-            "attempt_header",
+            setting,
             (
                 &s.request_id_header,
                 &s.idempotency_key_header,

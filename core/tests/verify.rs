@@ -319,3 +319,24 @@ fn a_retained_answer_returned_after_a_later_possible_execution_is_hidden() {
     // A GET may return it: repeating a read is harmless.
     assert!(baton_core::verify::judge(&policy, &http::Method::GET, &report).is_empty());
 }
+
+/// A credential slot's own refusal statuses (401 here) in the trigger sets are no lint; a
+/// client error the policy added itself is, named by the set that holds it.
+#[test]
+fn client_error_lints_name_their_set_and_spare_credential_refusals() {
+    let slot = baton_core::credential::CredentialSettings::default();
+    let with_slot = Policy::builder()
+        .endpoint(Endpoint::new("a", "https://a.example/").credential(slot))
+        .endpoint(Endpoint::new("b", "https://b.example/"))
+        .build()
+        .unwrap();
+    let f = Check::new().calls(200).run(&with_slot, Instant::now());
+    let names = settings_name(&f);
+    assert!(!names.contains(&"policy.trigger_statuses"), "{names:?}");
+    assert!(!names.contains(&"policy.key_trigger_statuses"), "{names:?}");
+    let keyed_404 = three().extend_key_trigger_statuses(&[404]).build().unwrap();
+    let f = Check::new().calls(200).run(&keyed_404, Instant::now());
+    let names = settings_name(&f);
+    assert!(names.contains(&"policy.key_trigger_statuses"), "{names:?}");
+    assert!(!names.contains(&"policy.trigger_statuses"), "{names:?}");
+}

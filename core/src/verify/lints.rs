@@ -95,19 +95,31 @@ fn status_lints(policy: &Policy, lint: &mut impl FnMut(&str, String)) {
             ),
         );
     }
-    let client_errors: Vec<u16> = s
-        .trigger_statuses
-        .codes()
-        .chain(s.key_trigger_statuses.codes())
-        .filter(|&c| c < 300 || ((400..500).contains(&c) && ![408, 425, 429].contains(&c)))
-        .collect();
-    if !client_errors.is_empty() {
-        lint(
-            "policy.trigger_statuses",
-            format!(
-                "contains {client_errors:?}: a success or a client error repeats the same answer at every endpoint"
-            ),
-        );
+    // A credential slot adds its refusals (401, and 403 where configured) to both sets
+    // itself (SPEC 9): those are refreshed and re-sent, not repeated blindly.
+    let refusal = |c: u16| {
+        (policy
+            .endpoints
+            .iter()
+            .filter_map(|e| e.credential_settings()))
+        .any(|cs| c == 401 || (c == 403 && cs.refresh_on_403))
+    };
+    for (setting, set) in [
+        ("policy.trigger_statuses", &s.trigger_statuses),
+        ("policy.key_trigger_statuses", &s.key_trigger_statuses),
+    ] {
+        let client_errors: Vec<u16> = (set.codes())
+            .filter(|&c| c < 300 || ((400..500).contains(&c) && ![408, 425, 429].contains(&c)))
+            .filter(|&c| !refusal(c))
+            .collect();
+        if !client_errors.is_empty() {
+            lint(
+                setting,
+                format!(
+                    "contains {client_errors:?}: a success or a client error repeats the same answer at every endpoint"
+                ),
+            );
+        }
     }
 }
 
