@@ -788,3 +788,29 @@ fn a_too_long_retry_after_where_the_stream_must_stay_ends_it() {
         "{end:?}"
     );
 }
+
+/// SPEC 9: an unsafe stream that cannot resume is interrupted, also when its reconnection
+/// limit is reached at the same break. Before, `max_reconnects = 0` said "gave up".
+#[test]
+fn an_unsafe_stream_at_its_reconnect_limit_is_interrupted() {
+    let policy = policy(2);
+    let now = Instant::now();
+    let st = StreamSettings {
+        max_reconnects: 0,
+        ..settings(false)
+    };
+    let mut s = EventStream::new(&policy, &Method::POST, st, 1).unwrap();
+    answer_first(&mut s, StatusCode::OK, &event_stream_headers(), now);
+    s.handle(StreamInput::Bytes(b"data: x\n\n"), now);
+    s.handle(StreamInput::Ended, now);
+    let end = std::iter::repeat_with(|| s.poll(now))
+        .find(|a| !matches!(a, StreamAction::Notice(_) | StreamAction::Deliver(_)))
+        .unwrap();
+    assert!(
+        matches!(
+            end,
+            StreamAction::Finished(Err(StreamError::Interrupted { delivered: 1, .. }))
+        ),
+        "{end:?}"
+    );
+}

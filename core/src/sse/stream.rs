@@ -902,19 +902,21 @@ impl EventStream {
         now: Instant,
     ) {
         self.failures += 1;
-        if self.failures > self.settings.max_reconnects {
-            return self.finish(Err(StreamError::GaveUp {
-                reconnects: self.failures - 1,
+        self.ran |= executed;
+        let too_long = retry_after.is_some_and(|d| d > self.settings.max_retry_after);
+        let next = self.next_target(too_long);
+        // SPEC 9 names the interruption first: an unsafe stream that cannot resume says
+        // so, also when the reconnection limit is reached at the same time.
+        if !self.safe && self.ran && !self.resumable(next) {
+            return self.finish(Err(StreamError::Interrupted {
+                endpoint: self.endpoint.map(|e| self.endpoints[e].clone()),
                 delivered: self.delivered,
                 reason,
             }));
         }
-        self.ran |= executed;
-        let too_long = retry_after.is_some_and(|d| d > self.settings.max_retry_after);
-        let next = self.next_target(too_long);
-        if !self.safe && self.ran && !self.resumable(next) {
-            return self.finish(Err(StreamError::Interrupted {
-                endpoint: self.endpoint.map(|e| self.endpoints[e].clone()),
+        if self.failures > self.settings.max_reconnects {
+            return self.finish(Err(StreamError::GaveUp {
+                reconnects: self.failures - 1,
                 delivered: self.delivered,
                 reason,
             }));
