@@ -324,6 +324,9 @@ impl BatonTransport {
         let (sent, class) = classes(&packet);
         let body = serde_json::to_vec(&packet).map_err(TransportError::ser_err)?;
         match self.post(&body, &class, None).await {
+            Ok(response) if matches!(class, Class::Write) => {
+                Ok((write_answer(response).await?, Delivery::Once))
+            }
             Ok(response) => Ok((answer(response).await?, Delivery::Once)),
             Err(lost) if matches!(class, Class::Signed(_)) && lost.may_have_executed() => {
                 self.recover(packet, &sent, lost).await
@@ -516,6 +519,23 @@ async fn answer(response: crate::Response) -> Result<ResponsePacket, TransportEr
     }
     serde_json::from_slice(&bytes)
         .map_err(|e| TransportError::deser_err(e, String::from_utf8_lossy(&bytes)))
+}
+
+/// The answer to a write (a node-signed send, an unknown method). A status other than 2xx
+/// after an attempt that may have executed the write (a 503 from a gateway that passed it
+/// on) is not alloy's `HttpError`: alloy's retry layer re-sends a 503 or 429, and a node
+/// would sign and send the write again. It becomes an error that says the write may have
+/// executed, which no retry layer reads as retryable.
+async fn write_answer(response: crate::Response) -> Result<ResponsePacket, TransportError> {
+    let (status, executed) = (response.status(), response.may_have_executed());
+    if status.is_success() || !executed {
+        return answer(response).await;
+    }
+    Err(TransportErrorKind::custom_str(&format!(
+        "the node answered HTTP {} to a write that may have executed (request id {}): not sent again",
+        status.as_u16(),
+        response.request_id()
+    )))
 }
 
 /// A node's answer that a transaction it was sent may be one it has: already known or

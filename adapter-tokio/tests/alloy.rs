@@ -434,3 +434,38 @@ async fn a_mixed_batch_survives_the_first_provider_stopping_mid_run() {
         "every transaction on chain exactly once"
     );
 }
+
+/// A write answered 503 (a gateway that passed it on: it may have executed) is an error
+/// no alloy retry layer reads as retryable, so a node-signed send is never signed and
+/// sent again above baton. A read's 503 stays alloy's retryable HTTP error. Before, the
+/// write's 503 was an `HttpError(503)`, which alloy's `RetryBackoffLayer` re-sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_may_have_executed_is_not_retryable_above_baton() {
+    use tower_service::Service;
+    let gateway = testkit::Provider::start(testkit::Behaviour::status(503));
+    let (_, transport) = rpc_over(&[format!("{}/", gateway.url())], Duration::from_secs(2));
+    let request = |method: &'static str, params| {
+        let r: alloy_json_rpc::SerializedRequest =
+            alloy_json_rpc::Request::new(method, 7u64.into(), params)
+                .try_into()
+                .unwrap();
+        r.into()
+    };
+    let write = request(
+        "eth_sendTransaction",
+        serde_json::json!([{"from": FROM, "to": TO}]),
+    );
+    let err = transport.clone().call(write).await.unwrap_err();
+    let alloy_json_rpc::RpcError::Transport(kind) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(!kind.is_retry_err(), "{err}");
+    assert!(err.to_string().contains("may have executed"), "{err}");
+    assert_eq!(gateway.requests().len(), 1, "the write was sent once");
+    let read = request("eth_blockNumber", serde_json::json!([]));
+    let err = transport.clone().call(read).await.unwrap_err();
+    let alloy_json_rpc::RpcError::Transport(kind) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(kind.is_retry_err(), "{err}");
+}
