@@ -126,9 +126,9 @@ impl ClientBuilder {
     /// `retry(reqwest::retry::never())` too: reqwest's default re-sends a request itself,
     /// unseen by the engine and the report, after a refused HTTP/2 stream and also after a
     /// `GOAWAY` with `NO_ERROR`, which does not prove the request was not processed (a POST
-    /// could run twice; SPEC 9). Its TLS and HTTP versions are its own: the policy's TLS
-    /// files and an endpoint's `http_version` are refused with it, and a client identity
-    /// it carries goes to every origin it connects to.
+    /// could run twice; SPEC 9). Its TLS is its own:
+    /// the policy's TLS files are refused with it, and a client identity it carries goes
+    /// to every origin it connects to.
     pub fn reqwest_client(mut self, client: reqwest::Client) -> Self {
         self.http = HttpSource::Client(client);
         self
@@ -218,9 +218,6 @@ impl ClientBuilder {
                     .into(),
             });
         }
-        if let Some(e) = forced_version(policy) {
-            return Err(e);
-        }
         Ok(crate::BatonMiddleware::from_shared(shared))
     }
 
@@ -262,9 +259,6 @@ impl ClientBuilder {
                                  `reqwest_client`; set it on that client"
                             .into(),
                     });
-                }
-                if let Some(e) = forced_version(policy) {
-                    return Err(e);
                 }
                 clients.push(c);
                 of_endpoint.resize(n, 0);
@@ -951,22 +945,4 @@ pub(crate) struct Parts {
     pub(crate) body: Option<reqwest::Body>,
     pub(crate) options: CallOptions,
     pub(crate) error: Option<InvalidRequest>,
-}
-
-/// The error for a policy whose endpoint names an HTTP version, when the reqwest client is
-/// the caller's (given, or a middleware stack's): ALPN and prior knowledge are set when a
-/// client is built, so baton cannot apply the version, and refuses it rather than send the
-/// endpoint's requests another way (SPEC 9).
-fn forced_version(policy: &baton_core::Policy) -> Option<BuildError> {
-    let i =
-        (0..policy.endpoints().len()).find(|&i| policy.http_version_for(i) != HttpVersion::Auto)?;
-    Some(BuildError::Setting {
-        setting: "http_version",
-        reason: format!(
-            "endpoint {:?} names an HTTP version, which a reqwest client given to baton (or \
-             a middleware stack's) cannot take from the policy: build that client with the \
-             version (http2_prior_knowledge, http1_only) instead",
-            policy.endpoints()[i].id()
-        ),
-    })
 }

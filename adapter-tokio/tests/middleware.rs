@@ -226,32 +226,3 @@ fn nested(inner: &[(&str, &str)]) -> (BatonMiddleware, BatonMiddleware) {
         BatonMiddleware::new(inner).unwrap(),
     )
 }
-
-/// SPEC 9: an endpoint's HTTP version is set on the clients baton builds; under a
-/// middleware stack, or with a reqwest client given to baton, the client is the caller's
-/// and cannot take it, so the policy is refused naming `http_version` and the endpoint,
-/// rather than its requests sent another way.
-#[test]
-fn an_http_version_is_refused_where_the_client_is_the_callers() {
-    use baton_core::{Endpoint, HttpVersion, Policy};
-    for version in [HttpVersion::Http2, HttpVersion::Http1] {
-        let policy = || {
-            Policy::builder()
-                .endpoint(Endpoint::new("a", "https://127.0.0.1:1/"))
-                .endpoint(Endpoint::new("push", "https://127.0.0.1:2/").http_version(version))
-        };
-        let given = baton_tokio::ClientBuilder::new(policy())
-            .reqwest_client(plain())
-            .build()
-            .map(|_| ());
-        let middleware = BatonMiddleware::new(policy()).map(|_| ());
-        for result in [given, middleware] {
-            let text = result.unwrap_err().to_string();
-            assert!(text.contains("http_version"), "{text}");
-            assert!(text.contains("\"push\""), "{text}");
-        }
-    }
-    // Auto is the client's own choice: accepted.
-    let auto = Policy::builder().endpoint(Endpoint::new("a", "https://127.0.0.1:1/"));
-    assert!(BatonMiddleware::new(auto).is_ok());
-}

@@ -129,9 +129,7 @@
 //! Trust and client identities are the inner service's connector's: this crate makes no
 //! connection. A policy that names TLS files (`ca_file`, `client_cert`, `client_key`,
 //! the policy's or an endpoint's) is refused at build, naming `tls`, rather than built
-//! with the files left off every connection. So is an endpoint's `http_version` (naming
-//! `http_version`): ALPN and h2 prior knowledge are the connector's too (tonic's channel
-//! speaks h2 of its own).
+//! with the files left off every connection.
 //!
 //! A certificate the connector rejects comes back in the inner service's error, and this
 //! crate reads no TLS library's errors. With rustls below (hyper-rustls, tonic's rustls
@@ -294,23 +292,6 @@ impl BatonBuilder {
                     "endpoint {:?} names TLS files (ca_file, client_cert, client_key); \
                      baton-tower makes no connection of its own: configure trust and \
                      identity on the inner service (its connector), or use baton-tokio",
-                    e.id()
-                ),
-            });
-        }
-        // An HTTP version is the connector's to choose (ALPN, prior knowledge): refused
-        // rather than dropped, as TLS files are, so that an endpoint asking for h2 (or
-        // for HTTP/1.1 only) is never silently sent another way.
-        if let Some(e) = (policy.endpoints().iter().enumerate())
-            .find(|&(i, _)| policy.http_version_for(i) != baton_core::HttpVersion::Auto)
-            .map(|(_, e)| e)
-        {
-            return Err(BuildError::Setting {
-                setting: "http_version",
-                reason: format!(
-                    "endpoint {:?} names an HTTP version; baton-tower makes no connection of \
-                     its own: choose the version on the inner service (its connector), or \
-                     use baton-tokio",
                     e.id()
                 ),
             });

@@ -109,24 +109,3 @@ async fn a_hook_reads_a_rejected_certificate_as_untrusted_and_the_post_moves_on(
     assert_eq!(report.result_endpoint(), Some("b"));
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
-
-/// SPEC 9: the inner service's connector chooses the HTTP version (ALPN, prior knowledge),
-/// so an endpoint that names one is refused naming `http_version`, rather than sent
-/// another way.
-#[test]
-fn an_http_version_is_refused_rather_than_left_to_the_inner_connector() {
-    let policy = Policy::builder()
-        .endpoint(Endpoint::new("a", "https://127.0.0.1:1/"))
-        .endpoint(
-            Endpoint::new("grpc", "http://127.0.0.1:2/")
-                .http_version(baton_core::HttpVersion::Http2),
-        );
-    let Err(e) = BatonLayer::new(policy).map(|_| ()) else {
-        panic!("an HTTP version was accepted, and would not be applied")
-    };
-    let text = e.to_string();
-    assert!(
-        text.contains("http_version") && text.contains("\"grpc\""),
-        "{text}"
-    );
-}
