@@ -128,7 +128,10 @@ impl ClientBuilder {
     /// `GOAWAY` with `NO_ERROR`, which does not prove the request was not processed (a POST
     /// could run twice; SPEC 9). Its TLS is its own:
     /// the policy's TLS files are refused with it, and a client identity it carries goes
-    /// to every origin it connects to.
+    /// to every origin it connects to. So is its HTTP version: an endpoint's
+    /// `http_version` is not applied to its connections (build it with
+    /// `http2_prior_knowledge` or `http1_only` to match; the policy's value still tells
+    /// baton whether a first connection's protocol is yet to be agreed).
     pub fn reqwest_client(mut self, client: reqwest::Client) -> Self {
         self.http = HttpSource::Client(client);
         self

@@ -20,7 +20,9 @@
 //! the report).
 //!
 //! The reqwest client at the bottom of the stack is the caller's: its connect timeout
-//! applies, and when baton's attempt timer fires the phase is unknown (ambiguous). An
+//! applies, its HTTP version is its own (an endpoint's `http_version` is not applied to
+//! its connections), and when baton's attempt timer fires the phase is unknown
+//! (ambiguous). An
 //! error from an inner middleware that is not a reqwest error is ambiguous too, except a
 //! baton call's own: a second `BatonMiddleware` after this one is read by its call's report
 //! (undelivered only when none of its attempts may have executed), never by the error of

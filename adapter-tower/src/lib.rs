@@ -129,7 +129,9 @@
 //! Trust and client identities are the inner service's connector's: this crate makes no
 //! connection. A policy that names TLS files (`ca_file`, `client_cert`, `client_key`,
 //! the policy's or an endpoint's) is refused at build, naming `tls`, rather than built
-//! with the files left off every connection.
+//! with the files left off every connection. The HTTP version is the connector's too: an
+//! endpoint's `http_version` is not applied (configure the inner service to match it;
+//! tonic's channel speaks h2 of its own).
 //!
 //! A certificate the connector rejects comes back in the inner service's error, and this
 //! crate reads no TLS library's errors. With rustls below (hyper-rustls, tonic's rustls
