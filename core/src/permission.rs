@@ -154,7 +154,10 @@ pub(crate) fn resolve(
     }
 }
 
-/// The sticky rule of SPEC 2.2 for an attempt at endpoint `x`.
+/// The sticky rule of SPEC 2.2 for an attempt at endpoint `x`, read as invariant 2 of
+/// SPEC 6 states it: with executors both outside and inside `x`'s group, both halves
+/// hold, so the attempt needs failover *and* retry `Always` (2.2's "otherwise" alone
+/// would let failover `Always` send the call back to an endpoint that may have done it).
 ///
 /// `executed` is the set of endpoints that may have executed the call (bit i = endpoint i),
 /// `attempted` the set the call already attempted, `same_group(a, b)` the idempotency-group

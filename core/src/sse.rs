@@ -60,7 +60,8 @@
 //!   the cause ([`EventsError::Stream`], its `source()`).
 //! - **Never twice**: a stream opened by a method that is not safe (a `POST` that starts a
 //!   job and streams its progress) is re-sent only when nothing can have executed (a
-//!   refused connection, a 429) or as a resumption with an event id to the endpoint that
+//!   refused connection, or a 429 from a call none of whose attempts may have done the
+//!   work: the call's `may_have_executed` counts, not the status alone) or as a resumption with an event id to the endpoint that
 //!   issued it (any endpoint, with shared ids); otherwise it ends with
 //!   [`StreamError::Interrupted`], which says how many events were delivered.
 //! - **Idle watchdog**: with [`StreamSettings::idle_timeout`], `Read` carries a deadline;

@@ -814,3 +814,33 @@ fn an_unsafe_stream_at_its_reconnect_limit_is_interrupted() {
         "{end:?}"
     );
 }
+
+/// The same rule when the wait comes as the first connection's call error (the engine's
+/// call ended `RetryAfterTooLong` at the only endpoint): the stream ends with the delay,
+/// also at its reconnection limit.
+#[test]
+fn a_first_call_that_ended_on_a_too_long_wait_ends_a_one_endpoint_stream() {
+    let one = policy(1);
+    let now = Instant::now();
+    for max_reconnects in [0, 50] {
+        let st = StreamSettings {
+            max_reconnects,
+            ..settings(false)
+        };
+        let mut s = EventStream::new(&one, &Method::GET, st, 1).unwrap();
+        assert!(matches!(s.poll(now), StreamAction::Connect(_)));
+        let kind = baton_core::ErrorKind::RetryAfterTooLong(Duration::from_secs(600));
+        s.handle(StreamInput::call_failed(&kind, false).unwrap(), now);
+        let end = std::iter::repeat_with(|| s.poll(now))
+            .find(|a| !matches!(a, StreamAction::Notice(_)))
+            .unwrap();
+        assert!(
+            matches!(
+                &end,
+                StreamAction::Finished(Err(StreamError::RetryAfterTooLong { retry_after, .. }))
+                    if *retry_after == Duration::from_secs(600)
+            ),
+            "{max_reconnects}: {end:?}"
+        );
+    }
+}

@@ -914,18 +914,25 @@ impl EventStream {
                 reason,
             }));
         }
+        // The next connection stays where the too long wait was asked: at the target, or,
+        // before any connection landed (a first call that ended on the wait), at the only
+        // endpoint.
+        let stays = match next {
+            Some(n) => Some(n) == self.target,
+            None => self.endpoints.len() == 1,
+        };
+        if too_long && stays {
+            return self.finish(Err(StreamError::RetryAfterTooLong {
+                endpoint: self.endpoints[next.unwrap_or(0)].clone(),
+                retry_after: retry_after.unwrap_or_default(),
+                delivered: self.delivered,
+            }));
+        }
         if self.failures > self.settings.max_reconnects {
             return self.finish(Err(StreamError::GaveUp {
                 reconnects: self.failures - 1,
                 delivered: self.delivered,
                 reason,
-            }));
-        }
-        if let (true, Some(at)) = (too_long, next.filter(|n| Some(*n) == self.target)) {
-            return self.finish(Err(StreamError::RetryAfterTooLong {
-                endpoint: self.endpoints[at].clone(),
-                retry_after: retry_after.unwrap_or_default(),
-                delivered: self.delivered,
             }));
         }
         if next != self.target {

@@ -262,7 +262,8 @@ fn trim_unused(world: &World, calls: &mut [Planned], start: Instant) {
 /// needs them to differ: retry `Always` with failover weaker (a keyed write after a
 /// possible execution), failover `Never` (pinned at the first endpoint), or failover
 /// `Always` with retry weaker (once the first endpoint may have executed, the sticky rule
-/// of SPEC 2.2 lets a failover endpoint take retries and forbids the first). Only retry
+/// of SPEC 2.2 forbids the first, and lets a failover endpoint take retries until it may
+/// have executed too). Only retry
 /// `Never` with failover `IfUndelivered` differs and never pins.
 pub(crate) fn permissions_of(world: &World, class: CallClass, start: Instant) -> (bool, bool) {
     let variant = Variant {
