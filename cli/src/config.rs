@@ -524,6 +524,23 @@ mod tests {
         assert!(!err.contains("Bearer"), "{err}");
     }
 
+    /// Every seed round-trips through a policy file, those above 2^63 - 1 as text: a
+    /// counterexample written with one replays.
+    #[test]
+    fn every_seed_round_trips_through_toml() {
+        for seed in [0, 7, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX] {
+            let settings = Settings {
+                seed: Some(seed),
+                ..Settings::default()
+            };
+            let text = toml::to_string(&settings).unwrap();
+            let back: Settings = toml::from_str(&text).unwrap();
+            assert_eq!(back.seed, Some(seed), "{text}");
+        }
+        let err = parse("[policy]\nseed = \"many\"\n").unwrap_err();
+        assert!(err.contains("seed"), "{err}");
+    }
+
     /// A `-e` value without its `ID=` is refused without quoting the URL's path or query.
     #[test]
     fn a_bare_endpoint_url_is_refused_without_its_secrets() {

@@ -898,7 +898,9 @@ pub struct Settings {
     /// must repeat exactly (tests, simulations): every call then draws from one sequence.
     /// Unset (the default), adapters seed each engine from the OS
     /// ([`Engine::with_entropy`](crate::Engine::with_entropy)) and each thread's calls draw
-    /// from their own sequence, so concurrent calls share no counter.
+    /// from their own sequence, so concurrent calls share no counter. In TOML, a seed
+    /// above 2^63 - 1 (no TOML integer holds it) is written, and read, as text.
+    #[cfg_attr(feature = "serde", serde(default, with = "serde_seed"))]
     pub seed: Option<u64>,
     /// The health request a probe sends (`[policy.probe]`; default `GET` of the endpoint
     /// URL, healthy on 2xx).
@@ -2227,6 +2229,37 @@ pub(crate) mod serde_opt_duration {
         #[derive(Deserialize)]
         struct Wrap(#[serde(deserialize_with = "super::serde_duration::from_raw")] Duration);
         Ok(Option::<Wrap>::deserialize(de)?.map(|w| w.0))
+    }
+}
+
+/// A seed as a TOML integer, or as text when it is above `i64::MAX`: every `u64` is a
+/// valid seed, and a counterexample file must replay whichever one drew it.
+#[cfg(feature = "serde")]
+mod serde_seed {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(seed: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match seed {
+            None => s.serialize_none(),
+            Some(n) if i64::try_from(*n).is_ok() => s.serialize_some(n),
+            Some(n) => s.serialize_some(&n.to_string()),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Text(String),
+        }
+        match Option::<Raw>::deserialize(de)? {
+            None => Ok(None),
+            Some(Raw::Number(n)) => Ok(Some(n)),
+            Some(Raw::Text(t)) => t.parse().map(Some).map_err(|_| {
+                serde::de::Error::custom(format!("seed {t:?} is not a number from 0 to 2^64 - 1"))
+            }),
+        }
     }
 }
 
