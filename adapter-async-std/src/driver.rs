@@ -379,12 +379,12 @@ fn build(
 
 /// Sends a probe's health request on the endpoint's connections, as an attempt is sent:
 /// with the endpoint's token when it has a credential slot (a refusal invalidates it, and
-/// the probe, which has no body, is sent once more with a refreshed one). Its status, or
-/// why there was none.
+/// the probe, which has no body, is sent once more with a refreshed one). Its status and
+/// headers, or why there was none.
 pub(crate) async fn send_probe(
     inner: &Arc<Inner>,
     probe: &baton_core::Probe<'_>,
-) -> Result<http::StatusCode, String> {
+) -> Result<(http::StatusCode, http::HeaderMap), String> {
     let policy = inner.engine.policy();
     let endpoint = policy.endpoint_index(probe.endpoint_id()).unwrap_or(0);
     let route = inner.routes[endpoint].clone();
@@ -408,7 +408,9 @@ pub(crate) async fn send_probe(
     };
     let spare = crate::auth::spare(&req);
     match crate::auth::run(inner.clone(), ctx, req, spare).await {
-        attempt::AttemptEnd::Response(exchange) => Ok(exchange.head.status),
+        attempt::AttemptEnd::Response(exchange) => {
+            Ok((exchange.head.status, exchange.head.headers.clone()))
+        }
         attempt::AttemptEnd::Failed(e) => Err(baton_core::scrub_urls(&e.to_string())),
     }
 }

@@ -307,7 +307,11 @@ impl Client {
         let engine = self.inner.engine.clone();
         let probe = engine.probe(id, Instant::now())?;
         let outcome = driver::send_probe(&self.inner, &probe).await;
-        Ok(probe.finish(outcome, Instant::now()))
+        let (now, wall) = (Instant::now(), Some(std::time::SystemTime::now()));
+        Ok(match outcome {
+            Ok((status, headers)) => probe.answered(status, &headers, wall, now),
+            Err(e) => probe.finish(Err(e), now),
+        })
     }
 
     /// Probes every endpoint that is due a probe now, one after another: call it from

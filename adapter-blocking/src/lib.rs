@@ -259,7 +259,11 @@ impl Client {
     pub fn probe(&self, id: &str) -> Result<ProbeResult, ProbeRefused> {
         let probe = self.inner.engine.probe(id, Instant::now())?;
         let outcome = self.send_probe(&probe);
-        Ok(probe.finish(outcome, Instant::now()))
+        let (now, wall) = (Instant::now(), Some(std::time::SystemTime::now()));
+        Ok(match outcome {
+            Ok((status, headers)) => probe.answered(status, &headers, wall, now),
+            Err(e) => probe.finish(Err(e), now),
+        })
     }
 
     /// Probes every endpoint that is due a probe now, one after another: call it from
@@ -272,7 +276,7 @@ impl Client {
     /// Sends a probe as an attempt is sent: with the endpoint's token when it has a
     /// credential slot (a refusal invalidates it, and the probe, which has no body, is
     /// sent once more with a refreshed one).
-    fn send_probe(&self, probe: &baton_core::Probe<'_>) -> Result<ureq::http::StatusCode, String> {
+    fn send_probe(&self, probe: &baton_core::Probe<'_>) -> Result<ProbeAnswer, String> {
         let index = self
             .policy()
             .endpoint_index(probe.endpoint_id())
@@ -281,18 +285,18 @@ impl Client {
             return self.probe_once(probe, index, None);
         };
         let first = first.map_err(|e| baton_core::scrub_urls(&e.to_string()))?;
-        let status = self.probe_once(probe, index, Some((slot, &first)))?;
-        if !slot.answered(&first, status) {
-            return Ok(status);
+        let answer = self.probe_once(probe, index, Some((slot, &first)))?;
+        if !slot.answered(&first, answer.0) {
+            return Ok(answer);
         }
         let Some((_, Ok(second))) = driver::lease_for(&self.inner, index) else {
             // No new token: the refusal is the answer.
-            return Ok(status);
+            return Ok(answer);
         };
-        let status = self.probe_once(probe, index, Some((slot, &second)))?;
+        let answer = self.probe_once(probe, index, Some((slot, &second)))?;
         // A refused fresh token is invalidated too: the next call or probe refreshes.
-        slot.answered(&second, status);
-        Ok(status)
+        slot.answered(&second, answer.0);
+        Ok(answer)
     }
 
     fn probe_once(
@@ -303,7 +307,7 @@ impl Client {
             &baton_core::credential::Credential,
             &baton_core::credential::Lease,
         )>,
-    ) -> Result<ureq::http::StatusCode, String> {
+    ) -> Result<ProbeAnswer, String> {
         let mut request = ureq::http::Request::new(());
         *request.method_mut() = probe.method.clone();
         *request.uri_mut() = probe.uri.clone();
@@ -331,11 +335,14 @@ impl Client {
         let result = agent.run(request);
         classify::end();
         match result {
-            Ok(response) => Ok(response.status()),
+            Ok(response) => Ok((response.status(), response.headers().clone())),
             Err(e) => Err(baton_core::scrub_urls(&e.to_string())),
         }
     }
 }
+
+/// A probe's status and headers.
+type ProbeAnswer = (ureq::http::StatusCode, ureq::http::HeaderMap);
 
 type AgentFactory = Box<dyn Fn(Config) -> Agent>;
 type Configure = Box<dyn Fn(ConfigBuilder<AgentScope>) -> ConfigBuilder<AgentScope>>;

@@ -629,7 +629,11 @@ impl Client {
         let engine = self.engine().clone();
         let probe = engine.probe(id, Instant::now())?;
         let outcome = self.send_probe(&probe).await;
-        Ok(probe.finish(outcome, Instant::now()))
+        let (now, wall) = (Instant::now(), Some(std::time::SystemTime::now()));
+        Ok(match outcome {
+            Ok((status, headers)) => probe.answered(status, &headers, wall, now),
+            Err(e) => probe.finish(Err(e), now),
+        })
     }
 
     /// Probes every endpoint that is due a probe now
@@ -646,7 +650,7 @@ impl Client {
     /// Sends a probe as an attempt is sent: with the endpoint's token when it has a
     /// credential slot (a refusal invalidates it, and the probe, which has no body, is
     /// sent once more with a refreshed one).
-    async fn send_probe(&self, probe: &Probe<'_>) -> Result<http::StatusCode, String> {
+    async fn send_probe(&self, probe: &Probe<'_>) -> Result<(http::StatusCode, HeaderMap), String> {
         let url = reqwest::Url::parse(&probe.uri.to_string()).map_err(|e| e.to_string())?;
         let mut request = reqwest::Request::new(probe.method.clone(), url);
         *request.headers_mut() = probe.headers.clone();
@@ -658,7 +662,7 @@ impl Client {
         let at = tokio::time::Instant::now() + probe.connect_timeout + probe.timeout;
         let (shared, http) = (&self.inner.shared, &self.inner.http);
         match driver::authorized(shared, http, endpoint, request, spare, at).await {
-            Ok(Ok(response)) => Ok(response.status()),
+            Ok(Ok(response)) => Ok((response.status(), response.headers().clone())),
             Ok(Err(SendError::Reqwest(e))) => Err(baton_core::scrub_urls(&e.to_string())),
             Ok(Err(SendError::Other(e))) => Err(baton_core::scrub_urls(&e.to_string())),
             Err(_) => Err("the probe timed out".to_string()),

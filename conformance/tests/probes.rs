@@ -173,3 +173,48 @@ fn a_probe_carries_the_slot_token_on_async_std_and_smol() {
         carried_the_token(&first, &rotated, &server);
     }
 }
+
+/// SPEC 2.5 on every runtime: a probe answered 503 with `Retry-After: 120` opens the
+/// breaker and makes the endpoint unavailable for the 120 s it asked, not only for the
+/// breaker's open time. Before, a probe's `Retry-After` was never read: the endpoint was
+/// due again after 200 ms.
+#[test]
+fn a_probes_retry_after_holds_the_endpoint_on_every_runtime() {
+    let busy = || Provider::start(testkit::Behaviour::status(503).header("retry-after", "120"));
+    let held =
+        |runtime: &str, r: &ProbeResult, due: usize, health: Option<baton_core::EndpointHealth>| {
+            assert_eq!(
+                (r.healthy, r.state),
+                (false, BreakerState::Open),
+                "{runtime}"
+            );
+            assert_eq!(due, 0, "{runtime}: due again before the Retry-After");
+            let h = health.unwrap();
+            assert!(!h.available && h.not_before.is_some(), "{runtime}: {h:?}");
+        };
+    let p = busy();
+    let client = baton_blocking::Client::new(policy(&p)).unwrap();
+    let r = client.probe("a").unwrap();
+    std::thread::sleep(PAST_OPEN);
+    held("blocking", &r, client.probe_due().len(), client.health("a"));
+    let p = busy();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = {
+        let _g = rt.enter();
+        baton_tokio::Client::new(policy(&p)).unwrap()
+    };
+    let r = rt.block_on(client.probe("a")).unwrap();
+    std::thread::sleep(PAST_OPEN);
+    held(
+        "tokio",
+        &r,
+        rt.block_on(client.probe_due()).len(),
+        client.health("a"),
+    );
+    let p = busy();
+    let client = baton_async_std::Client::new(policy(&p)).unwrap();
+    let r = async_std::task::block_on(client.probe("a")).unwrap();
+    std::thread::sleep(PAST_OPEN);
+    let due = async_std::task::block_on(client.probe_due()).len();
+    held("async-std", &r, due, client.health("a"));
+}

@@ -258,6 +258,28 @@ impl Permit<'_> {
         self.circuit.finish(self.ticket, Record::Success(took), now);
     }
 
+    /// The send was answered with a wait (a `Retry-After` on a 429 or 503): the circuit
+    /// refuses sends until `until`, separately from its breaker (SPEC 2.5). Call it before
+    /// [`success`](Self::success) or [`failure`](Self::failure): the answer's own outcome
+    /// may move the breaker, and a permit from before a state change changes nothing.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use baton_core::{Breaker, Breakers};
+    /// let breakers = Breakers::new(Breaker::default(), ["fcm"]).unwrap();
+    /// let fcm = breakers.circuit("fcm").unwrap();
+    /// let t0 = Instant::now();
+    /// let permit = fcm.allow(t0).unwrap();
+    /// permit.cool_down(t0 + Duration::from_secs(20)); // "Retry-After: 20"
+    /// permit.success(t0);
+    /// let refused = fcm.allow(t0).unwrap_err();
+    /// assert_eq!(refused.retry_at, Some(t0 + Duration::from_secs(20)));
+    /// assert!(fcm.allow(t0 + Duration::from_secs(20)).is_ok());
+    /// ```
+    pub fn cool_down(&self, until: Instant) {
+        (self.circuit.health).set_not_before(self.circuit.index, until, self.ticket.epoch);
+    }
+
     /// The send failed.
     pub fn failure(mut self, now: Instant) {
         self.reported = true;

@@ -4,7 +4,8 @@
 //! [`ProbeRequest`](crate::ProbeRequest) on the endpoint, with the endpoint's headers)
 //! under the endpoint's breaker. The adapter sends it as it sends an attempt (with a
 //! credential slot's token, refreshed and sent once more after a refusal) and hands the
-//! outcome to [`Probe::finish`]: a status in the probe's `expect` set (2xx by default) is a
+//! outcome to [`Probe::answered`] (a response: its `Retry-After` on a 429 or 503 holds the
+//! endpoint as an attempt's does) or [`Probe::finish`]: a status in the probe's `expect` set (2xx by default) is a
 //! success for the breaker, anything else a failure. That is stricter than a call's
 //! attempt, where only 502, 503 and 504 count against the endpoint: a probe asks whether
 //! the health request is answered as expected.
@@ -87,6 +88,44 @@ impl Probe<'_> {
     /// The probed endpoint's id.
     pub fn endpoint_id(&self) -> &str {
         self.engine.policy().endpoints()[self.endpoint].id()
+    }
+
+    /// Records an answered probe: [`finish`](Self::finish) with its status, after reading
+    /// its headers for a wait. A `Retry-After` on a 429 or 503 makes the endpoint
+    /// unavailable until then (capped at `max_retry_after`), separately from its breaker,
+    /// as an attempt's does (SPEC 2.5). `wall` is the wall clock, for a date.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use baton_core::{Endpoint, Engine, Policy};
+    /// let engine = Engine::new(Policy::builder().endpoint(Endpoint::new("a", "https://a.example/")).build().unwrap());
+    /// let now = Instant::now();
+    /// let probe = engine.probe("a", now).unwrap();
+    /// let mut headers = http::HeaderMap::new();
+    /// headers.insert("retry-after", "20".parse().unwrap());
+    /// let result = probe.answered(http::StatusCode::SERVICE_UNAVAILABLE, &headers, None, now);
+    /// assert!(!result.healthy);
+    /// assert!(!engine.health_of("a", now).unwrap().available);
+    /// assert!(engine.health_of("a", now + Duration::from_secs(20)).unwrap().available);
+    /// ```
+    pub fn answered(
+        self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        wall: Option<std::time::SystemTime>,
+        now: Instant,
+    ) -> ProbeResult {
+        let busy =
+            status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE;
+        let asked = busy
+            .then(|| crate::retry_after::retry_after_from_headers(headers, wall))
+            .flatten();
+        if let Some(asked) = asked {
+            // Before the breaker hears of it: its transition would make the permit stale.
+            let capped = asked.min(self.engine.policy().settings().max_retry_after);
+            self.permit.cool_down(crate::time::add(now, capped));
+        }
+        self.finish(Ok(status), now)
     }
 
     /// Records the probe's outcome: the response status, or why there was none. A status
