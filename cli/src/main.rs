@@ -40,7 +40,8 @@
 //! the first call, ahead of expiry, after a 401 of the current token), at most 30 s.
 //! Its stdout never appears in a message; a failure is named by its status and stderr.
 //!
-//! `check` explores the policy's calls (safe reads, writes, keyed writes; with and without
+//! `check` explores the policy's calls (safe reads: GET; writes and keyed writes: POST;
+//! `[permissions]` for PUT, PATCH and DELETE that allow a repeat are linted; with and without
 //! a deadline; replayable and one-shot bodies) against fault scripts on the engine's
 //! simulator: every fault at every attempt position for short scripts, then seeded random
 //! sessions of several calls (`--calls N`, default 10,000; `--seed S`, default 1). It

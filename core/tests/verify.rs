@@ -340,3 +340,29 @@ fn client_error_lints_name_their_set_and_spare_credential_refusals() {
     assert!(names.contains(&"policy.key_trigger_statuses"), "{names:?}");
     assert!(!names.contains(&"policy.trigger_statuses"), "{names:?}");
 }
+
+/// The explorer sends GET and POST calls only: a permission function that lets PATCH (or
+/// PUT, DELETE) repeat is named by a lint, not passed in silence.
+#[test]
+fn permissions_for_unexplored_methods_are_linted() {
+    use baton_core::PermissionOverride;
+    let policy = three()
+        .permission_fn(|r| {
+            if r.method == http::Method::PATCH {
+                PermissionOverride::both(Permission::Always)
+            } else {
+                PermissionOverride::default()
+            }
+        })
+        .build()
+        .unwrap();
+    let f = Check::new().calls(200).run(&policy, Instant::now());
+    let lint = f.lints.iter().find(|l| l.setting == "permissions.PATCH");
+    let lint = lint.unwrap_or_else(|| panic!("{:?}", settings_name(&f)));
+    assert!(
+        lint.reason.contains("retry and failover always"),
+        "{}",
+        lint.reason
+    );
+    assert!(!settings_name(&f).contains(&"permissions.PUT"));
+}

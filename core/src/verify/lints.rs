@@ -51,6 +51,7 @@ pub(crate) fn lints(policy: &Policy, seen: &Seen<'_>) -> Vec<Lint> {
         })
     };
     status_lints(policy, &mut lint);
+    method_lints(policy, &mut lint);
     deadline_lints(policy, &mut lint);
     load_lints(policy, seen, &mut lint);
     for (e, n) in policy.endpoints.iter().zip(seen.attempted) {
@@ -164,6 +165,37 @@ fn load_lints(policy: &Policy, seen: &Seen<'_>, lint: &mut impl FnMut(&str, Stri
             "policy.hedge",
             "on while the permission function lets writes fail over always: a write that opts into hedging runs at two providers at once".into(),
         );
+    }
+}
+
+/// Methods the explorer does not send: it explores GET and POST calls, so a permission
+/// function that lets PUT, PATCH or DELETE repeat is named here rather than proven.
+fn method_lints(policy: &Policy, lint: &mut impl FnMut(&str, String)) {
+    let Some(permission) = &policy.permission else {
+        return;
+    };
+    let (uri, headers) = (http::Uri::from_static("/"), http::HeaderMap::new());
+    for method in [http::Method::PUT, http::Method::PATCH, http::Method::DELETE] {
+        let info = crate::policy::RequestInfo {
+            method: &method,
+            uri: &uri,
+            headers: &headers,
+        };
+        let o = permission(&info);
+        let always = [("retry", o.retry), ("failover", o.failover)]
+            .into_iter()
+            .filter(|(_, p)| *p == Some(crate::Permission::Always))
+            .map(|(name, _)| name)
+            .collect::<Vec<_>>();
+        if !always.is_empty() {
+            lint(
+                &format!("permissions.{method}"),
+                format!(
+                    "{} always: a {method} that may have executed is sent again, and this check explores GET and POST calls only, so it proves nothing of {method}",
+                    always.join(" and ")
+                ),
+            );
+        }
     }
 }
 
