@@ -690,7 +690,7 @@ fn safety(v: &Vector, c: &CallSpec, got: &Observed) -> Vec<String> {
         return vec!["safety: no report to judge".into()];
     };
     match v
-        .policy(|e| format!("http://{}.test", e.id))
+        .policy(|e| format!("http://{}.test", sim_host(&e.id)))
         .and_then(|b| b.build().map_err(|e| e.to_string()))
     {
         Ok(policy) => {
@@ -768,7 +768,7 @@ impl Vector {
 
     /// [`resolve`](Self::resolve)d for the simulator, where endpoint `ID` is `http://ID.test`.
     pub fn for_sim(&self) -> Vector {
-        self.resolve(|id| Some(format!("{id}.test")))
+        self.resolve(|id| Some(format!("{}.test", sim_host(id))))
     }
 
     /// `paths` names only known paths (a misspelt one would skip a path silently), and a
@@ -870,7 +870,7 @@ pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
     let current = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let cur = current.clone();
     let policy = v
-        .policy(|e| format!("http://{}.test", e.id))?
+        .policy(|e| format!("http://{}.test", sim_host(&e.id)))?
         .eligible_fn(move |e, _| {
             let k = cur.load(std::sync::atomic::Ordering::Relaxed);
             eligible_sets
@@ -1061,12 +1061,28 @@ impl Played {
 
 /// The provider of a simulated URL: `http://ID.test` is endpoint or host `ID`.
 fn sim_provider<'v>(v: &'v Vector, uri: &http::Uri) -> Option<(usize, &'v EndpointSpec)> {
-    let id = uri.host()?.strip_suffix(".test")?;
+    let host = uri.host()?.strip_suffix(".test")?;
     v.endpoints
         .iter()
         .chain(&v.hosts)
         .enumerate()
-        .find(|(_, e)| e.id == id)
+        .find(|(_, e)| sim_host(&e.id) == host)
+}
+
+/// The simulated host name of endpoint or host `id`: the id itself when a host name can
+/// hold it (letters, digits, `-`, `.`), else each other character written as `-HEX-`, so
+/// that any id a policy accepts (`eu/1`, `a b`) has a provider on the simulator and a
+/// counterexample of `baton check` replays.
+fn sim_host(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for c in id.chars() {
+        if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+            out.push(c);
+        } else {
+            out.push_str(&format!("-{:x}-", u32::from(c)));
+        }
+    }
+    out
 }
 
 /// Plays attempt `a` against the scripted providers, following redirects.
@@ -1094,7 +1110,7 @@ fn play_attempt(
             .cloned()
             .unwrap_or_default();
         if step.fault.is_none_or(Fault::delivered) {
-            let base = format!("http://{}.test", spec.id);
+            let base = format!("http://{}.test", sim_host(&spec.id));
             let full = request.target.to_string();
             seen.entry(spec.id.clone()).or_default().push(SeenRequest {
                 method: request.method.to_string(),

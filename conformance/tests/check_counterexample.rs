@@ -7,12 +7,13 @@ use baton_core::verify::{CallClass, Check};
 use baton_core::{Endpoint, Permission, PermissionOverride, Policy};
 use conformance::{check, run_sim, Vector};
 
-/// Lets every POST retry and fail over always, and keyed POSTs retry on 500.
-fn unsafe_policy() -> Policy {
+/// Lets every POST retry and fail over always, and keyed POSTs retry on 500; endpoints
+/// with `ids`.
+fn unsafe_policy([a, b, c]: [&str; 3]) -> Policy {
     Policy::builder()
-        .endpoint(Endpoint::new("a", "https://a.example/"))
-        .endpoint(Endpoint::new("b", "https://b.example/").group("pay"))
-        .endpoint(Endpoint::new("c", "https://c.example/").group("pay"))
+        .endpoint(Endpoint::new(a, "https://a.example/"))
+        .endpoint(Endpoint::new(b, "https://b.example/").group("pay"))
+        .endpoint(Endpoint::new(c, "https://c.example/").group("pay"))
         .attempt_timeout(std::time::Duration::from_millis(500))
         .permission_fn(|req| {
             if req.method == http::Method::POST {
@@ -28,9 +29,21 @@ fn unsafe_policy() -> Policy {
 
 #[test]
 fn a_counterexample_fails_the_simulator_runner_exactly_as_reported() {
+    replays_as_reported(["a", "b", "c"]);
+}
+
+/// Any id a policy accepts replays, also one no host name can hold. Before, the
+/// simulator's provider of `eu/1` was host `eu`: every attempt there replayed undelivered
+/// (or the vector's policy did not build).
+#[test]
+fn a_counterexample_with_ids_that_are_no_host_names_replays() {
+    replays_as_reported(["eu/1", "us 2", "ap:3"]);
+}
+
+fn replays_as_reported(ids: [&str; 3]) {
     let findings = Check::new()
         .calls(4_000)
-        .run(&unsafe_policy(), Instant::now());
+        .run(&unsafe_policy(ids), Instant::now());
     let mut checked = 0;
     for class in findings
         .classes
