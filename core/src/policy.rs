@@ -1146,9 +1146,10 @@ pub struct Policy {
     pub(crate) tiers: Tiers,
     /// Each endpoint's backoff, when it overrides the policy's (merged when built).
     pub(crate) backoffs: Vec<Option<Backoff>>,
-    /// Each endpoint's metric labels, made once (feature `metrics`).
+    /// Each endpoint's metric labels, made once (feature `metrics`); `None` for a copy
+    /// that records no metrics (the verifier's simulated calls).
     #[cfg(feature = "metrics")]
-    pub(crate) metric_labels: Vec<crate::telemetry::EndpointLabels>,
+    pub(crate) metric_labels: Option<Vec<crate::telemetry::EndpointLabels>>,
 }
 
 /// The endpoints' priority order, worked out once when the policy is built.
@@ -1569,7 +1570,7 @@ impl PolicyBuilder {
         let group_of = check_endpoints(&self.endpoints, &s.backoff)?;
         let tiers = tiers_of(&self.endpoints);
         #[cfg(feature = "metrics")]
-        let metric_labels = crate::telemetry::endpoint_labels(&self.endpoints);
+        let metric_labels = Some(crate::telemetry::endpoint_labels(&self.endpoints));
         let backoffs = self
             .endpoints
             .iter()

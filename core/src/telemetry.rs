@@ -32,6 +32,9 @@ use crate::BreakerState;
 
 /// Records what `event` of a call of `method` (started at `start`) measures.
 pub(crate) fn record(policy: &Policy, method: &Method, start: Instant, event: &Event<'_>) {
+    if policy.metric_labels.is_none() {
+        return;
+    }
     match &event.kind {
         EventKind::AttemptFinished {
             endpoint,
@@ -132,7 +135,7 @@ fn attempt_finished(
 ) {
     let Some(l) = policy
         .endpoint_index(endpoint)
-        .and_then(|i| policy.metric_labels.get(i))
+        .and_then(|i| policy.metric_labels.as_ref()?.get(i))
     else {
         return;
     };

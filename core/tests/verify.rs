@@ -366,3 +366,23 @@ fn permissions_for_unexplored_methods_are_linted() {
     );
     assert!(!settings_name(&f).contains(&"permissions.PUT"));
 }
+
+/// Simulated calls are no traffic: checking a policy tells its event sink nothing.
+/// Before, every explored attempt, failover and breaker transition reached the caller's
+/// sink (and, with the `metrics` feature, its metrics).
+#[test]
+fn checking_a_policy_tells_its_event_sink_nothing() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let heard = Arc::new(AtomicUsize::new(0));
+    let h = heard.clone();
+    let policy = three()
+        .on_event(move |_| {
+            h.fetch_add(1, Ordering::Relaxed);
+        })
+        .build()
+        .unwrap();
+    let f = Check::new().calls(200).run(&policy, Instant::now());
+    assert!(f.classes.iter().all(|c| c.calls > 0));
+    assert_eq!(heard.load(Ordering::Relaxed), 0);
+}

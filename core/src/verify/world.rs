@@ -297,6 +297,12 @@ impl World {
     /// The world of `policy`; its engines draw from `seed` when the policy sets none.
     pub(crate) fn new(mut policy: Policy, seed: u64) -> Self {
         policy.settings.seed = Some(policy.settings.seed.unwrap_or(seed));
+        // Simulated calls are no traffic: the caller's event sink and metrics hear none.
+        policy.events = None;
+        #[cfg(feature = "metrics")]
+        {
+            policy.metric_labels = None;
+        }
         let s = &policy.settings;
         World {
             slow: s.attempt_timeout.mul_f64(0.75),
