@@ -171,8 +171,14 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
 /// assert!(is_outage(-32603, "request timeout"));
 /// assert!(!is_outage(3, "execution reverted"));
 /// assert!(!is_outage(-32602, "invalid params"));
+/// // A contract's own revert reason is its answer, whatever it says.
+/// assert!(!is_outage(3, "execution reverted: header not found"));
 /// ```
 pub fn is_outage(code: i64, message: &str) -> bool {
+    // Code 3 is a revert: its message carries the contract's reason, not the node's state.
+    if code == 3 {
+        return false;
+    }
     let message = message.to_ascii_lowercase();
     code == -32005
         || message.contains("header not found")
