@@ -530,6 +530,18 @@ fn drive(
                                     "a redirected attempt reported undelivered: {:?}",
                                     a.result
                                 );
+                                // SPEC 1, 3: the endpoint answered the request with a
+                                // redirect that promises nothing (a 302 outside
+                                // `not_processed`), so the attempt may have executed
+                                // whatever its last hop answered.
+                                let not_processed = &engine.policy().settings().not_processed;
+                                if !not_processed.contains(StatusCode::FOUND) {
+                                    assert!(
+                                        a.result.may_have_executed(not_processed),
+                                        "a redirected attempt read as not executed: {:?}",
+                                        a.result
+                                    );
+                                }
                             }
                         }
                         break;

@@ -623,6 +623,21 @@ fn a_response_in_not_processed_after_a_followed_redirect_may_have_executed() {
     assert_eq!(report.redirects.len(), 1);
 }
 
+/// A failed body copy reported for an attempt that followed a redirect (an adapter should
+/// answer with the 3xx instead) cannot say nothing was sent: the first request was
+/// answered. Before, it read `ReplayFailed`, which promises the attempt was never sent.
+#[test]
+fn a_replay_failure_after_a_followed_redirect_is_ambiguous() {
+    let t0 = Instant::now();
+    let (mut call, a) = post_redirected(307, "https://a.example/next", t0);
+    call.handle(Input::ReplayFailed { attempt: a }, t0);
+    assert_eq!(call.poll_action(t0), Action::Done);
+    let report = common::report(call);
+    let result = report.attempts[0].result;
+    assert_eq!(result, AttemptResult::Failed(FailureClass::Ambiguous));
+    assert!(report.may_have_executed);
+}
+
 /// The other side of the rule above: an answer not in `not_processed` after a redirect
 /// says by itself that the work may have been done, and reads as a plain response.
 #[test]

@@ -291,8 +291,15 @@ impl<R> Call<'_, R> {
         };
         let now = self.now;
         let endpoint = flight.endpoint as usize;
+        // An attempt that followed a redirect was sent and answered: a copy that failed
+        // for a hop (adapters answer with the 3xx instead) proves nothing undone (SPEC 1).
+        let result = if self.history.redirected(number) {
+            AttemptResult::Failed(FailureClass::Ambiguous)
+        } else {
+            AttemptResult::ReplayFailed
+        };
         if let Some(rec) = self.history.record_mut(number) {
-            rec.result = AttemptResult::ReplayFailed;
+            rec.result = result;
         }
         let mut transitions = Transitions::new();
         self.engine.health.finish(
