@@ -300,11 +300,49 @@ impl<R> History<R> {
     }
 
     /// Records how a landed attempt ended.
-    pub(crate) fn close(&mut self, flight: &Flight, result: AttemptResult, elapsed: Duration) {
+    /// Records how attempt `flight` ended, and returns the result recorded: `result`, or
+    /// for a response after redirects, what [`after_redirects`](Self::after_redirects)
+    /// makes of it.
+    pub(crate) fn close(
+        &mut self,
+        flight: &Flight,
+        mut result: AttemptResult,
+        elapsed: Duration,
+        not_processed: &StatusSet,
+    ) -> AttemptResult {
+        if !self.redirects.is_empty() {
+            result = self.after_redirects(flight.number, result, not_processed);
+        }
         if let Some(rec) = self.record_mut(flight.number) {
             rec.result = result;
             // Every duration the engine computes is capped far below 584 years.
             rec.elapsed_ns = elapsed.as_nanos() as u64;
+        }
+        result
+    }
+
+    /// The result of attempt `number`, which ended with `result`, once the call followed
+    /// redirects (SPEC 1, 3). A redirect whose status is not in `not_processed` says the
+    /// endpoint may have done the work; a last hop's status in `not_processed` does not
+    /// unsay it, so such a response reads [`AttemptResult::AfterRedirect`]. Out of line:
+    /// a healthy call follows none.
+    #[cold]
+    #[inline(never)]
+    fn after_redirects(
+        &self,
+        number: u32,
+        result: AttemptResult,
+        not_processed: &StatusSet,
+    ) -> AttemptResult {
+        let AttemptResult::Response(status) = result else {
+            return result;
+        };
+        let executed = (self.redirects.iter())
+            .any(|r| r.attempt == number && !not_processed.contains(r.status));
+        if executed && not_processed.contains(status) {
+            AttemptResult::AfterRedirect(status)
+        } else {
+            result
         }
     }
 }

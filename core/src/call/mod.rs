@@ -688,7 +688,9 @@ impl<'e, R> Call<'e, R> {
         let flights = std::mem::take(&mut self.history.flights);
         for f in flights {
             let endpoint = f.endpoint as usize;
-            self.history.close(&f, result, since(now, f.started));
+            let not_processed = &self.engine.policy.settings.not_processed;
+            self.history
+                .close(&f, result, since(now, f.started), not_processed);
             let mut transitions = Transitions::new();
             self.engine
                 .health

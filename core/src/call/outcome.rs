@@ -40,11 +40,7 @@ impl<R: Answer> Call<'_, R> {
         } else {
             Record::Success(elapsed)
         };
-        let result = if self.history.redirects.is_empty() {
-            AttemptResult::Response(status)
-        } else {
-            self.response_after_redirects(number, status)
-        };
+        let result = AttemptResult::Response(status);
         // The provider's Retry-After is written before the breaker hears of the answer: a
         // transition it causes (a third 503 opening it, a probe's 429 closing it) makes the
         // attempt's epoch stale, and the cooldown would be dropped as a stale outcome's.
@@ -194,7 +190,8 @@ impl<R> Call<'_, R> {
     fn ended(&mut self, flight: &Flight, result: AttemptResult, record: Record, elapsed: Duration) {
         let now = self.now;
         let endpoint = flight.endpoint as usize;
-        self.history.close(flight, result, elapsed);
+        let not_processed = &self.engine.policy.settings.not_processed;
+        let result = self.history.close(flight, result, elapsed, not_processed);
         self.history.last = Some((endpoint as u8, result));
         let mut transitions = Transitions::new();
         let probe =
@@ -241,24 +238,6 @@ impl<R> Call<'_, R> {
                 AttemptOutcome::Timeout(TimeoutPhase::Response)
             }
             other => other,
-        }
-    }
-
-    /// The result of attempt `number`, answered `status` by the last hop of a call that
-    /// followed redirects (SPEC 1, 3). A redirect whose status is not in `not_processed`
-    /// says the endpoint may have done the work; a last hop's status in `not_processed`
-    /// does not unsay it, so the attempt reads [`AttemptResult::AfterRedirect`]. Out of
-    /// line: a healthy call follows none.
-    #[cold]
-    #[inline(never)]
-    fn response_after_redirects(&self, number: u32, status: StatusCode) -> AttemptResult {
-        let not_processed = &self.engine.policy.settings.not_processed;
-        let executed = (self.history.redirects.iter())
-            .any(|r| r.attempt == number && !not_processed.contains(r.status));
-        if executed && not_processed.contains(status) {
-            AttemptResult::AfterRedirect(status)
-        } else {
-            AttemptResult::Response(status)
         }
     }
 
