@@ -211,10 +211,12 @@ fn connect_until() -> Option<Instant> {
 
 /// Classifies a ureq error by the phase the attempt reached (SPEC 1).
 ///
-/// Before the connection was ready: a timeout is a connect timeout, a building error seen
-/// before anything happened is rejected locally, anything else is undelivered. After:
-/// a timeout is a response timeout, anything else ambiguous. An unknown phase is
-/// ambiguous.
+/// Before the connection was ready (resolving or connecting, as baton's resolver and
+/// connector saw): a timeout is a connect timeout, anything else is undelivered. After: a
+/// timeout is a response timeout, anything else ambiguous. Before anything was seen
+/// (idle): a building error is rejected locally; anything else is treated as unobserved,
+/// ambiguous (a ureq middleware of the caller's may have sent the request its own way).
+/// An unknown phase is ambiguous.
 pub(crate) fn classify(err: &ureq::Error, phase: Phase, fresh: bool) -> AttemptOutcome {
     use ureq::Error as E;
     // SPEC 9: a certificate we rejected in the handshake, or a client identity the server
@@ -225,6 +227,13 @@ pub(crate) fn classify(err: &ureq::Error, phase: Phase, fresh: bool) -> AttemptO
         return AttemptOutcome::Failure(FailureClass::Untrusted);
     }
     match phase {
+        Phase::Idle => match err {
+            E::Http(_) | E::BadUri(_) | E::RequireHttpsOnly(_) => {
+                AttemptOutcome::Failure(FailureClass::RejectedLocally)
+            }
+            E::Timeout(_) => AttemptOutcome::Timeout(TimeoutPhase::Unknown),
+            _ => AttemptOutcome::Failure(FailureClass::Ambiguous),
+        },
         Phase::Ready | Phase::Unknown => match err {
             E::Timeout(_) => AttemptOutcome::Timeout(if phase == Phase::Ready {
                 TimeoutPhase::Response
@@ -233,11 +242,8 @@ pub(crate) fn classify(err: &ureq::Error, phase: Phase, fresh: bool) -> AttemptO
             }),
             _ => AttemptOutcome::Failure(FailureClass::Ambiguous),
         },
-        Phase::Idle | Phase::Resolving | Phase::Connecting => match err {
+        Phase::Resolving | Phase::Connecting => match err {
             E::Timeout(_) => AttemptOutcome::Timeout(TimeoutPhase::Connect),
-            E::Http(_) | E::BadUri(_) | E::RequireHttpsOnly(_) if phase == Phase::Idle => {
-                AttemptOutcome::Failure(FailureClass::RejectedLocally)
-            }
             _ => AttemptOutcome::Failure(FailureClass::Undelivered),
         },
     }
@@ -602,6 +608,26 @@ mod tests {
                 "{t:?}"
             );
         }
+    }
+
+    /// Before baton's resolver and connector saw anything, only a building error proves
+    /// nothing was sent: anything else (a caller's ureq middleware that sent the request
+    /// its own way and failed) is unobserved, ambiguous. Before, it read undelivered.
+    #[test]
+    fn an_unobserved_failure_is_ambiguous_and_a_build_error_rejected_locally() {
+        let reset = io(io::ErrorKind::ConnectionReset);
+        assert_eq!(class(classify(&reset, Phase::Idle, false)), AMBIGUOUS);
+        assert_eq!(
+            class(classify(&reset, Phase::Connecting, false)),
+            UNDELIVERED
+        );
+        let e = ureq::Error::Timeout(Timeout::RecvResponse);
+        assert_eq!(class(classify(&e, Phase::Idle, false)), "Timeout(Unknown)");
+        let e = ureq::Error::BadUri("no host".into());
+        assert_eq!(
+            class(classify(&e, Phase::Idle, false)),
+            "Failure(RejectedLocally)"
+        );
     }
 
     #[test]
