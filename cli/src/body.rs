@@ -12,7 +12,7 @@
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
-use flate2::write::{GzDecoder, ZlibDecoder};
+use flate2::write::{MultiGzDecoder, ZlibDecoder};
 
 /// Why writing a body stopped.
 #[derive(Debug)]
@@ -32,10 +32,29 @@ pub const ACCEPT_ENCODING: &str = "gzip, deflate";
 pub enum Decoded<W: Write> {
     /// Bytes as sent.
     Plain(W),
-    /// `gzip` / `x-gzip`.
-    Gzip(GzDecoder<Marked<W>>),
+    /// An encoded body none of whose bytes came yet: its decoder starts with the first
+    /// byte. A body with no bytes at all (the answer to a HEAD, a 204 or 304 that names
+    /// its encoding) is empty, not a broken stream. (`None` only while the decoder takes
+    /// the writer.)
+    Pending(Option<W>, Encoding),
+    /// `gzip` / `x-gzip`: one member, or several (RFC 1952 allows a concatenation).
+    Gzip(MultiGzDecoder<Marked<W>>),
     /// `deflate` (zlib format, RFC 9110).
     Deflate(ZlibDecoder<Marked<W>>),
+}
+
+/// A `content-encoding` the CLI decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// `gzip` / `x-gzip`.
+    Gzip,
+    /// `deflate`.
+    Deflate,
+}
+
+/// The error of a writer the decoder already took (never met: the decoder replaces it).
+fn taken() -> Stop {
+    Stop::Output(io::Error::other("the body's writer was taken"))
 }
 
 /// The output under a decoder: its errors come back through the decoder, so they carry a
@@ -77,16 +96,27 @@ impl<W: Write> Decoded<W> {
     pub fn new(out: W, compressed: bool, content_encoding: Option<&str>) -> Self {
         let enc = content_encoding.map(|e| e.trim().to_ascii_lowercase());
         match enc.as_deref() {
-            Some("gzip" | "x-gzip") if compressed => Decoded::Gzip(GzDecoder::new(Marked(out))),
-            Some("deflate") if compressed => Decoded::Deflate(ZlibDecoder::new(Marked(out))),
+            Some("gzip" | "x-gzip") if compressed => Decoded::Pending(Some(out), Encoding::Gzip),
+            Some("deflate") if compressed => Decoded::Pending(Some(out), Encoding::Deflate),
             _ => Decoded::Plain(out),
         }
     }
 
     /// Writes one chunk of the body as received.
     pub fn chunk(&mut self, bytes: &[u8]) -> Result<(), Stop> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        if let Decoded::Pending(w, enc) = self {
+            let w = Marked(w.take().ok_or_else(taken)?);
+            *self = match enc {
+                Encoding::Gzip => Decoded::Gzip(MultiGzDecoder::new(w)),
+                Encoding::Deflate => Decoded::Deflate(ZlibDecoder::new(w)),
+            };
+        }
         let r = match self {
             Decoded::Plain(w) => return w.write_all(bytes).map_err(output_or_limit),
+            Decoded::Pending(..) => return Err(taken()),
             Decoded::Gzip(d) => d.write_all(bytes),
             Decoded::Deflate(d) => d.write_all(bytes),
         };
@@ -98,6 +128,7 @@ impl<W: Write> Decoded<W> {
     pub fn finish(self) -> Result<W, Stop> {
         let mut w = match self {
             Decoded::Plain(w) => w,
+            Decoded::Pending(w, _) => w.ok_or_else(taken)?,
             Decoded::Gzip(d) => d.finish().map_err(decode_or_limit)?.0,
             Decoded::Deflate(d) => d.finish().map_err(decode_or_limit)?.0,
         };
@@ -303,6 +334,25 @@ mod tests {
             .find_map(|p| d.chunk(p).err())
             .expect("stopped");
         assert!(matches!(stop, Stop::TooLarge(1_048_576)), "{stop:?}");
+    }
+
+    /// A body with no bytes (a HEAD's answer, a 204 naming its encoding) is empty, and a
+    /// gzip body of several members is each member in turn. Before, the first failed with
+    /// "incomplete deflate stream" and the second after its first member.
+    #[test]
+    fn an_empty_body_and_several_gzip_members_decode() {
+        for enc in ["gzip", "deflate"] {
+            let mut d = Decoded::new(Vec::new(), true, Some(enc));
+            d.chunk(b"").unwrap();
+            assert_eq!(d.finish().unwrap(), b"", "{enc}");
+        }
+        let mut both = gzip(b"first, ");
+        both.extend(gzip(b"second"));
+        let mut d = Decoded::new(Vec::new(), true, Some("gzip"));
+        for piece in both.chunks(5) {
+            d.chunk(piece).unwrap();
+        }
+        assert_eq!(d.finish().unwrap(), b"first, second");
     }
 
     #[test]

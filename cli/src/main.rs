@@ -135,7 +135,8 @@
 //! `auto`), `deadline_ms`, and every per-call option of the engine's text form
 //! (`baton_core::CallOptions`): `prefer`, `only`, `deny`, `deadline` (`"2s"`; or
 //! `deadline_ms`, not both), `attempt_timeout`, `attempts_per_endpoint`, `max_attempts`,
-//! `idempotency_key`, `request_id`, `hedge`. Any other field is an error for that line.
+//! `idempotency_key`, `request_id`, `hedge`. Any other field makes the line malformed:
+//! reading stops there (exit status 2, below).
 //! `--max-body BYTES` (default 8 MiB)
 //! bounds each line's (decoded) body: a larger one gives the line the error kind
 //! `body_too_large`; `--compressed` as for `request`. Output line:
