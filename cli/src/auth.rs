@@ -125,20 +125,9 @@ fn run(argv: &[String], endpoint: &str) -> Result<Token, String> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("token command {program:?} could not start: {e}"))?;
-    let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
-    // Read both pipes on their own threads, so a chatty command cannot block on a full one.
-    let read = |p: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut p) = p {
-                let _ = (&mut p).take(MAX_OUTPUT + 1).read_to_end(&mut bytes);
-                let _ = std::io::copy(&mut p, &mut std::io::sink());
-            }
-            bytes
-        })
-    };
-    let stdout = read(out.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let stderr = read(err.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    let stdout = Pipe::read(out.map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = Pipe::read(err.map(|p| Box::new(p) as Box<dyn Read + Send>));
     let until = Instant::now() + TIMEOUT;
     let status = loop {
         match child.try_wait() {
@@ -154,8 +143,10 @@ fn run(argv: &[String], endpoint: &str) -> Result<Token, String> {
             Err(e) => return Err(format!("token command {program:?}: {e}")),
         }
     };
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
+    // A process the command left running may hold its pipes open: what was written by
+    // the time the command exited (and a moment after) is its output.
+    let grace = Instant::now() + PIPE_GRACE;
+    let (stdout, stderr) = (stdout.output(grace), stderr.output(grace));
     let stderr = String::from_utf8_lossy(&stderr);
     if !status.success() {
         let why = stderr.lines().next().unwrap_or("").trim();
@@ -174,6 +165,43 @@ fn run(argv: &[String], endpoint: &str) -> Result<Token, String> {
         Err(_) => Err("printed output that is not UTF-8 text".to_string()),
     };
     stdout.map_err(|e| format!("token command {program:?}: {e}"))
+}
+
+/// How long after a token command exited its pipes may still bring output.
+const PIPE_GRACE: Duration = Duration::from_millis(200);
+
+/// One of a token command's pipes, read on a thread of its own (a chatty command cannot
+/// block on a full pipe), into a buffer that keeps at most `MAX_OUTPUT + 1` bytes.
+struct Pipe {
+    bytes: Arc<std::sync::Mutex<Vec<u8>>>,
+    ended: std::sync::mpsc::Receiver<()>,
+}
+
+impl Pipe {
+    fn read(pipe: Option<Box<dyn Read + Send>>) -> Pipe {
+        let bytes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (done, ended) = std::sync::mpsc::channel();
+        let into = bytes.clone();
+        std::thread::spawn(move || {
+            if let Some(mut pipe) = pipe {
+                let mut chunk = [0u8; 8192];
+                while let Ok(n @ 1..) = pipe.read(&mut chunk) {
+                    let mut kept = into.lock().unwrap_or_else(|e| e.into_inner());
+                    let room = (MAX_OUTPUT as usize + 1).saturating_sub(kept.len());
+                    kept.extend_from_slice(&chunk[..n.min(room)]);
+                }
+            }
+            let _ = done.send(());
+        });
+        Pipe { bytes, ended }
+    }
+
+    /// What was read: everything, once the pipe ended, or by `until`, what came so far.
+    fn output(self, until: Instant) -> Vec<u8> {
+        let _ = (self.ended).recv_timeout(until.saturating_duration_since(Instant::now()));
+        let mut kept = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut *kept)
+    }
 }
 
 /// The token in a command's output: the trimmed text, or a JSON object with `token` and
@@ -232,6 +260,22 @@ impl Classify for serde_json::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A command that leaves a process holding its stdout (`sleep 5 &`) gives the token it
+    /// printed when it exits: baton does not wait for the pipe's end. Before, it waited for
+    /// the background process (past the engine's 30 s provider limit, for a longer one).
+    #[test]
+    fn a_background_process_holding_the_pipe_does_not_hold_the_token() {
+        let argv = ["sh", "-c", "sleep 5 & echo tok"].map(String::from);
+        let started = Instant::now();
+        let token = run(&argv, "a").unwrap();
+        assert_eq!(token.secret().expose(), "tok");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 
     #[test]
     fn plain_and_json_output() {
