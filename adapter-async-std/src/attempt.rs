@@ -157,7 +157,8 @@ type Failure = (Phase, BoxError);
 /// knowledge on http), else HTTP/1.1. An endpoint that requires HTTP/2 and was not
 /// agreed it is a connection closed before the protocol was agreed: undelivered.
 async fn open(ctx: &AttemptCtx) -> Result<Taken, Failure> {
-    let stream = connect::connect(&ctx.route.target, &ctx.route.tls)
+    let connect_by = ctx.start + ctx.connect_timeout;
+    let stream = connect::connect(&ctx.route.target, &ctx.route.tls, connect_by)
         .await
         .map_err(|(p, e)| (crate::classify::proven(p, &e, true), e.into()))?;
     let h2 = match &ctx.route.target.tls {

@@ -16,6 +16,7 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_io::Async;
 use baton_core::{ProxyEnv, Route};
@@ -169,33 +170,49 @@ pub(crate) async fn resolve(target: &Target) -> io::Result<Vec<SocketAddr>> {
     Ok(addrs)
 }
 
-/// Opens a connection: resolve, connect, then (https) the TLS handshake. The error says in
-/// which phase it failed.
-pub(crate) async fn connect(
-    target: &Target,
-    tls: &Arc<ClientConfig>,
-) -> Result<Stream, (Phase, io::Error)> {
-    let addrs = resolve(target).await.map_err(|e| (Phase::Dns, e))?;
+/// The first of `addrs` that accepts a connection. Each address but the last gets, in
+/// turn, an even share of the time left until `connect_by`, as hyper-util and ureq split
+/// the connect time: an address that never answers (a black-holed IPv6 route before a
+/// working IPv4 one) leaves time for the next, on every runtime alike (SPEC 7). The last
+/// one has what is left, under the attempt's own connect timer (a connect timeout).
+async fn connect_any(addrs: &[SocketAddr], connect_by: Instant) -> io::Result<Async<TcpStream>> {
     let mut last = None;
-    let mut tcp = None;
-    for addr in addrs {
-        match Async::<TcpStream>::connect(addr).await {
-            Ok(s) => {
-                tcp = Some(s);
-                break;
-            }
+    for (i, addr) in addrs.iter().enumerate() {
+        let others = addrs.len() - i - 1;
+        let connecting = Async::<TcpStream>::connect(*addr);
+        let result = if others == 0 {
+            connecting.await
+        } else {
+            let left = connect_by.saturating_duration_since(Instant::now());
+            let share = left / u32::try_from(others + 1).unwrap_or(u32::MAX);
+            let timed_out = async {
+                async_io::Timer::after(share).await;
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("connect to {addr} timed out"),
+                ))
+            };
+            futures_lite::future::or(connecting, timed_out).await
+        };
+        match result {
+            Ok(s) => return Ok(s),
             Err(e) => last = Some(e),
         }
     }
-    let tcp = match tcp {
-        Some(s) => s,
-        None => {
-            return Err((
-                Phase::Connect,
-                last.unwrap_or_else(|| io::Error::other("no address to connect to")),
-            ))
-        }
-    };
+    Err(last.unwrap_or_else(|| io::Error::other("no address to connect to")))
+}
+
+/// Opens a connection by `connect_by`: resolve, connect, then (https) the TLS handshake.
+/// The error says in which phase it failed.
+pub(crate) async fn connect(
+    target: &Target,
+    tls: &Arc<ClientConfig>,
+    connect_by: Instant,
+) -> Result<Stream, (Phase, io::Error)> {
+    let addrs = resolve(target).await.map_err(|e| (Phase::Dns, e))?;
+    let tcp = connect_any(&addrs, connect_by)
+        .await
+        .map_err(|e| (Phase::Connect, e))?;
     // Best effort: a socket that refuses NODELAY still works, only slower.
     let _ = tcp.get_ref().set_nodelay(true);
     let mut tcp = tcp;
@@ -283,6 +300,23 @@ async fn open_tunnel(tcp: &mut Async<TcpStream>, target: &Target, via: &Via) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An address whose connects hang (a full backlog) gets its share of the connect time,
+    /// then the next is tried. Before, the first address had the whole connect time, and
+    /// the attempt failed as a connect timeout where tokio and blocking connected.
+    #[test]
+    fn a_hung_address_leaves_time_for_the_next() {
+        let hung = testkit::HungConnect::start();
+        let good = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addrs = [hung.addr(), good.local_addr().unwrap()];
+        let by = Instant::now() + std::time::Duration::from_millis(600);
+        let tcp = async_io::block_on(connect_any(&addrs, by)).unwrap();
+        assert_eq!(tcp.get_ref().peer_addr().unwrap(), addrs[1]);
+        assert!(
+            Instant::now() < by,
+            "the good address waited for the hung one's whole time"
+        );
+    }
 
     #[test]
     fn target_host_header_omits_the_default_port() {
