@@ -55,6 +55,8 @@ pub struct EventStream<'c> {
     connection: sse::Connection<BodyReader, Error>,
     on_notice: Option<NoticeSink>,
     buf: Vec<u8>,
+    /// Events returned by `next` so far.
+    delivered: u64,
 }
 
 type BodyReader = Box<dyn Read + Send>;
@@ -110,6 +112,7 @@ impl<'c> EventStream<'c> {
             connection: sse::Connection::default(),
             on_notice: None,
             buf: vec![0; 16 * 1024],
+            delivered: 0,
         }
     }
 
@@ -120,9 +123,9 @@ impl<'c> EventStream<'c> {
         self
     }
 
-    /// Events delivered so far.
+    /// Events returned so far (not those parsed and still waiting to be returned).
     pub fn delivered(&self) -> u64 {
-        self.machine.as_ref().map_or(0, sse::EventStream::delivered)
+        self.delivered
     }
 }
 
@@ -197,7 +200,12 @@ impl Iterator for EventStream<'_> {
             connection,
             on_notice,
             buf,
+            delivered,
         } = self;
-        sse::drive_blocking(machine, transport, connection, buf, on_notice.as_ref())
+        let item = sse::drive_blocking(machine, transport, connection, buf, on_notice.as_ref());
+        if let Some(Ok(StreamItem::Event { .. })) = &item {
+            *delivered += 1;
+        }
+        item
     }
 }

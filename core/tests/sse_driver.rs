@@ -236,3 +236,54 @@ fn the_error_of_a_failed_call_is_dropped_once_the_stream_reconnects() {
     drop(e);
     assert_eq!(ALIVE.with(Cell::get), 0);
 }
+
+/// One endpoint whose connection brings three events in one chunk, then ends.
+struct ThreeInOne;
+
+impl Transport for ThreeInOne {
+    type Body = bool;
+    type Chunk = Vec<u8>;
+    type Error = Refused;
+    fn open(&mut self, _: Connect) -> impl Future<Output = Opened<bool, Refused>> + Send {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("content-type", "text/event-stream".parse().unwrap());
+        ready(Opened::Answer {
+            endpoint: "a".into(),
+            status: http::StatusCode::OK,
+            headers,
+            may_have_executed: true,
+            body: false,
+        })
+    }
+    fn read(read: &mut bool, _: Option<Instant>) -> impl Future<Output = Chunk<Vec<u8>>> + Send {
+        let chunk = if std::mem::replace(read, true) {
+            Chunk::End
+        } else {
+            Chunk::Bytes(b"data: 1\n\ndata: 2\n\ndata: 3\n\n".to_vec())
+        };
+        ready(chunk)
+    }
+    fn sleep_until(_: Instant) -> impl Future<Output = ()> + Send {
+        ready(())
+    }
+    fn now() -> Instant {
+        Instant::now()
+    }
+    fn wall() -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// `delivered()` counts the events handed out, not those parsed and still queued. Before,
+/// three events in one chunk read 3 after the first was returned.
+#[test]
+fn delivered_counts_the_events_returned() {
+    let mut driver = AsyncDriver::new(Ok(stream()), ThreeInOne);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    for n in 1..=3 {
+        let std::task::Poll::Ready(Some(Ok(_))) = driver.poll_next(&mut cx) else {
+            panic!("event {n}");
+        };
+        assert_eq!(driver.delivered(), n);
+    }
+}

@@ -844,3 +844,32 @@ fn a_first_call_that_ended_on_a_too_long_wait_ends_a_one_endpoint_stream() {
         );
     }
 }
+
+/// An interruption names the endpoint whose answer broke the stream: here the first
+/// connection's call landed on b (the engine failed over inside it) and b answered 503.
+/// Before, it named the last opened connection's endpoint: none here.
+#[test]
+fn an_interruption_names_the_endpoint_that_answered() {
+    let policy = policy(2);
+    let now = Instant::now();
+    let mut s = EventStream::new(&policy, &Method::POST, settings(false), 1).unwrap();
+    assert!(matches!(s.poll(now), StreamAction::Connect(_)));
+    let busy = HeaderMap::new();
+    s.handle(
+        StreamInput::Answered {
+            endpoint: "b",
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            headers: &busy,
+            may_have_executed: true,
+            wall: None,
+        },
+        now,
+    );
+    let end = std::iter::repeat_with(|| s.poll(now))
+        .find(|a| !matches!(a, StreamAction::Notice(_)))
+        .unwrap();
+    let StreamAction::Finished(Err(StreamError::Interrupted { endpoint, .. })) = &end else {
+        panic!("{end:?}")
+    };
+    assert_eq!(endpoint.as_deref(), Some("b"));
+}

@@ -371,7 +371,7 @@ impl<T: Transport> AsyncDriver<T> {
         }
     }
 
-    /// Events delivered so far (as of the last item returned).
+    /// Events returned so far (not those parsed and still waiting to be returned).
     pub fn delivered(&self) -> u64 {
         self.delivered
     }
@@ -393,8 +393,9 @@ impl<T: Transport> AsyncDriver<T> {
         };
         match step.as_mut().poll(cx) {
             Poll::Ready((running, item)) => {
-                if let Ok(m) = &running.machine {
-                    self.delivered = m.delivered();
+                // Events handed out, not those parsed and still queued.
+                if let Some(Ok(crate::sse::StreamItem::Event { .. })) = &item {
+                    self.delivered += 1;
                 }
                 self.running = Some(running);
                 Poll::Ready(item)

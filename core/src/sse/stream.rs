@@ -270,7 +270,8 @@ pub enum StreamError {
     /// request where that could do the work again (no event id to resume from, or another
     /// endpoint that does not share ids).
     Interrupted {
-        /// The endpoint of the last connection.
+        /// The endpoint the break happened at: the one whose answer or failed call ended
+        /// the stream, else the last connection's.
         endpoint: Option<EndpointId>,
         /// Events delivered before the break.
         delivered: u64,
@@ -909,7 +910,10 @@ impl EventStream {
         // so, also when the reconnection limit is reached at the same time.
         if !self.safe && self.ran && !self.resumable(next) {
             return self.finish(Err(StreamError::Interrupted {
-                endpoint: self.endpoint.map(|e| self.endpoints[e].clone()),
+                endpoint: self
+                    .target
+                    .or(self.endpoint)
+                    .map(|e| self.endpoints[e].clone()),
                 delivered: self.delivered,
                 reason,
             }));
