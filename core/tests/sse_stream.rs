@@ -713,9 +713,7 @@ fn a_not_processed_answer_after_a_possible_execution_interrupts_an_unsafe_stream
     };
     s.handle(answer(true), now);
     let later = now + Duration::from_secs(60);
-    let end = std::iter::repeat_with(|| s.poll(later))
-        .find(|a| !matches!(a, StreamAction::Notice(_)))
-        .unwrap();
+    let end = next_decision(&mut s, later);
     assert!(
         matches!(
             end,
@@ -728,9 +726,7 @@ fn a_not_processed_answer_after_a_possible_execution_interrupts_an_unsafe_stream
     assert!(matches!(s.poll(now), StreamAction::Connect(_)));
     s.handle(answer(false), now);
     let later = now + Duration::from_secs(60);
-    let next = std::iter::repeat_with(|| s.poll(later))
-        .find(|a| !matches!(a, StreamAction::Notice(_)))
-        .unwrap();
+    let next = next_decision(&mut s, later);
     assert!(matches!(next, StreamAction::Connect(_)), "{next:?}");
 }
 
@@ -747,9 +743,7 @@ fn a_too_long_retry_after_where_the_stream_must_stay_ends_it() {
     let one = policy(1);
     let mut s = EventStream::new(&one, &Method::GET, settings(false), 1).unwrap();
     answer_first(&mut s, StatusCode::SERVICE_UNAVAILABLE, &busy, now);
-    let end = std::iter::repeat_with(|| s.poll(now))
-        .find(|a| !matches!(a, StreamAction::Notice(_)))
-        .unwrap();
+    let end = next_decision(&mut s, now);
     let Some(StreamAction::Finished(Err(StreamError::RetryAfterTooLong {
         retry_after,
         delivered: 0,
@@ -777,9 +771,7 @@ fn a_too_long_retry_after_where_the_stream_must_stay_ends_it() {
         },
         next.0,
     );
-    let end = std::iter::repeat_with(|| s.poll(next.0))
-        .find(|a| !matches!(a, StreamAction::Notice(_) | StreamAction::Deliver(_)))
-        .unwrap();
+    let end = next_decision(&mut s, next.0);
     assert!(
         matches!(
             end,
@@ -803,9 +795,7 @@ fn an_unsafe_stream_at_its_reconnect_limit_is_interrupted() {
     answer_first(&mut s, StatusCode::OK, &event_stream_headers(), now);
     s.handle(StreamInput::Bytes(b"data: x\n\n"), now);
     s.handle(StreamInput::Ended, now);
-    let end = std::iter::repeat_with(|| s.poll(now))
-        .find(|a| !matches!(a, StreamAction::Notice(_) | StreamAction::Deliver(_)))
-        .unwrap();
+    let end = next_decision(&mut s, now);
     assert!(
         matches!(
             end,
@@ -831,9 +821,7 @@ fn a_first_call_that_ended_on_a_too_long_wait_ends_a_one_endpoint_stream() {
         assert!(matches!(s.poll(now), StreamAction::Connect(_)));
         let kind = baton_core::ErrorKind::RetryAfterTooLong(Duration::from_secs(600));
         s.handle(StreamInput::call_failed(&kind, false).unwrap(), now);
-        let end = std::iter::repeat_with(|| s.poll(now))
-            .find(|a| !matches!(a, StreamAction::Notice(_)))
-            .unwrap();
+        let end = next_decision(&mut s, now);
         assert!(
             matches!(
                 &end,
@@ -865,11 +853,19 @@ fn an_interruption_names_the_endpoint_that_answered() {
         },
         now,
     );
-    let end = std::iter::repeat_with(|| s.poll(now))
-        .find(|a| !matches!(a, StreamAction::Notice(_)))
-        .unwrap();
+    let end = next_decision(&mut s, now);
     let StreamAction::Finished(Err(StreamError::Interrupted { endpoint, .. })) = &end else {
         panic!("{end:?}")
     };
     assert_eq!(endpoint.as_deref(), Some("b"));
+}
+
+/// The stream's next action at `now` that is neither a notice nor an event handed out.
+fn next_decision(s: &mut EventStream, now: Instant) -> StreamAction {
+    loop {
+        match s.poll(now) {
+            StreamAction::Notice(_) | StreamAction::Deliver(_) => {}
+            other => return other,
+        }
+    }
 }
