@@ -14,7 +14,8 @@
 //! not know which failures may have executed.
 //!
 //! Per-call options ride in the request's extensions
-//! (`.with_extension(CallOptions { .. })`). The call's [`Report`](baton_core::Report) is
+//! (`.with_extension(CallOptions { .. })`); baton takes them out, so the middleware after
+//! it (a nested baton among them) never reads them as its own. The call's [`Report`](baton_core::Report) is
 //! put into the returned response's extensions. A failed call is a
 //! `reqwest_middleware::Error::Middleware` wrapping a [`crate::Error`] (downcast it to read
 //! the report).
@@ -156,7 +157,9 @@ impl Middleware for BatonMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
-        let mut options = extensions.get::<CallOptions>().cloned().unwrap_or_default();
+        // Taken out, not copied: the options are this call's, and the middleware after
+        // baton (a nested baton among them) must not read them as its own.
+        let mut options = extensions.remove::<CallOptions>().unwrap_or_default();
         let (prepared, timeout) = Prepared::from_reqwest(req);
         if options.attempt_timeout.is_none() {
             options.attempt_timeout = timeout;

@@ -126,6 +126,54 @@ async fn call_options_ride_in_extensions() {
     assert_eq!(inner.0.load(Ordering::SeqCst), 2);
 }
 
+/// Counts the attempts whose extensions still hold `CallOptions`.
+#[derive(Clone, Default)]
+struct SawOptions(Arc<AtomicUsize>);
+
+#[async_trait::async_trait]
+impl Middleware for SawOptions {
+    async fn handle(
+        &self,
+        req: reqwest::Request,
+        ext: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        if ext.get::<CallOptions>().is_some() {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        next.run(req, ext).await
+    }
+}
+
+/// The call's options are baton's: the middleware after it (a nested baton among them)
+/// does not see them, or a `prefer` or `only` naming an outer endpoint would fail there.
+#[tokio::test]
+async fn call_options_stay_with_baton_and_do_not_reach_the_middleware_after_it() {
+    let primary = Provider::start(Behaviour::ok());
+    let baton = BatonMiddleware::new(common::policy(&[("primary", &primary.url())])).unwrap();
+    let saw = SawOptions::default();
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(baton)
+        .with(saw.clone())
+        .build();
+    let resp = client
+        .get(primary.url())
+        .with_extension(CallOptions {
+            prefer: Some("primary".into()),
+            ..CallOptions::default()
+        })
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(primary.request_count(), 1);
+    assert_eq!(
+        saw.0.load(Ordering::SeqCst),
+        0,
+        "the inner middleware saw the options"
+    );
+}
+
 /// baton inside baton: the outer attempt fails with the inner call's error, and what the
 /// inner call's report says decides the outer attempt's class, never its last attempt's
 /// error alone. Here the inner call's first endpoint reset the GET after reading it (it

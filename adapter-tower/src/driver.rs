@@ -153,12 +153,10 @@ where
     B::Error: Into<BoxError>,
     R: Send + 'static,
 {
-    let (parts, body) = request.into_parts();
-    let options = parts
-        .extensions
-        .get::<CallOptions>()
-        .cloned()
-        .unwrap_or_default();
+    let (mut parts, body) = request.into_parts();
+    // Taken out, not copied: every attempt's request carries the caller's extensions, and
+    // the options are this call's, not the inner service's (a nested baton's among them).
+    let options = parts.extensions.remove::<CallOptions>().unwrap_or_default();
     let prepared = Prepared {
         parts,
         raw: Some(body),

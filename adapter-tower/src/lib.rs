@@ -60,7 +60,8 @@
 //!   [`BatonBuilder::buffer_body`] opts into buffering it up to a limit (past it: sent
 //!   once, and an event says why). The request's extensions are copied to every attempt.
 //! - Per-call options ([`baton_core::CallOptions`]: permissions, deadline, idempotency key,
-//!   preferred endpoint, ...) ride in the request's extensions.
+//!   preferred endpoint, ...) ride in the request's extensions. The layer takes them
+//!   out: the inner service (a nested baton among them) never reads them as its own.
 //! - The response is the inner service's, with the call's [`baton_core::Report`] in its
 //!   extensions. Its head is the commit point (SPEC 1): reading the body is the caller's.
 //! - A failed call is an [`Error`]: the engine's error (kind and report), shown as its

@@ -201,6 +201,48 @@ async fn call_options_ride_in_the_extensions_a_keyed_post_retries_where_it_may_h
     assert_eq!(a.count_with_header("idempotency-key", "charge-42"), 2);
 }
 
+/// An inner service that answers 200 and counts the requests that still carry
+/// `CallOptions` in their extensions. It sends nothing anywhere.
+#[derive(Clone, Default)]
+struct SawOptions(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Service<http::Request<ReplayBody<Body>>> for SawOptions {
+    type Response = http::Response<Full<Bytes>>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<ReplayBody<Body>>) -> Self::Future {
+        if req.extensions().get::<CallOptions>().is_some() {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        std::future::ready(Ok(http::Response::new(Full::new(Bytes::new()))))
+    }
+}
+
+/// The call's options are the layer's: the inner service (a nested baton among them)
+/// does not see them, or a `prefer` or `only` naming an outer endpoint would fail there.
+#[tokio::test]
+async fn call_options_stay_with_the_layer_and_do_not_reach_the_inner_service() {
+    let saw = SawOptions::default();
+    let policy = Policy::builder().endpoint(Endpoint::new("a", "http://127.0.0.1:9/"));
+    let mut svc = BatonLayer::new(policy).unwrap().layer(saw.clone());
+    let mut get = request("GET", full(""));
+    get.extensions_mut().insert(CallOptions {
+        prefer: Some("a".into()),
+        ..CallOptions::default()
+    });
+    let resp = svc.call(get).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let report = resp.extensions().get::<Report>().unwrap();
+    assert_eq!(report.attempts.len(), 1);
+    let seen = saw.0.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(seen, 0, "the inner service saw the options");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grpc_unavailable_in_a_trailers_only_response_triggers_through_the_classifier() {
     let a = Provider::start(Behaviour::ok().header("grpc-status", "14"));
