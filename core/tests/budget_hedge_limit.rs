@@ -235,6 +235,116 @@ fn hedges_spend_budget_and_a_refused_hedge_does_not_start() {
     assert_eq!(run.report.status(), Some(http::StatusCode::OK));
 }
 
+/// A hedge is a later attempt: with less than `MIN_ATTEMPT_TIME` before the deadline it
+/// does not start (it would spend a budget and a limiter token on an attempt the deadline
+/// cuts before a provider could answer).
+#[test]
+fn no_hedge_starts_in_the_deadlines_last_moments() {
+    let mut sim = Sim::new(hedged(197, 2).build().unwrap(), Instant::now());
+    sim.script("a", Script::status(200).after(ms(1_000)))
+        .script("b", Script::status(200).after(ms(1)));
+    let deadline = CallOptions {
+        deadline: Some(ms(200)),
+        ..CallOptions::default()
+    };
+    let run = sim.run(Method::GET, deadline);
+    assert_eq!(run.endpoints_attempted(), ["a"]);
+    assert_eq!(run.report.stop_reason, StopReason::Deadline);
+    // With the time a later attempt needs, the hedge goes.
+    let mut sim = Sim::new(hedged(190, 2).build().unwrap(), Instant::now());
+    sim.script("a", Script::status(200).after(ms(1_000)))
+        .script("b", Script::status(200).after(ms(1)));
+    let deadline = CallOptions {
+        deadline: Some(ms(200)),
+        ..CallOptions::default()
+    };
+    let run = sim.run(Method::GET, deadline);
+    assert_eq!(run.endpoints_attempted(), ["a", "b"]);
+    assert_eq!(run.report.endpoint_id(), Some("b"));
+}
+
+fn hedged_limited(limiter: Limiter, scope: LimitScope, on_limit: OnLimit) -> PolicyBuilder {
+    hedged(50, 2).budget(None).rate_limit(Some(RateLimit {
+        limiter,
+        scope,
+        on_limit,
+    }))
+}
+
+/// SPEC 2.9 for a hedge: a per-endpoint limiter that says "not before" to the hedge's
+/// endpoint moves the hedge to another endpoint its limiter admits now.
+#[test]
+fn a_hedge_refused_by_its_endpoints_limiter_goes_to_another_endpoint() {
+    let bucket = Limiter::TokenBucket {
+        capacity: 1,
+        per_second: 1.0,
+    };
+    let policy = hedged_limited(bucket, LimitScope::Endpoint, OnLimit::Wait);
+    let mut sim = Sim::new(policy.build().unwrap(), Instant::now());
+    sim.script("a", Script::status(200).after(ms(1_000)))
+        .script("b", Script::status(200).after(ms(10)))
+        .script("c", Script::status(200).after(ms(10)));
+    // A call that prefers b spends b's one token.
+    let prefer_b = CallOptions {
+        prefer: Some("b".into()),
+        ..CallOptions::default()
+    };
+    assert_eq!(sim.run(Method::GET, prefer_b).endpoints_attempted(), ["b"]);
+    // a is slow: the hedge at 50 ms finds b's bucket empty and goes to c.
+    let run = sim.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["a", "c"]);
+    assert_eq!(run.report.endpoint_id(), Some("c"));
+    assert_eq!(run.elapsed, ms(60));
+    let limited = run.events_named("RateLimited");
+    assert_eq!(limited.len(), 1);
+    assert!(
+        limited[0].text.contains("waiting: false"),
+        "{}",
+        limited[0].text
+    );
+}
+
+/// SPEC 2.9 for a hedge: a limiter that says "not before T" with no other endpoint to go
+/// to makes the hedge wait until T (the attempt in flight goes on), or, failing fast, the
+/// hedge does not start.
+#[test]
+fn a_hedge_refused_by_the_clients_limiter_waits_for_its_token_or_fails_fast() {
+    let bucket = Limiter::TokenBucket {
+        capacity: 1,
+        per_second: 10.0,
+    };
+    let policy = hedged_limited(bucket, LimitScope::Client, OnLimit::Wait);
+    let mut sim = Sim::new(policy.build().unwrap(), Instant::now());
+    sim.script("a", Script::status(200).after(ms(1_000)))
+        .script("b", Script::status(200).after(ms(10)));
+    // The first attempt took the token at 0; the next is back at 100 ms.
+    let run = sim.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["a", "b"]);
+    assert_eq!(run.report.endpoint_id(), Some("b"));
+    assert_eq!(run.elapsed, ms(110));
+    let limited = run.events_named("RateLimited");
+    assert!(
+        limited[0].text.contains("waiting: true"),
+        "{}",
+        limited[0].text
+    );
+
+    let policy = hedged_limited(bucket, LimitScope::Client, OnLimit::FailFast);
+    let mut sim = Sim::new(policy.build().unwrap(), Instant::now());
+    sim.script("a", Script::status(200).after(ms(1_000)))
+        .script("b", Script::status(200).after(ms(10)));
+    let run = sim.run(Method::GET, CallOptions::default());
+    assert_eq!(run.endpoints_attempted(), ["a"]);
+    assert_eq!(run.report.stop_reason, StopReason::Answered);
+    assert_eq!(run.elapsed, ms(1_000));
+    let limited = run.events_named("RateLimited");
+    assert!(
+        limited[0].text.contains("waiting: false"),
+        "{}",
+        limited[0].text
+    );
+}
+
 #[test]
 fn explicit_opt_in_hedges_a_post_with_failover_always_but_never_a_keyed_one() {
     let mut sim = Sim::new(hedged(10, 2).build().unwrap(), Instant::now());

@@ -11,7 +11,10 @@
 //!
 //! A first attempt needs no permission and deposits in the budget; a later one withdraws a
 //! token unless it follows an undelivered failure (it put no load on any provider). Hedges
-//! always pay, and a refused hedge simply does not start.
+//! always pay, and a hedge the budget refuses simply does not start. A limiter's "not
+//! before T" moves a hedge to another endpoint it admits now (per-endpoint limiters) or
+//! makes it wait until T, as any attempt; failing fast, the hedge does not start and the
+//! attempts in flight go on.
 
 use std::time::Instant;
 
@@ -211,28 +214,50 @@ impl<R> Call<'_, R> {
     }
 
     /// The gate for a hedge at `endpoint`: limiter, budget (hedges always pay), token.
-    pub(crate) fn admit_hedge(&self, endpoint: usize, now: Instant) -> bool {
+    /// The endpoint the hedge goes to, or `None`: it does not start now.
+    pub(crate) fn admit_hedge(&mut self, mut endpoint: usize, now: Instant) -> Option<usize> {
         if let Admit::NotBefore(until) = self.limit_peek(endpoint, now) {
-            self.emit(
-                now,
-                EventKind::RateLimited {
-                    endpoint: &self.engine.ids[endpoint],
-                    until,
-                    waiting: false,
-                },
-            );
-            return false;
+            endpoint = self.hedge_limited(endpoint, until, now)?;
         }
         if let Some(b) = &self.engine.budget {
             if !b.try_withdraw(now) {
                 self.emit_budget_refused(endpoint, now);
-                return false;
+                return None;
             }
         }
         // Peeked just above; only a concurrent call can take the token in between, and
         // then this hedge simply does not start.
-        self.engine
-            .limiter(endpoint)
-            .is_none_or(|l| l.admit(now) == Admit::Go)
+        let admitted = (self.engine.limiter(endpoint)).is_none_or(|l| l.admit(now) == Admit::Go);
+        admitted.then_some(endpoint)
+    }
+
+    /// A limiter said "not before `until`" to the hedge's endpoint (SPEC 2.9): another
+    /// hedge target its limiter admits now (per-endpoint limiters), else the hedge waits
+    /// until then (its timer re-armed, unless the deadline comes first) or, failing fast,
+    /// does not start. The attempts in flight go on either way. Out of line: only a hedged
+    /// call under a limiter gets here.
+    #[inline(never)]
+    fn hedge_limited(&mut self, endpoint: usize, until: Instant, now: Instant) -> Option<usize> {
+        let rl = self.engine.policy.settings.rate_limit?;
+        let alt = (rl.scope == LimitScope::Endpoint)
+            .then(|| {
+                self.hedge_targets(now)
+                    .find(|&e| e != endpoint && self.limit_peek(e, now) == Admit::Go)
+            })
+            .flatten();
+        let in_time = self.class.deadline.is_none_or(|d| until < d);
+        let waiting = alt.is_none() && rl.on_limit == OnLimit::Wait && in_time;
+        self.emit(
+            now,
+            EventKind::RateLimited {
+                endpoint: &self.engine.ids[endpoint],
+                until,
+                waiting,
+            },
+        );
+        if waiting {
+            self.schedule.hedge_at = Some(until);
+        }
+        alt
     }
 }

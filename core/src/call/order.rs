@@ -749,9 +749,15 @@ impl<R> Call<'_, R> {
     /// The endpoint a hedge goes to: the next of the round that is not in flight, not yet
     /// attempted, not skipped, permitted and available.
     pub(crate) fn hedge_target(&self, now: Instant) -> Option<usize> {
+        self.hedge_targets(now).next()
+    }
+
+    /// Every endpoint a hedge may go to, in the round's order (see
+    /// [`hedge_target`](Self::hedge_target)).
+    pub(crate) fn hedge_targets(&self, now: Instant) -> impl Iterator<Item = usize> + '_ {
         let in_flight = self.history.in_flight();
         let attempted = self.history.attempted();
-        self.order.round.iter().find(|&e| {
+        self.order.round.iter().filter(move |&e| {
             !in_flight.has(e)
                 && !attempted.has(e)
                 && !self.order.skipped.has(e)

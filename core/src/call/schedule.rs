@@ -243,10 +243,12 @@ impl<R> Call<'_, R> {
         {
             return None;
         }
-        let next = self.hedge_target(now)?;
-        if !self.admit_hedge(next, now) {
+        // A hedge is a later attempt: it needs the time every later attempt needs.
+        if self.too_late_for(AttemptKind::Hedge, now) {
             return None;
         }
+        let next = self.hedge_target(now)?;
+        let next = self.admit_hedge(next, now)?;
         Some(self.launch(next, AttemptKind::Hedge, now))
     }
 }
