@@ -26,8 +26,9 @@ use proptest::prelude::*;
 
 use crate::backoff::{Backoff, Jitter};
 use crate::call::{BodyKind, CallOptions};
+use crate::limit::{LimitScope, Limiter, OnLimit, RateLimit};
 use crate::permission::Permission;
-use crate::policy::{Breaker, BreakerRule, Budget, Endpoint, Policy, Settings, Unavailable};
+use crate::policy::{Breaker, BreakerRule, Budget, Endpoint, Hedge, Policy, Settings, Unavailable};
 use crate::sim::{Reply, Script, SimRequest, Step};
 use crate::status::StatusSet;
 
@@ -185,6 +186,7 @@ pub fn settings() -> impl Strategy<Value = Settings> {
             Just(BreakerRule::Disabled),
         ],
         (1u32..3, any::<bool>(), any::<bool>(), any::<u64>()),
+        (hedge(), rate_limit()),
     )
         .prop_map(
             |(
@@ -192,6 +194,7 @@ pub fn settings() -> impl Strategy<Value = Settings> {
                 (attempt_ms, connect_ms, deadline),
                 rule,
                 (quota, budget, np503, seed),
+                (hedge, rate_limit),
             )| {
                 let mut not_processed = StatusSet::from_codes(&[429]);
                 if np503 {
@@ -227,10 +230,48 @@ pub fn settings() -> impl Strategy<Value = Settings> {
                         min_per_sec: 0.5,
                     }),
                     seed: Some(seed),
+                    hedge,
+                    rate_limit,
                     ..Settings::default()
                 }
             },
         )
+}
+
+/// Hedging, off in most policies: `hedge_after` 20 ms to 1 s, two or three in flight.
+fn hedge() -> impl Strategy<Value = Option<Hedge>> {
+    option::weighted(
+        0.25,
+        (20u64..1_000, 2u32..4).prop_map(|(after, max_in_flight)| Hedge {
+            after: Duration::from_millis(after),
+            max_in_flight,
+        }),
+    )
+}
+
+/// Outbound rate limiting, off in most policies: either limiter, either scope, either
+/// answer to "not before".
+fn rate_limit() -> impl Strategy<Value = Option<RateLimit>> {
+    let limiter = prop_oneof![
+        (1u32..4, 1u32..20).prop_map(|(capacity, per_second)| Limiter::TokenBucket {
+            capacity,
+            per_second: f64::from(per_second),
+        }),
+        (1u32..4, 100u64..1_000).prop_map(|(limit, ms)| Limiter::SlidingWindow {
+            limit,
+            window: Duration::from_millis(ms),
+        }),
+    ];
+    let scope = prop_oneof![Just(LimitScope::Client), Just(LimitScope::Endpoint)];
+    let on_limit = prop_oneof![Just(OnLimit::Wait), Just(OnLimit::FailFast)];
+    option::weighted(
+        0.2,
+        (limiter, scope, on_limit).prop_map(|(limiter, scope, on_limit)| RateLimit {
+            limiter,
+            scope,
+            on_limit,
+        }),
+    )
 }
 
 /// Call options: permissions, deny, preference, key, deadline, attempt counts.

@@ -287,9 +287,19 @@ proptest! {
             }
             prop_assert!(o.start + o.run.elapsed <= d);
         }
-        // A 200 is never a trigger: once one arrives it is the answer.
+        // A 200 is never a trigger: once one arrives it is the answer. Unhedged, it is the
+        // last attempt; hedged, attempts started after it (hedges in flight beside it)
+        // follow it in the report.
         if let Some(pos) = o.run.report.attempts.iter().position(|a| a.result == AttemptResult::Response(http::StatusCode::OK)) {
-            prop_assert_eq!(pos + 1, o.run.report.attempts.len());
+            if s.settings.hedge.is_none() {
+                prop_assert_eq!(pos + 1, o.run.report.attempts.len());
+            }
+            let answered = o.run.report.attempts[pos].number;
+            let returned = match o.run.report.outcome {
+                Outcome::Response { attempt, .. } => Some(attempt),
+                _ => None,
+            };
+            prop_assert_eq!(returned, Some(answered));
             prop_assert_eq!(o.run.report.status(), Some(http::StatusCode::OK));
             prop_assert_eq!(o.run.report.stop_reason, StopReason::Answered);
         }
