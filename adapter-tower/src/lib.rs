@@ -38,7 +38,9 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
 //! // A connect that never completes fails as a connect error (undelivered), before the
-//! // attempt timer, which cannot tell a hung connect from a hung answer.
+//! // attempt timer, which cannot tell a hung connect from a hung answer. The policy's
+//! // `connect_timeout` is not applied here: this crate makes no connection, so the
+//! // connector's own timeout is the one that proves a connect never finished.
 //! connector.set_connect_timeout(Some(Duration::from_millis(500)));
 //! let client = Client::builder(TokioExecutor::new()).build(connector);
 //! let layer = BatonLayer::new(
