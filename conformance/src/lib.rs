@@ -513,6 +513,8 @@ pub fn check(v: &Vector, c: &CallSpec, got: &Observed, tolerance: Duration) -> V
     let mut bad = Vec::new();
     if expect.safe == Some(true) {
         bad.extend(safety(v, c, got));
+    } else {
+        bad.extend(receipts(v, got));
     }
     if let Some(a) = &expect.attempts {
         if *a != got.attempts {
@@ -578,19 +580,21 @@ pub fn check(v: &Vector, c: &CallSpec, got: &Observed, tolerance: Duration) -> V
             bad.push(format!("headers_seen: {id} received nothing"));
         }
         for (name, value) in headers {
-            let values: Vec<Option<&str>> = reqs
+            // Every copy of the header in each request: a second copy (an appended value,
+            // a header the caller and an endpoint both set) is a mismatch too.
+            let values: Vec<Vec<&str>> = reqs
                 .iter()
                 .map(|r| {
-                    r.headers
-                        .iter()
-                        .find(|(n, _)| n == name)
+                    (r.headers.iter())
+                        .filter(|(n, _)| n == name)
                         .map(|(_, v)| v.as_str())
+                        .collect()
                 })
                 .collect();
             let ok = if value == "*same*" {
-                values.iter().all(Option::is_some) && values.windows(2).all(|w| w[0] == w[1])
+                values.iter().all(|v| v.len() == 1) && values.windows(2).all(|w| w[0] == w[1])
             } else {
-                values.iter().all(|v| *v == Some(value.as_str()))
+                values.iter().all(|v| *v == [value.as_str()])
             };
             if !ok {
                 bad.push(format!(
@@ -605,7 +609,7 @@ pub fn check(v: &Vector, c: &CallSpec, got: &Observed, tolerance: Duration) -> V
         for (name, value) in headers {
             if value == "*same*" {
                 for r in got.seen.get(id).map(Vec::as_slice).unwrap_or(&[]) {
-                    if let Some((_, v)) = r.headers.iter().find(|(n, _)| n == name) {
+                    for (_, v) in r.headers.iter().filter(|(n, _)| n == name) {
                         across.entry(name).or_default().push(v.clone());
                     }
                 }
@@ -699,6 +703,31 @@ fn safety(v: &Vector, c: &CallSpec, got: &Observed) -> Vec<String> {
             found.extend(baton_core::verify::understated_by_receipts(
                 &policy, report, received, &found,
             ));
+            found.iter().map(|x| format!("safety: {x}")).collect()
+        }
+        Err(e) => vec![format!("safety: the vector's policy does not build: {e}")],
+    }
+}
+
+/// The rule every call is held to, whatever its vector expects: a call that says nothing
+/// was executed (`may_have_executed` false) may have reached providers only with requests
+/// they answered with a `not_processed` status (SPEC 1, 2.10). The receipts are the
+/// requests the providers recorded during the call (a refused stream or connection is
+/// never recorded).
+fn receipts(v: &Vector, got: &Observed) -> Vec<String> {
+    let Some(report) = &got.report else {
+        return Vec::new();
+    };
+    if report.may_have_executed {
+        return Vec::new();
+    }
+    let policy = v
+        .policy(|e| format!("http://{}.test", sim_host(&e.id)))
+        .and_then(|b| b.build().map_err(|e| e.to_string()));
+    match policy {
+        Ok(policy) => {
+            let received = got.seen.values().map(Vec::len).sum();
+            let found = baton_core::verify::understated_by_receipts(&policy, report, received, &[]);
             found.iter().map(|x| format!("safety: {x}")).collect()
         }
         Err(e) => vec![format!("safety: the vector's policy does not build: {e}")],
@@ -1244,5 +1273,72 @@ mod call_keys {
         let e = load("retyr = \"never\"\n").unwrap_err();
         assert!(e.contains("unknown field `retyr`"), "{e}");
         assert!(load("retry = \"sometimes\"\n").is_err());
+    }
+}
+
+#[cfg(test)]
+mod checks {
+    use super::*;
+
+    fn vector(expect: &str) -> Vector {
+        let text = format!(
+            "name = \"t\"\n[policy]\n[[endpoints]]\nid = \"a\"\n[[calls]]\nmethod = \"POST\"\n{expect}"
+        );
+        toml::from_str(&text).unwrap()
+    }
+
+    fn request(headers: &[(&str, &str)]) -> SeenRequest {
+        SeenRequest {
+            method: "POST".into(),
+            target: "/".into(),
+            headers: (headers.iter())
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// A header an adapter sent twice (the caller's and an endpoint's, or appended across
+    /// attempts) is a mismatch even when its first copy is the one expected.
+    #[test]
+    fn a_second_copy_of_an_expected_header_is_a_mismatch() {
+        let v = vector("expect.headers_seen = { a = { authorization = \"Bearer caller\" } }\n");
+        let mut got = Observed::default();
+        let one = request(&[("authorization", "Bearer caller")]);
+        got.seen.insert("a".into(), vec![one]);
+        assert!(check(&v, &v.calls[0], &got, Duration::ZERO).is_empty());
+        let two = request(&[
+            ("authorization", "Bearer caller"),
+            ("authorization", "Bearer A-secret"),
+        ]);
+        got.seen.insert("a".into(), vec![two]);
+        let bad = check(&v, &v.calls[0], &got, Duration::ZERO);
+        assert!(
+            bad.iter().any(|b| b.contains("header authorization at a")),
+            "{bad:?}"
+        );
+    }
+
+    /// Every call is held to its receipts, whether or not its vector names
+    /// `may_have_executed`: "nothing was executed" while a provider recorded the request
+    /// is a mismatch.
+    #[test]
+    fn a_call_that_says_nothing_executed_is_held_to_what_providers_received() {
+        let v = vector("expect.attempts = [[\"a\", \"failed:undelivered\"]]\n");
+        let policy = Policy::builder()
+            .endpoint(baton_core::Endpoint::new("a", "http://a.test/"))
+            .build()
+            .unwrap();
+        let mut sim = baton_core::sim::Sim::new(policy, Instant::now());
+        sim.script("a", baton_core::sim::Script::refuse());
+        let run = sim.run(http::Method::POST, baton_core::CallOptions::default());
+        assert!(!run.report.may_have_executed);
+        let mut got = Observed::from_report(&run.report);
+        assert!(receipts(&v, &got).is_empty());
+        got.seen.insert("a".into(), vec![request(&[])]);
+        let bad = check(&v, &v.calls[0], &got, Duration::ZERO);
+        assert!(
+            bad.iter().any(|b| b.contains("may_have_executed is false")),
+            "{bad:?}"
+        );
     }
 }

@@ -165,7 +165,11 @@ fn faulty_h2(fault: Fault, rng: &mut Rng) -> Backend {
         Fault::GoAwayAt => H2Behaviour::go_away_at(),
         Fault::StreamReset => H2Behaviour::reset_after_request(),
         Fault::BlackHole => H2Behaviour::black_hole(),
-        Fault::DelayPastTimeout => H2Behaviour::ok().delay(ATTEMPT_TIMEOUT + rng.ms(50, 300)),
+        // Its own delay, not the small one below (a behaviour's delay is set, not added).
+        Fault::DelayPastTimeout => {
+            let late = H2Behaviour::ok().delay(ATTEMPT_TIMEOUT + rng.ms(50, 300));
+            return Backend::H2(H2Provider::start(late));
+        }
         _ => H2Behaviour::status(503),
     };
     Backend::H2(H2Provider::start(b.delay(small)))
@@ -238,7 +242,11 @@ fn run_round(job: Job, send: &Sender<'_>, totals: &Totals) {
         } else if pos == 0 {
             // The fault is at the second endpoint: the first fails in a way every call may
             // fail over from.
-            if leader_429 {
+            // Over HTTP/2 the 429 comes from an h2 provider: an HTTP/1.1 one would refuse
+            // the h2 preface with a 400 and the leader's "nothing done" would go untested.
+            if leader_429 && job.h2 {
+                Backend::H2(H2Provider::start(H2Behaviour::status(429)))
+            } else if leader_429 {
                 Backend::Provider(Provider::start(Behaviour::status(429)))
             } else {
                 Backend::Provider(Provider::start(Behaviour::refuse()))
