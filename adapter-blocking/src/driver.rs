@@ -196,7 +196,10 @@ fn send(
     ) {
         return rejected(Box::new(e));
     }
-    let first = attempt.number == 1 || !attempt.fresh_body;
+    // The attempt's request takes the body's first product unless it needs a fresh copy.
+    let leg = Leg::Own {
+        first_use: attempt.number == 1 || !attempt.fresh_body,
+    };
     // Every hop of the attempt shares its timer, as on the other adapters, from when the
     // attempt was decided.
     let respond_by = decided + attempt.timeout;
@@ -208,8 +211,7 @@ fn send(
         &p.method,
         target,
         headers,
-        first,
-        true,
+        leg,
     );
     let follows = policy.settings().max_redirects > 0;
     match sent {
@@ -287,8 +289,9 @@ fn follow(
             &hop.method,
             hop.uri.clone(),
             headers,
-            false,
-            !hop.cross_origin,
+            Leg::Hop {
+                own_origin: !hop.cross_origin,
+            },
         );
         if hop.body {
             p.body = body;
@@ -314,12 +317,23 @@ fn follow(
     }
 }
 
-/// Sends one request of an attempt (its first, or a redirect hop when `first` is false)
-/// with the endpoint's token (SPEC 9) when it has a credential slot, the request goes to
-/// the endpoint's own origin and `own_origin` says its chain never left it: a refusal
-/// (401, or 403 when configured) of the current token invalidates it, and an attempt's
-/// first request whose body can be sent again is, once, with a refreshed token (a hop's
-/// refusal is its answer); a refusal right after a fresh token is the answer. No token at all fails the attempt undelivered (nothing was sent).
+/// Which request of an attempt [`send_one`] sends.
+#[derive(Clone, Copy)]
+enum Leg {
+    /// The attempt's own request; `first_use` when it takes the body's first product
+    /// (the call's first attempt, or a later one that needs no fresh copy).
+    Own { first_use: bool },
+    /// A redirect hop; `own_origin` when its chain never left the endpoint's origin.
+    Hop { own_origin: bool },
+}
+
+/// Sends one request of an attempt (its own, or a redirect hop) with the endpoint's
+/// token (SPEC 9) when it has a credential slot, the request goes to the endpoint's own
+/// origin and its chain never left it: a refusal (401, or 403 when configured) of the
+/// current token invalidates it, and an attempt's own request whose body can be sent
+/// again is, once, with a refreshed token, whichever attempt of the call it is (a hop's
+/// refusal is its answer); a refusal right after a fresh token is the answer. No token at
+/// all fails the attempt undelivered (nothing was sent).
 #[allow(clippy::too_many_arguments)]
 fn send_one(
     inner: &Inner,
@@ -329,9 +343,12 @@ fn send_one(
     method: &Method,
     target: Uri,
     mut headers: HeaderMap,
-    first: bool,
-    own_origin: bool,
+    leg: Leg,
 ) -> Sent {
+    let (first, own_origin) = match leg {
+        Leg::Own { first_use } => (first_use, true),
+        Leg::Hop { own_origin } => (false, own_origin),
+    };
     let policy = inner.engine.policy();
     let ep = policy.endpoints().get(attempt.endpoint);
     let slot = inner.engine.credential(attempt.endpoint);
@@ -374,7 +391,8 @@ fn send_one(
     );
     // A redirect hop is never re-sent: the async adapters keep no spare copy of a hop,
     // and every runtime answers alike (SPEC 7). Its refusal still invalidates the token.
-    if !(slot.answered(&token, resp.status()) && replayable && first) {
+    let own = matches!(leg, Leg::Own { .. });
+    if !(slot.answered(&token, resp.status()) && replayable && own) {
         return sent;
     }
     let Ok(token) = lease() else { return sent };

@@ -1,7 +1,8 @@
 //! Credentials (SPEC 9) on every runtime: 64 concurrent calls meeting a rotated token cause one provider call and are
 //! all re-sent to the same endpoint; a fresh token's refusal fails over with the backup's
 //! own token; a provider that cannot give a token fails the attempt undelivered; a
-//! redirect hop's refused token is the answer, on every runtime.
+//! redirect hop's refused token is the answer; a later attempt's refused token is
+//! refreshed and re-sent once, as a first attempt's; on every runtime.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -184,6 +185,25 @@ fn scenarios(runtime: &str, make: &MakeCalls) {
         [bearer("t1"), bearer("t1"), bearer("t2")],
         "{runtime}"
     );
+
+    // 7. A held token refused on a later attempt of a POST with a body (the first endpoint
+    //    refused the connection): one refresh and one re-send, as on a first attempt.
+    let a = AuthServer::start("t1");
+    let tokens = Tokens::default();
+    tokens.set("a", Ok("t1"));
+    let slot = Endpoint::new("a", a.url()).credential(CredentialSettings::default());
+    let policy = Policy::builder()
+        .connect_timeout(Duration::from_millis(300))
+        .attempt_timeout(Duration::from_secs(2))
+        .endpoint(Endpoint::new("x", testkit::refused_url()))
+        .endpoint(slot);
+    let calls = make(policy, tokens.clone());
+    assert_eq!(calls(true, 1), [(200, "a".to_string())], "{runtime}");
+    a.accept("t2");
+    tokens.set("a", Ok("t2"));
+    assert_eq!(calls(true, 1), [(200, "a".to_string())], "{runtime}");
+    let sent = ["Bearer t1", "Bearer t1", "Bearer t2"];
+    assert_eq!(tokens_seen(&a), sent, "{runtime}: re-sent once, refreshed");
 }
 
 #[test]
