@@ -257,12 +257,13 @@ pub fn request_target(text: &str) -> (Uri, Option<InvalidRequest>) {
 /// assert_eq!(request_uri("charges?limit=3").unwrap(), "/charges?limit=3");
 /// assert_eq!(request_uri("https://a.example/x").unwrap().host(), Some("a.example"));
 /// assert!(request_uri("/a b").is_err());
+/// // A URL in the query leaves the request a path.
+/// assert_eq!(request_uri("/cb?next=https://app/x").unwrap(), "/cb?next=https://app/x");
+/// assert!(request_uri("ftp://a.example/x").is_err());
 /// ```
 pub fn request_uri(text: &str) -> Result<Uri, DestinationError> {
     let bad = |e: http::uri::InvalidUri| DestinationError::Request(e.to_string());
-    // A byte scan, not `str::contains`: its substring search is a lot of code for every
-    // call's URL, run cold between network reads.
-    if text.as_bytes().windows(3).any(|w| w == b"://") {
+    if has_scheme(text) {
         let uri: Uri = text.parse().map_err(bad)?;
         return match uri.scheme_str() {
             Some("http" | "https") if uri.host().is_some_and(|h| !h.is_empty()) => Ok(uri),
@@ -278,6 +279,20 @@ pub fn request_uri(text: &str) -> Result<Uri, DestinationError> {
     }
     .map_err(bad)?;
     Ok(Uri::from(pq))
+}
+
+/// Whether `text` is written as an absolute URL: its first `/`, `?` or `#` starts the
+/// `//` of a `://`. A `://` further on (a query's `?next=https://...`, a path segment)
+/// leaves it a path; what comes before the `://` is then parsed as a scheme, and refused
+/// when it is not `http` or `https`. A byte scan: no substring search for every call's
+/// URL, run cold between network reads.
+fn has_scheme(text: &str) -> bool {
+    let b = text.as_bytes();
+    let n = b
+        .iter()
+        .take_while(|c| !matches!(c, b'/' | b'?' | b'#'))
+        .count();
+    n > 0 && b[n - 1] == b':' && b[n..].starts_with(b"//")
 }
 
 /// The host of the "original URL" (the request's URL resolved against the first
@@ -515,6 +530,35 @@ mod tests {
             b = b.endpoint(Endpoint::new(format!("e{i}"), *u));
         }
         b.build().unwrap()
+    }
+
+    /// Only a leading `scheme://` makes a request URL absolute: a URL in the query or the
+    /// path (an OAuth callback's `redirect_uri`) leaves it a path, as the same URI
+    /// handed over as an `http::Uri` is.
+    #[test]
+    fn a_url_inside_the_query_or_path_leaves_the_request_a_path() {
+        for text in [
+            "/oauth/cb?next=https://app.example/x",
+            "cb?redirect_uri=http://localhost:8080/",
+            "/proxy/https://a.example/",
+        ] {
+            let uri = request_uri(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert!(uri.scheme().is_none(), "{text}");
+            assert!(uri.path().starts_with('/'), "{text}");
+        }
+        assert_eq!(
+            request_uri("HTTPS://a.example/x").unwrap().host(),
+            Some("a.example")
+        );
+        assert!(matches!(
+            request_uri("git+ssh://a/x"),
+            Err(DestinationError::Scheme(_))
+        ));
+        assert!(matches!(
+            request_uri("https://"),
+            Err(DestinationError::Request(_))
+        ));
+        assert!(request_uri("://a.example/").is_err());
     }
 
     #[test]
