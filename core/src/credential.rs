@@ -7,7 +7,9 @@
 //! - **Refresh ahead**: a token with an expiry is refreshed once it is within
 //!   [`CredentialSettings::refresh_margin`] of it (the margin shortened by up to
 //!   `margin_jitter` of itself, per token, so clients that started together do not refresh
-//!   together). Until then, and while a refresh runs, the current token is used.
+//!   together; and never more than half the token's lifetime, so a token that lives
+//!   shorter than the margin is not refreshed on every call). Until then, and while a
+//!   refresh runs, the current token is used.
 //! - **Single flight**: of any number of concurrent calls that need a token, exactly one
 //!   calls the provider; the others use the current token when it is still valid, or wait
 //!   for the refresh to finish (no thundering herd).
@@ -170,7 +172,9 @@ pub struct CredentialSettings {
     pub header: HeaderName,
     /// The scheme before the token (default `Bearer`; none sends the token alone).
     pub scheme: Option<String>,
-    /// Refresh this long before the token expires (default 30 s; at most 10 years).
+    /// Refresh this long before the token expires (default 30 s; at most 10 years), and
+    /// at most half the token's lifetime before it: a token that lives 20 s is refreshed
+    /// after 10 s, not at once on every call.
     pub refresh_margin: Duration,
     /// Up to this fraction of the margin is taken off per token, at random (default 0.2).
     pub margin_jitter: f64,
@@ -569,6 +573,9 @@ impl Credential {
                 let expires_at = token.expires_in.and_then(|d| now.checked_add(d));
                 let (margin, jitter) = (self.settings.refresh_margin, self.settings.margin_jitter);
                 let margin = jittered_margin(margin, jitter, s.rng.next_f64());
+                // A token that lives shorter than the margin is used for half its life: a
+                // refresh at once would call the provider on every call.
+                let margin = token.expires_in.map_or(margin, |d| margin.min(d / 2));
                 let refresh_at = expires_at.map(|e| e.checked_sub(margin).unwrap_or(now));
                 let held = Held {
                     secret: token.secret,
@@ -836,6 +843,21 @@ mod tests {
         assert_eq!(kept.secret().expose(), "t1");
     }
 
+    /// A token that lives shorter than the margin (15 s against 30 s) is refreshed after
+    /// half its life, not on every call.
+    #[test]
+    fn a_token_shorter_lived_than_the_margin_is_used_for_half_its_life() {
+        let slot = Credential::new(CredentialSettings::default(), 1);
+        let t0 = Instant::now();
+        let first = lease_blocking(&slot, || t0, || token("t1", 15)).unwrap();
+        let t1 = t0 + Duration::from_secs(7);
+        let held = lease_blocking(&slot, || t1, || panic!("refreshed at 7 s of 15")).unwrap();
+        assert_eq!(held.generation(), first.generation());
+        let t2 = t0 + Duration::from_millis(7_600);
+        let next = lease_blocking(&slot, || t2, || token("t2", 15)).unwrap();
+        assert_eq!(next.secret().expose(), "t2");
+    }
+
     #[test]
     fn an_expired_token_is_never_used_and_a_failure_is_not_cached_for_ever() {
         let slot = Credential::new(CredentialSettings::default(), 1);
@@ -885,11 +907,13 @@ mod tests {
         let slot = Credential::new(settings, 1);
         let t0 = Instant::now();
         let first = lease_blocking(&slot, || t0, || token("t1", 10)).unwrap();
-        // Due for a refresh at once (10 s left, 30 s margin); while it runs, a 401 of t1
-        // arrives; then the refresh fails: t1 must not come back.
+        // Due for a refresh 6 s later (past half of its 10 s: the 30 s margin is capped
+        // there); while it runs, a 401 of t1 arrives; then the refresh fails: t1 must not
+        // come back.
+        let t1 = t0 + Duration::from_secs(6);
         let got = lease_blocking(
             &slot,
-            || t0,
+            || t1,
             || {
                 assert!(slot.rejected(first.generation()));
                 Err("provider down".into())
