@@ -75,6 +75,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -702,6 +703,21 @@ impl Credential {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Token, String>>,
     {
+        self.lease_noting(now, fetch, &AtomicBool::new(false)).await
+    }
+
+    /// [`lease`](Self::lease), setting `refreshing` once this caller is the one that
+    /// refreshes.
+    async fn lease_noting<F, Fut>(
+        &self,
+        now: impl Fn() -> Instant,
+        fetch: F,
+        refreshing: &AtomicBool,
+    ) -> Result<Lease, Unavailable>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Token, String>>,
+    {
         let mut fetch = Some(fetch);
         loop {
             match self.begin(now()) {
@@ -711,6 +727,7 @@ impl Credential {
                     std::future::poll_fn(|cx| self.poll_changed(version, cx)).await
                 }
                 Begin::Refresh(fallback) => {
+                    refreshing.store(true, Ordering::Relaxed);
                     let guard = Abandon(self);
                     let got = match fetch.take() {
                         Some(f) => f().await,
@@ -724,9 +741,11 @@ impl Credential {
     }
 
     /// [`lease`](Self::lease) with a time limit: `deadline` is the adapter's timer (the
-    /// attempt's). When it fires first, the refresh is dropped and counted as failed
-    /// ([`timed_out`](Self::timed_out)), and the caller gets the still-valid token, or
-    /// [`Unavailable`] (nothing was sent).
+    /// attempt's). When it fires first, the caller gets the still-valid token, or
+    /// [`Unavailable`] (nothing was sent). A caller that was refreshing drops its refresh,
+    /// counted as failed ([`timed_out`](Self::timed_out)) before the callers waiting for
+    /// it wake (they then back off with it, rather than call the provider at once); a
+    /// caller that was only waiting counts nothing.
     pub async fn lease_until<F, Fut, D>(
         &self,
         now: impl Fn() -> Instant,
@@ -739,21 +758,27 @@ impl Credential {
         D: Future<Output = ()>,
     {
         let got = {
-            let mut lease = std::pin::pin!(self.lease(&now, fetch));
+            let refreshing = AtomicBool::new(false);
+            let mut lease = std::pin::pin!(self.lease_noting(&now, fetch, &refreshing));
             let mut deadline = std::pin::pin!(deadline);
-            std::future::poll_fn(|cx| {
+            let got = std::future::poll_fn(|cx| {
                 if let Poll::Ready(r) = lease.as_mut().poll(cx) {
                     return Poll::Ready(Some(r));
                 }
                 deadline.as_mut().poll(cx).map(|()| None)
             })
-            .await
+            .await;
+            // Counted while the refresh is still this caller's: dropping it (below) frees
+            // the slot and wakes the waiters.
+            if got.is_none() && refreshing.load(Ordering::Relaxed) {
+                self.timed_out(now());
+            }
+            got
         };
         match got {
             Some(r) => r,
             None => {
                 let at = now();
-                self.timed_out(at);
                 self.valid(at).ok_or_else(|| Unavailable {
                     reason: "the token provider did not answer within the attempt's time".into(),
                     retry_at: self.lock().retry_at,
@@ -941,11 +966,13 @@ mod tests {
             "{e:?}"
         );
         assert!(!slot.lock().refreshing, "the slot is free again");
-        // With a token held, the same timeout sends that token.
+        // With a token held and due (past half of its 10 s), the same timeout sends that
+        // token.
         let slot = Credential::new(CredentialSettings::default(), 1);
-        lease_blocking(&slot, Instant::now, || token("t1", 10)).unwrap();
+        let t0 = Instant::now();
+        lease_blocking(&slot, || t0, || token("t1", 10)).unwrap();
         let lease = slot.lease_until(
-            Instant::now,
+            || t0 + Duration::from_secs(6),
             std::future::pending::<Result<Token, String>>,
             std::future::ready(()),
         );
@@ -953,6 +980,36 @@ mod tests {
             panic!("pending")
         };
         assert_eq!(r.unwrap().secret().expose(), "t1");
+    }
+
+    /// A caller that only waited for another's refresh and ran out of time counts no
+    /// failure: the refresher's provider did not fail, and a backoff would hold back
+    /// every call.
+    #[test]
+    fn a_waiter_past_its_time_counts_no_failed_refresh() {
+        let slot = Credential::new(CredentialSettings::default(), 1);
+        let mut cx = Context::from_waker(Waker::noop());
+        // One caller refreshes, its provider still working.
+        let refresh = slot.lease(Instant::now, std::future::pending::<Result<Token, String>>);
+        let mut refresh = std::pin::pin!(refresh);
+        assert!(refresh.as_mut().poll(&mut cx).is_pending());
+        // Another waits for it, with no time left.
+        let waiter = slot.lease_until(
+            Instant::now,
+            || async { panic!("the waiter refreshed") },
+            std::future::ready(()),
+        );
+        let Poll::Ready(r) = std::pin::pin!(waiter).poll(&mut cx) else {
+            panic!("pending")
+        };
+        assert!(r.is_err());
+        let s = slot.lock();
+        assert_eq!(
+            (s.failures, s.retry_at),
+            (0, None),
+            "a waiter counted a failure"
+        );
+        assert!(s.refreshing, "the refresh is still the first caller's");
     }
 
     #[test]
