@@ -145,7 +145,7 @@ impl fmt::Debug for Redirect {
 /// assert_eq!(hop.uri, "https://a.example/new");
 /// assert_eq!((hop.method, hop.body, hop.cross_origin), (http::Method::PUT, true, false));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Hop {
     /// Where to send it.
     pub uri: Uri,
@@ -155,6 +155,49 @@ pub struct Hop {
     pub body: bool,
     /// Whether the attempt has left its endpoint's origin.
     pub cross_origin: bool,
+}
+
+/// Shows the URL as its origin only: a path or query may hold a key (SPEC 4).
+///
+/// ```
+/// use baton_core::{BodyKind, Endpoint, Policy, Redirects};
+/// let policy = Policy::builder().endpoint(Endpoint::new("a", "https://a.example/")).build().unwrap();
+/// let url: http::Uri = "https://a.example/v2/KEY".parse().unwrap();
+/// let mut r = Redirects::new(&policy, 0, 1, BodyKind::Empty, &url, &http::Method::GET);
+/// let mut h = http::HeaderMap::new();
+/// h.insert("location", "/v3/KEY?token=SECRET".parse().unwrap());
+/// let hop = r.next(http::StatusCode::FOUND, &h).unwrap();
+/// let shown = format!("{hop:?} {r:?}");
+/// assert!(!shown.contains("KEY") && !shown.contains("SECRET"), "{shown}");
+/// assert!(shown.contains("https://a.example"), "{shown}");
+/// ```
+impl fmt::Debug for Hop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hop")
+            .field("uri", &format_args!("{}", Origin(&self.uri)))
+            .field("method", &self.method)
+            .field("body", &self.body)
+            .field("cross_origin", &self.cross_origin)
+            .finish()
+    }
+}
+
+/// Shows URLs as their origins only, as [`Hop`]'s `Debug` does.
+impl fmt::Debug for Redirects {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redirects")
+            .field("endpoint", &self.endpoint)
+            .field("attempt", &self.attempt)
+            .field("max", &self.max)
+            .field("cross_origin", &self.cross_origin)
+            .field("body", &self.body)
+            .field("current", &format_args!("{}", Origin(&self.current)))
+            .field("method", &self.method)
+            .field("left", &self.left)
+            .field("followed", &self.followed)
+            .field("visited", &self.visited.len())
+            .finish()
+    }
 }
 
 /// The redirects of one attempt: an adapter makes one per attempt and asks it about every
@@ -183,7 +226,7 @@ pub struct Hop {
 /// assert_eq!(sent["x-request-id"], "req-12345678");
 /// assert_eq!(r.followed().len(), 1);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Redirects {
     endpoint: usize,
     attempt: u32,
