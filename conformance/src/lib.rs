@@ -516,6 +516,7 @@ pub fn check(v: &Vector, c: &CallSpec, got: &Observed, tolerance: Duration) -> V
     } else {
         bad.extend(receipts(v, got));
     }
+    bad.extend(hidden_requests(got));
     if let Some(a) = &expect.attempts {
         if *a != got.attempts {
             bad.push(format!("attempts: expected {a:?}, got {:?}", got.attempts));
@@ -718,6 +719,7 @@ fn receipts(v: &Vector, got: &Observed) -> Vec<String> {
     let Some(report) = &got.report else {
         return Vec::new();
     };
+    let received: usize = got.seen.values().map(Vec::len).sum();
     if report.may_have_executed {
         return Vec::new();
     }
@@ -726,12 +728,25 @@ fn receipts(v: &Vector, got: &Observed) -> Vec<String> {
         .and_then(|b| b.build().map_err(|e| e.to_string()));
     match policy {
         Ok(policy) => {
-            let received = got.seen.values().map(Vec::len).sum();
             let found = baton_core::verify::understated_by_receipts(&policy, report, received, &[]);
             found.iter().map(|x| format!("safety: {x}")).collect()
         }
         Err(e) => vec![format!("safety: the vector's policy does not build: {e}")],
     }
+}
+
+/// The converse of [`receipts`], for every call too: providers never receive more
+/// requests of a call than its report shows (an attempt each, a redirect hop each). One
+/// more is a request the report hides, such as an HTTP client's own silent re-send.
+fn hidden_requests(got: &Observed) -> Option<String> {
+    let report = got.report.as_ref()?;
+    let received: usize = got.seen.values().map(Vec::len).sum();
+    let (attempts, hops) = (report.attempts.len(), report.redirects.len());
+    (received > attempts + hops).then(|| {
+        format!(
+            "safety: providers received {received} request(s), more than the report's {attempts} attempt(s) and {hops} redirect hop(s)"
+        )
+    })
 }
 
 /// Loads every vector under `dir` (sorted by file name).
@@ -1323,7 +1338,7 @@ mod checks {
     /// is a mismatch.
     #[test]
     fn a_call_that_says_nothing_executed_is_held_to_what_providers_received() {
-        let v = vector("expect.attempts = [[\"a\", \"failed:undelivered\"]]\n");
+        let v = vector("expect.stop_reason = \"attempts_exhausted\"\n");
         let policy = Policy::builder()
             .endpoint(baton_core::Endpoint::new("a", "http://a.test/"))
             .build()
@@ -1340,5 +1355,10 @@ mod checks {
             bad.iter().any(|b| b.contains("may_have_executed is false")),
             "{bad:?}"
         );
+        // More requests than the report's three attempts: one it does not show.
+        got.seen.insert("a".into(), vec![request(&[]); 4]);
+        let bad = check(&v, &v.calls[0], &got, Duration::ZERO);
+        let hidden = "more than the report's 3 attempt";
+        assert!(bad.iter().any(|b| b.contains(hidden)), "{bad:?}");
     }
 }
