@@ -219,7 +219,9 @@ pub enum EventKind<'a> {
         /// Attempt number.
         attempt: u32,
     },
-    /// An in-flight attempt was cancelled (lost a hedge race, or the call ended).
+    /// An in-flight attempt was cancelled (lost a hedge race, or the call ended). One
+    /// the call's deadline cut finishes instead ([`EventKind::AttemptFinished`] with
+    /// [`AttemptResult::Deadline`]), whichever timer fired first.
     AttemptCancelled {
         /// Endpoint id.
         endpoint: &'a str,

@@ -66,7 +66,6 @@ use crate::BreakerState;
 /// assert!(!result.healthy);
 /// assert_eq!(result.error.as_deref(), Some("connection refused"));
 /// ```
-#[derive(Debug)]
 #[must_use = "send the request and hand its outcome to finish()"]
 pub struct Probe<'a> {
     engine: &'a Engine,
@@ -82,6 +81,33 @@ pub struct Probe<'a> {
     pub connect_timeout: Duration,
     /// The endpoint's attempt timeout: the whole probe, to the response headers.
     pub timeout: Duration,
+}
+
+/// Shows the URL as its origin (a path or query may hold a key, SPEC 4) and the header
+/// values as the endpoint's sensitive ones are shown.
+///
+/// ```
+/// use std::time::Instant;
+/// use baton_core::{Endpoint, Engine, Policy};
+/// let policy = Policy::builder()
+///     .endpoint(Endpoint::new("a", "https://rpc.example/v3/KEY?k=SECRET"))
+///     .build()
+///     .unwrap();
+/// let engine = Engine::new(policy);
+/// let shown = format!("{:?}", engine.probe("a", Instant::now()).unwrap());
+/// assert!(shown.contains("https://rpc.example") && !shown.contains("KEY"), "{shown}");
+/// ```
+impl std::fmt::Debug for Probe<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe")
+            .field("endpoint", &self.endpoint_id())
+            .field("method", &self.method)
+            .field("uri", &format_args!("{}", crate::redact::Origin(&self.uri)))
+            .field("headers", &self.headers)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 impl Probe<'_> {

@@ -263,6 +263,30 @@ fn no_hedge_starts_in_the_deadlines_last_moments() {
     assert_eq!(run.report.endpoint_id(), Some("b"));
 }
 
+/// Attempts the deadline cuts finish with it, whether their own clipped timer fired or
+/// another attempt's end found the deadline passed: one `AttemptFinished` each (and so
+/// one duration sample), never a bare cancel.
+#[test]
+fn every_attempt_the_deadline_cuts_finishes_with_the_deadline() {
+    let mut sim = Sim::new(hedged(50, 2).build().unwrap(), Instant::now());
+    sim.script("a", Script::status(200).after(ms(1_000)))
+        .script("b", Script::status(200).after(ms(1_000)));
+    let deadline = CallOptions {
+        deadline: Some(ms(200)),
+        ..CallOptions::default()
+    };
+    let run = sim.run(Method::GET, deadline);
+    assert_eq!(run.endpoints_attempted(), ["a", "b"]);
+    assert_eq!(run.report.stop_reason, StopReason::Deadline);
+    let finished = run.events_named("AttemptFinished");
+    assert_eq!(finished.len(), 2, "{finished:?}");
+    assert!(
+        finished.iter().all(|e| e.text.contains("Deadline")),
+        "{finished:?}"
+    );
+    assert!(run.events_named("AttemptCancelled").is_empty());
+}
+
 fn hedged_limited(limiter: Limiter, scope: LimitScope, on_limit: OnLimit) -> PolicyBuilder {
     hedged(50, 2).budget(None).rate_limit(Some(RateLimit {
         limiter,

@@ -1762,3 +1762,40 @@ fn the_classifier_reads_a_body_only_within_classify_body() {
         .unwrap_err();
     assert!(err.to_string().contains("classify_body"), "{err}");
 }
+
+/// An invalid call ends at its start, its `Result` event already given: a body the
+/// adapter could not buffer, handed in afterwards, adds no event after it (SPEC 4: a
+/// call's events keep their causal order).
+#[test]
+fn no_event_follows_an_invalid_calls_result() {
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let policy = endpoints(&["a"])
+        .on_event(move |e| {
+            let kind = format!("{:?}", e.kind);
+            log.lock()
+                .unwrap()
+                .push(kind.split([' ', '{']).next().unwrap().to_string());
+        })
+        .build()
+        .unwrap();
+    let engine = Engine::new(policy);
+    let (uri, headers) = (http::Uri::from_static("/"), http::HeaderMap::new());
+    let info = RequestInfo {
+        method: &Method::POST,
+        uri: &uri,
+        headers: &headers,
+    };
+    let options = CallOptions {
+        prefer: Some("nope".into()),
+        ..CallOptions::default()
+    };
+    let t0 = Instant::now();
+    let mut call: Call<'_, Head> = Call::new(&engine, &info, BodyKind::OneShot, options, t0);
+    call.handle(Input::BodyNotBuffered { limit: 1024 }, t0);
+    assert_eq!(call.poll(), baton_core::Action::Done);
+    drop(call.take_done());
+    drop(call);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.last().map(String::as_str), Some("Result"), "{seen:?}");
+}

@@ -113,7 +113,15 @@ impl<R> Call<'_, R> {
         if let Some(l) = self.engine.limiter(endpoint) {
             if let Admit::NotBefore(until) = l.admit(now) {
                 // Another call took the token between the check and now: wait for it (the
-                // budget token already paid stays with this attempt).
+                // budget token already paid stays with this attempt), and say so.
+                self.emit(
+                    now,
+                    EventKind::RateLimited {
+                        endpoint: &self.engine.ids[endpoint],
+                        until,
+                        waiting: self.class.deadline.is_none_or(|d| until < d),
+                    },
+                );
                 return self.later(endpoint, kind, until);
             }
         }

@@ -272,9 +272,12 @@ impl<'e, R: Answer> Call<'e, R> {
             Input::Failed { attempt, outcome } => self.on_failure(attempt, outcome),
             Input::Redirected { attempt, redirects } => self.on_redirects(attempt, redirects),
             Input::ReplayFailed { attempt } => self.on_replay_failed(attempt),
-            Input::BodyNotBuffered { limit } => {
+            // Not after the call's result (an invalid call ends in `new`): events of a
+            // call keep their causal order (SPEC 4).
+            Input::BodyNotBuffered { limit } if !self.is_done() => {
                 self.emit(self.now, EventKind::BodyNotBuffered { limit })
             }
+            Input::BodyNotBuffered { .. } => {}
             Input::Cancel => self.cancel(),
             Input::Timer => {}
         }
@@ -696,13 +699,22 @@ impl<'e, R> Call<'e, R> {
                 .health
                 .finish(endpoint, f.ticket, Record::Nothing, now, &mut transitions);
             self.discards.push(f.number);
-            self.emit(
-                now,
-                EventKind::AttemptCancelled {
-                    endpoint: &self.engine.ids[endpoint],
+            // Cut by the deadline, the attempt finishes with it, as when its own clipped
+            // timer fires first (SPEC 2.6): one event and one duration either way.
+            let id = &self.engine.ids[endpoint];
+            let kind = match result {
+                AttemptResult::Deadline => EventKind::AttemptFinished {
+                    endpoint: id,
+                    attempt: f.number,
+                    result,
+                    elapsed: since(now, f.started),
+                },
+                _ => EventKind::AttemptCancelled {
+                    endpoint: id,
                     attempt: f.number,
                 },
-            );
+            };
+            self.emit(now, kind);
             self.report_transitions(endpoint, now, &transitions);
         }
     }
