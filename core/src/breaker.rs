@@ -187,8 +187,21 @@ impl<'a> Circuit<'a> {
 
     fn finish(&self, ticket: Ticket, record: Record, now: Instant) {
         let mut transitions = Transitions::new();
-        self.health
+        let probe = self
+            .health
             .finish(self.index, ticket, record, now, &mut transitions);
+        // A half-open probe's end is an event, as in a call (SPEC 4, 9).
+        if let (Some(success), Some(sink)) = (probe, self.sink) {
+            sink(&Event {
+                request_id: "",
+                idempotency_key: None,
+                at: now,
+                kind: EventKind::ProbeResult {
+                    endpoint: self.key,
+                    success,
+                },
+            });
+        }
         self.report(&transitions, now);
     }
 

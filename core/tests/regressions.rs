@@ -3,7 +3,7 @@
 //! endpoints, stale Retry-After, deadline-cut undelivered attempts, limiter tokens spent on
 //! budget-refused attempts, trigger sets, cooling endpoints and the breaker, key bytes).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use baton_core::sim::{Script, Sim};
@@ -689,4 +689,40 @@ fn result_event_is_delivered_once_when_the_result_is_taken() {
     let report = common::report(call);
     assert_eq!(report.stop_reason, StopReason::Answered);
     assert_eq!(results.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+/// SPEC 4 and 9: a probe the caller sends through the breaker handle (`Engine::probe`,
+/// as `Client::probe` does) reports its result as a call's probe does, before the
+/// transition it causes.
+#[test]
+fn a_probe_outside_a_call_reports_its_result() {
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let policy = endpoints(&["a"])
+        .budget(None)
+        .on_event(move |e| {
+            let kind = format!("{:?}", e.kind);
+            log.lock()
+                .unwrap()
+                .push(kind.split([' ', '{']).next().unwrap().to_string());
+        })
+        .build()
+        .unwrap();
+    let engine = Engine::new(policy);
+    let t0 = Instant::now();
+    let circuit = engine.circuit("a").unwrap();
+    for _ in 0..3 {
+        circuit.allow(t0).unwrap().failure(t0);
+    }
+    let later = t0 + Duration::from_secs(31);
+    let probe = engine.probe("a", later).unwrap();
+    let result = probe.finish(Ok(http::StatusCode::OK), later);
+    assert!(result.healthy);
+    let n = seen.lock().unwrap().clone();
+    let p = n
+        .iter()
+        .position(|e| e == "ProbeResult")
+        .expect("no ProbeResult");
+    let t = n.iter().rposition(|e| e == "BreakerTransition").unwrap();
+    assert!(p < t, "{n:?}");
 }
