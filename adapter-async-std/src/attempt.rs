@@ -206,9 +206,14 @@ fn h2_possible(ctx: &AttemptCtx) -> bool {
     }
 }
 
+/// How many connections an attempt's request may meet (pooled ones that turned out
+/// closed, then a new one).
+const TRIES: u32 = 8;
+
 /// The connection to send on: the endpoint's shared HTTP/2 connection (opened by one
-/// caller while the others wait for it), an idle HTTP/1.1 one, or a new one.
-async fn take(ctx: &AttemptCtx, connect_by: Instant) -> Result<Taken, AttemptEnd> {
+/// caller while the others wait for it), an idle HTTP/1.1 one when `pooled`, or a new
+/// one.
+async fn take(ctx: &AttemptCtx, connect_by: Instant, pooled: bool) -> Result<Taken, AttemptEnd> {
     let timed_out = || AttemptEnd::Failed(ctx.timeout_error(Phase::Connect));
     let open_by = |ctx| async move {
         match timeout_at(connect_by, Box::pin(open(ctx))).await {
@@ -231,7 +236,8 @@ async fn take(ctx: &AttemptCtx, connect_by: Instant) -> Result<Taken, AttemptEnd
             return Ok(taken);
         }
     }
-    match ctx.route.pool.take(ctx.route.endpoint, Instant::now()) {
+    let idle = pooled.then(|| ctx.route.pool.take(ctx.route.endpoint, Instant::now()));
+    match idle.flatten() {
         Some(c) => Ok(Taken::H1(c, false)),
         None => open_by(ctx).await,
     }
@@ -278,9 +284,11 @@ pub(crate) fn run(
         let connect_by = ctx.start + ctx.connect_timeout;
         let respond_by = ctx.start + ctx.timeout;
         // A request handed back unsent by a pooled connection goes to another; a few
-        // times at most (each pooled connection it met was closing).
-        for _ in 0..8 {
-            let sent = match take(&ctx, connect_by).await {
+        // times at most (each pooled connection it met was closing), the last on a new
+        // connection: a pool a restarted provider left all dead never costs an attempt,
+        // as hyper-util's never costs tokio one (SPEC 7).
+        for tries in (0..TRIES).rev() {
+            let sent = match take(&ctx, connect_by, tries > 0).await {
                 Err(end) => return end,
                 Ok(Taken::H1(conn, fresh)) => send_h1(&ctx, conn, fresh, req, respond_by).await,
                 Ok(Taken::H2(sender, died)) => {

@@ -533,6 +533,32 @@ on_both_runtimes! {
         assert_eq!(*served.lock().unwrap(), 3);
     }
 
+    /// A provider that restarted leaves every pooled connection dead: however many there
+    /// are, the call finds a live one (its last try opens one) without losing an attempt,
+    /// as hyper-util's pool never costs tokio one.
+    async fn a_pool_of_connections_all_closed_by_the_server_costs_no_attempt() {
+        let a = Provider::start(Behaviour::ok().body("x").delay(Duration::from_millis(30)));
+        let c = client(&[a.url()]);
+        let mut tasks = Vec::new();
+        for _ in 0..12 {
+            let c = c.clone();
+            tasks.push(async_std::task::spawn(async move {
+                let r = c.get("/").send().await.unwrap();
+                assert_eq!(r.text().await.unwrap(), "x");
+            }));
+        }
+        for t in tasks {
+            t.await;
+        }
+        assert!(c.idle_connections("a") > 8, "{}", c.idle_connections("a"));
+        a.set_behaviour(Behaviour::refuse());
+        a.set_behaviour(Behaviour::ok().body("x"));
+        async_io::Timer::after(Duration::from_millis(50)).await;
+        let r = c.get("/").send().await.unwrap();
+        assert_eq!(r.report().attempts.len(), 1, "{:?}", r.report().attempts);
+        assert_eq!(r.text().await.unwrap(), "x");
+    }
+
     async fn http_1_0_response_without_length_is_read_to_eof() {
         let (url, _) = raw_server(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nold school", true);
         let c = client(&[url]);
