@@ -36,7 +36,7 @@ use crate::pool::Lease;
 /// ```
 pub struct Response {
     head: http::response::Parts,
-    body: Option<Incoming>,
+    body: BodyState,
     lease: Option<Lease>,
     endpoint: Arc<str>,
     attempt: u32,
@@ -44,6 +44,16 @@ pub struct Response {
     /// When reading the body must end: the policy's `body_timeout` from the headers,
     /// never past the call's deadline.
     read_by: Option<Instant>,
+}
+
+/// Where reading a response's body is.
+enum BodyState {
+    /// Bytes may still come.
+    Open(Incoming),
+    /// Read to its end.
+    Ended,
+    /// Failed, or past its time (`timed_out`): every later read fails again.
+    Cut { timed_out: bool },
 }
 
 impl Response {
@@ -57,15 +67,15 @@ impl Response {
         let Exchange { head, body, lease } = ex;
         let mut r = Response {
             head,
-            body: Some(body),
+            body: BodyState::Open(body),
             lease,
             endpoint,
             attempt,
             report,
             read_by,
         };
-        if r.body.as_ref().is_some_and(|b| b.is_end_stream()) {
-            r.body = None;
+        if matches!(&r.body, BodyState::Open(b) if b.is_end_stream()) {
+            r.body = BodyState::Ended;
             if let Some(l) = r.lease.take() {
                 l.release();
             }
@@ -112,8 +122,14 @@ impl Response {
 
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, Error>> {
         loop {
-            let Some(body) = self.body.as_mut() else {
-                return Poll::Ready(Ok(None));
+            let body = match &mut self.body {
+                BodyState::Open(body) => body,
+                BodyState::Ended => return Poll::Ready(Ok(None)),
+                // A cut body is never passed off as complete by a later read (SPEC 1).
+                BodyState::Cut { timed_out } => {
+                    let timed_out = *timed_out;
+                    return Poll::Ready(Err(self.body_error(timed_out, None)));
+                }
             };
             // What hyper already parsed is taken first; the connection is driven (a read
             // system call) only when the body has nothing ready.
@@ -127,14 +143,14 @@ impl Response {
             match polled {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => {
-                    self.body = None;
+                    self.body = BodyState::Ended;
                     if let Some(l) = self.lease.take() {
                         l.release();
                     }
                     return Poll::Ready(Ok(None));
                 }
                 Poll::Ready(Some(Err(e))) => {
-                    self.body = None;
+                    self.body = BodyState::Cut { timed_out: false };
                     self.lease = None;
                     return Poll::Ready(Err(self.body_error(false, Some(e))));
                 }
@@ -154,7 +170,7 @@ impl Response {
             Some(at) => match timeout_at(at, poll_fn(|cx| self.poll_chunk(cx))).await {
                 Some(r) => r,
                 None => {
-                    self.body = None;
+                    self.body = BodyState::Cut { timed_out: true };
                     self.lease = None;
                     Err(self.body_error(true, None))
                 }

@@ -252,6 +252,18 @@ on_both_runtimes! {
         assert_eq!(a.request_count(), 1);
     }
 
+    /// A caller that reads on after a body error gets the error again, never a clean end
+    /// of a body that was cut (SPEC 1), as reqwest's response does on tokio.
+    async fn a_read_after_a_body_timeout_fails_again() {
+        let a = Provider::start(Behaviour::ok().body("0123456789").stall_after_headers());
+        let c = builder(&[a.url()]).body_timeout(Duration::from_millis(200)).build().unwrap();
+        let mut resp = c.get("/").send().await.unwrap();
+        let first = resp.chunk().await.unwrap_err();
+        assert!(first.is_body() && first.is_timeout(), "{first}");
+        let again = resp.chunk().await.unwrap_err();
+        assert!(again.is_body() && again.is_timeout(), "{again}");
+    }
+
     async fn truncated_body_is_never_passed_off_as_complete() {
         let a = Provider::start(Behaviour::ok().body("0123456789abcdef").close_after_half_body());
         let c = client(&[a.url()]);
