@@ -1768,17 +1768,8 @@ fn the_classifier_reads_a_body_only_within_classify_body() {
 /// call's events keep their causal order).
 #[test]
 fn no_event_follows_an_invalid_calls_result() {
-    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-    let log = seen.clone();
-    let policy = endpoints(&["a"])
-        .on_event(move |e| {
-            let kind = format!("{:?}", e.kind);
-            log.lock()
-                .unwrap()
-                .push(kind.split([' ', '{']).next().unwrap().to_string());
-        })
-        .build()
-        .unwrap();
+    let (sink, seen) = common::event_names();
+    let policy = endpoints(&["a"]).event_sink(Some(sink)).build().unwrap();
     let engine = Engine::new(policy);
     let (uri, headers) = (http::Uri::from_static("/"), http::HeaderMap::new());
     let info = RequestInfo {

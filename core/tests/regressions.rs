@@ -3,7 +3,7 @@
 //! endpoints, stale Retry-After, deadline-cut undelivered attempts, limiter tokens spent on
 //! budget-refused attempts, trigger sets, cooling endpoints and the breaker, key bytes).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_core::sim::{Script, Sim};
@@ -696,16 +696,10 @@ fn result_event_is_delivered_once_when_the_result_is_taken() {
 /// transition it causes.
 #[test]
 fn a_probe_outside_a_call_reports_its_result() {
-    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-    let log = seen.clone();
+    let (sink, seen) = common::event_names();
     let policy = endpoints(&["a"])
         .budget(None)
-        .on_event(move |e| {
-            let kind = format!("{:?}", e.kind);
-            log.lock()
-                .unwrap()
-                .push(kind.split([' ', '{']).next().unwrap().to_string());
-        })
+        .event_sink(Some(sink))
         .build()
         .unwrap();
     let engine = Engine::new(policy);

@@ -107,3 +107,23 @@ impl Drive for Call<'_, Head> {
         self.handle(Input::Cancel, t);
     }
 }
+
+/// A policy event sink that notes each event's kind by name (`"Result"`,
+/// `"ProbeResult"`, ...), in order, and the names noted.
+pub fn event_names() -> (
+    baton_core::EventSink,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    let names = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = names.clone();
+    let sink: baton_core::EventSink = std::sync::Arc::new(move |e: &baton_core::Event<'_>| {
+        let kind = format!("{:?}", e.kind);
+        let name = kind
+            .split([' ', '{'])
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        log.lock().unwrap().push(name);
+    });
+    (sink, names)
+}
