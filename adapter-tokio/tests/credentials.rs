@@ -27,14 +27,14 @@ async fn a_failing_provider_keeps_the_valid_token_and_is_not_asked_on_every_call
     let b = AuthServer::start("b1");
     let calls = Arc::new(AtomicUsize::new(0));
     let c2 = calls.clone();
-    // Valid for 1.5 s; the 30 s margin is capped at half of it: due after 0.75 s, and the
-    // refresh fails.
+    // Valid for 3 s; the 30 s margin is capped at half of it, less up to a fifth of that
+    // (jitter): due after 1.5-1.8 s, and the refresh fails.
     let client = baton_tokio::Client::builder(policy(&[("a", &a), ("b", &b)]))
         .token_provider(move |_: &str| {
             let n = c2.fetch_add(1, Ordering::SeqCst);
             async move {
                 match n {
-                    0 => Ok(Token::new("t1").expires_in(Duration::from_millis(1_500))),
+                    0 => Ok(Token::new("t1").expires_in(Duration::from_secs(3))),
                     _ => Err("identity service down"),
                 }
             }
@@ -43,7 +43,7 @@ async fn a_failing_provider_keeps_the_valid_token_and_is_not_asked_on_every_call
         .unwrap();
     let resp = client.get("/").send().await.unwrap();
     assert_eq!((resp.status().as_u16(), resp.endpoint()), (200, "a"));
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    tokio::time::sleep(Duration::from_millis(1_900)).await;
     for _ in 0..10 {
         let resp = client.get("/").send().await.unwrap();
         assert_eq!((resp.status().as_u16(), resp.endpoint()), (200, "a"));

@@ -738,6 +738,9 @@ fn receipts(v: &Vector, got: &Observed) -> Vec<String> {
 /// The converse of [`receipts`], for every call too: providers never receive more
 /// requests of a call than its report shows (an attempt each, a redirect hop each). One
 /// more is a request the report hides, such as an HTTP client's own silent re-send.
+/// Vectors run without token providers: a credential's refresh-and-re-send (SPEC 9, one
+/// more request within an attempt, shown in no report when it succeeds) would need
+/// counting here first.
 fn hidden_requests(got: &Observed) -> Option<String> {
     let report = got.report.as_ref()?;
     let received: usize = got.seen.values().map(Vec::len).sum();

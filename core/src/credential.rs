@@ -573,10 +573,11 @@ impl Credential {
                 s.last_error = None;
                 let expires_at = token.expires_in.and_then(|d| now.checked_add(d));
                 let (margin, jitter) = (self.settings.refresh_margin, self.settings.margin_jitter);
-                let margin = jittered_margin(margin, jitter, s.rng.next_f64());
                 // A token that lives shorter than the margin is used for half its life: a
-                // refresh at once would call the provider on every call.
+                // refresh at once would call the provider on every call. Capped before the
+                // jitter, so that short-lived tokens are still refreshed apart.
                 let margin = token.expires_in.map_or(margin, |d| margin.min(d / 2));
+                let margin = jittered_margin(margin, jitter, s.rng.next_f64());
                 let refresh_at = expires_at.map(|e| e.checked_sub(margin).unwrap_or(now));
                 let held = Held {
                     secret: token.secret,
@@ -770,20 +771,18 @@ impl Credential {
             .await;
             // Counted while the refresh is still this caller's: dropping it (below) frees
             // the slot and wakes the waiters.
-            if got.is_none() && refreshing.load(Ordering::Relaxed) {
-                self.timed_out(now());
+            let got = got.ok_or_else(&now);
+            if let (Err(at), true) = (&got, refreshing.load(Ordering::Relaxed)) {
+                self.timed_out(*at);
             }
             got
         };
         match got {
-            Some(r) => r,
-            None => {
-                let at = now();
-                self.valid(at).ok_or_else(|| Unavailable {
-                    reason: "the token provider did not answer within the attempt's time".into(),
-                    retry_at: self.lock().retry_at,
-                })
-            }
+            Ok(r) => r,
+            Err(at) => self.valid(at).ok_or_else(|| Unavailable {
+                reason: "the token provider did not answer within the attempt's time".into(),
+                retry_at: self.lock().retry_at,
+            }),
         }
     }
 }
@@ -878,7 +877,8 @@ mod tests {
         let t1 = t0 + Duration::from_secs(7);
         let held = lease_blocking(&slot, || t1, || panic!("refreshed at 7 s of 15")).unwrap();
         assert_eq!(held.generation(), first.generation());
-        let t2 = t0 + Duration::from_millis(7_600);
+        // Due between 7.5 s and 9 s (the margin's jitter takes up to a fifth of it off).
+        let t2 = t0 + Duration::from_millis(9_100);
         let next = lease_blocking(&slot, || t2, || token("t2", 15)).unwrap();
         assert_eq!(next.secret().expose(), "t2");
     }
@@ -935,7 +935,7 @@ mod tests {
         // Due for a refresh 6 s later (past half of its 10 s: the 30 s margin is capped
         // there); while it runs, a 401 of t1 arrives; then the refresh fails: t1 must not
         // come back.
-        let t1 = t0 + Duration::from_secs(6);
+        let t1 = t0 + Duration::from_millis(6_100);
         let got = lease_blocking(
             &slot,
             || t1,
@@ -966,13 +966,13 @@ mod tests {
             "{e:?}"
         );
         assert!(!slot.lock().refreshing, "the slot is free again");
-        // With a token held and due (past half of its 10 s), the same timeout sends that
-        // token.
+        // With a token held and due (past 9 s of its 10: the capped margin, less up to a
+        // fifth of it), the same timeout sends that token.
         let slot = Credential::new(CredentialSettings::default(), 1);
         let t0 = Instant::now();
         lease_blocking(&slot, || t0, || token("t1", 10)).unwrap();
         let lease = slot.lease_until(
-            || t0 + Duration::from_secs(6),
+            || t0 + Duration::from_millis(9_100),
             std::future::pending::<Result<Token, String>>,
             std::future::ready(()),
         );

@@ -353,6 +353,23 @@ fn a_hedge_refused_by_the_clients_limiter_waits_for_its_token_or_fails_fast() {
         limited[0].text
     );
 
+    // A token back too close to the deadline for a later attempt: the hedge does not wait.
+    let policy = hedged_limited(bucket, LimitScope::Client, OnLimit::Wait);
+    let mut sim = Sim::new(policy.build().unwrap(), Instant::now());
+    sim.script("a", Script::status(200).after(ms(1_000)));
+    let deadline = CallOptions {
+        deadline: Some(ms(103)),
+        ..CallOptions::default()
+    };
+    let run = sim.run(Method::GET, deadline);
+    assert_eq!(run.endpoints_attempted(), ["a"]);
+    let limited = run.events_named("RateLimited");
+    assert!(
+        limited[0].text.contains("waiting: false"),
+        "{}",
+        limited[0].text
+    );
+
     let policy = hedged_limited(bucket, LimitScope::Client, OnLimit::FailFast);
     let mut sim = Sim::new(policy.build().unwrap(), Instant::now());
     sim.script("a", Script::status(200).after(ms(1_000)))

@@ -16,13 +16,14 @@
 //! makes it wait until T, as any attempt; failing fast, the hedge does not start and the
 //! attempts in flight go on.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Call, Plan, Stop};
 use crate::event::{AttemptKind, EventKind};
 use crate::limit::{Admit, LimitScope, OnLimit};
 use crate::permission;
 use crate::report::StopReason;
+use crate::time::since;
 
 /// The gate's answer for a planned attempt.
 pub(crate) enum Admission {
@@ -113,15 +114,14 @@ impl<R> Call<'_, R> {
         if let Some(l) = self.engine.limiter(endpoint) {
             if let Admit::NotBefore(until) = l.admit(now) {
                 // Another call took the token between the check and now: wait for it (the
-                // budget token already paid stays with this attempt), and say so.
-                self.emit(
-                    now,
-                    EventKind::RateLimited {
-                        endpoint: &self.engine.ids[endpoint],
-                        until,
-                        waiting: self.class.deadline.is_none_or(|d| until < d),
-                    },
-                );
+                // budget token already paid stays with this attempt) or fail fast, as
+                // configured, and say which.
+                let rl = self.engine.policy.settings.rate_limit;
+                let on_limit = rl.map_or(OnLimit::Wait, |rl| rl.on_limit);
+                self.say_limited(on_limit, endpoint, until, None, Duration::ZERO, now);
+                if on_limit == OnLimit::FailFast {
+                    return Err(Stop::Reason(StopReason::RateLimited));
+                }
                 return self.later(endpoint, kind, until);
             }
         }
@@ -142,20 +142,37 @@ impl<R> Call<'_, R> {
         let alt = (rl.scope == LimitScope::Endpoint)
             .then(|| self.limit_alternative(endpoint, now))
             .flatten();
-        // A wait the deadline would cut is not waited: the call ends (see `later`).
-        let in_time = self.class.deadline.is_none_or(|d| until < d);
+        self.say_limited(rl.on_limit, endpoint, until, alt, Duration::ZERO, now);
+        match alt {
+            None if rl.on_limit == OnLimit::FailFast => Err(Stop::Reason(StopReason::RateLimited)),
+            alt => Ok(alt),
+        }
+    }
+
+    /// The event for a limiter's "not before `until`" to `endpoint`, when `alt` is the
+    /// other endpoint the call moves to, if any. Returns whether the attempt waits: no
+    /// other endpoint, waiting configured, and `until` leaves it `room` before the
+    /// deadline (a wait the deadline would cut is not waited; see `later`).
+    fn say_limited(
+        &self,
+        on_limit: OnLimit,
+        endpoint: usize,
+        until: Instant,
+        alt: Option<usize>,
+        room: Duration,
+        now: Instant,
+    ) -> bool {
+        let in_time = (self.class.deadline).is_none_or(|d| until < d && since(d, until) >= room);
+        let waiting = alt.is_none() && on_limit == OnLimit::Wait && in_time;
         self.emit(
             now,
             EventKind::RateLimited {
                 endpoint: &self.engine.ids[endpoint],
                 until,
-                waiting: alt.is_none() && rl.on_limit == OnLimit::Wait && in_time,
+                waiting,
             },
         );
-        match alt {
-            None if rl.on_limit == OnLimit::FailFast => Err(Stop::Reason(StopReason::RateLimited)),
-            alt => Ok(alt),
-        }
+        waiting
     }
 
     /// Re-plans the attempt for `until`, unless the deadline comes first.
@@ -253,17 +270,9 @@ impl<R> Call<'_, R> {
                     .find(|&e| e != endpoint && self.limit_peek(e, now) == Admit::Go)
             })
             .flatten();
-        let in_time = self.class.deadline.is_none_or(|d| until < d);
-        let waiting = alt.is_none() && rl.on_limit == OnLimit::Wait && in_time;
-        self.emit(
-            now,
-            EventKind::RateLimited {
-                endpoint: &self.engine.ids[endpoint],
-                until,
-                waiting,
-            },
-        );
-        if waiting {
+        // A hedge needs the time every later attempt needs (`hedge_if_due`).
+        let room = super::MIN_ATTEMPT_TIME;
+        if self.say_limited(rl.on_limit, endpoint, until, alt, room, now) {
             self.schedule.hedge_at = Some(until);
         }
         alt
