@@ -16,13 +16,28 @@ use http_body_util::BodyExt;
 #[derive(Debug, Clone)]
 pub(crate) struct Peeked(pub(crate) Bytes);
 
+/// Whether `response` is an event stream (`text/event-stream`): its body ends only when
+/// the stream does, so it is never read ahead. Read ahead, a stream quieter than the limit
+/// held its own opening until the attempt timer fired, and reconnected forever.
+fn is_event_stream(response: &reqwest::Response) -> bool {
+    let content_type = response.headers().get(http::header::CONTENT_TYPE);
+    let essence = content_type.and_then(|v| v.to_str().ok()).map(|v| {
+        let essence = v.split(';').next().unwrap_or_default();
+        essence.trim().eq_ignore_ascii_case("text/event-stream")
+    });
+    essence.unwrap_or(false)
+}
+
 /// `response` with its body read when it is at most `limit` bytes (`limit` 0: as is). A
 /// failure reading the body is the send's failure.
 pub(crate) async fn body(
     response: reqwest::Response,
     limit: usize,
 ) -> Result<reqwest::Response, reqwest::Error> {
-    if limit == 0 || response.content_length().is_some_and(|n| n > limit as u64) {
+    if limit == 0
+        || response.content_length().is_some_and(|n| n > limit as u64)
+        || is_event_stream(&response)
+    {
         return Ok(response);
     }
     let url = response.url().clone();

@@ -544,3 +544,32 @@ async fn the_classifier_sees_short_bodies_and_every_body_reaches_the_caller_whol
     // and still reached the caller whole (the bytes read ahead, then the rest).
     assert_eq!(*seen.lock().unwrap(), [Some(b"tiny".to_vec()), None]);
 }
+
+/// An event stream is never read ahead for the classifier: its body ends only when the
+/// stream does. Read ahead, a stream quieter than the limit held its own opening until the
+/// attempt timer fired (ambiguous), and the stream reconnected forever.
+#[tokio::test]
+async fn an_event_stream_opens_at_once_under_a_policy_that_reads_bodies_ahead() {
+    use testkit::sse::{Conn, EventServer};
+    let server = EventServer::builder("a", 3)
+        .then(Conn::BlackHole(1))
+        .start();
+    let url = server.url();
+    let policy = common::policy(&[("a", &url)]).configure(|c| c.classify_body = 1024);
+    let (client, log) = common::client(policy);
+    let mut events = client
+        .get("/feed")
+        .events(baton_core::sse::StreamSettings::default());
+    let first = tokio::time::timeout(Duration::from_secs(3), events.next()).await;
+    let first = first.expect("the first event, before the attempt timer");
+    let Some(Ok(baton_core::sse::StreamItem::Event { event, .. })) = first else {
+        panic!("not an event: {first:?}");
+    };
+    assert_eq!(event.data, "event 0");
+    assert_eq!(
+        server.seen().len(),
+        1,
+        "one connection: {:?}",
+        log.0.lock().unwrap()
+    );
+}
