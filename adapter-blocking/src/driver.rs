@@ -541,6 +541,7 @@ impl AttemptConfig {
             && config.proxy().is_none()
             && !config.http_status_as_error()
             && config.max_redirects() == 0
+            && config.allow_non_standard_methods()
             && (t.global, t.per_call, t.recv_body) == (self.global, None, self.recv_body)
             && (t.resolve, t.connect) == (connect, connect)
             && (t.send_request, t.send_body, t.recv_response) == (timeout, timeout, timeout)
@@ -556,6 +557,10 @@ impl AttemptConfig {
             .http_status_as_error(false)
             // Redirects are the engine's decision (SPEC 3): ureq follows none.
             .max_redirects(0)
+            // Any method the engine accepts (a `PURGE`, a `QUERY`) is sent, as on every
+            // adapter: ureq's own refusal came after the connection was made, and read as
+            // a transport failure.
+            .allow_non_standard_methods(true)
             // Per-phase budgets for the attempt (the phase is learned by watching the
             // connection), and the deadline's global one.
             .timeout_global(self.global)

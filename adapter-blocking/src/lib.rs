@@ -326,6 +326,7 @@ impl Client {
             .proxy(tunnel)
             .http_status_as_error(false)
             .max_redirects(0)
+            .allow_non_standard_methods(true)
             .timeout_global(Some(probe.connect_timeout + probe.timeout))
             .timeout_connect(Some(probe.connect_timeout))
             .timeout_recv_response(Some(probe.timeout))
@@ -653,6 +654,8 @@ fn with_request_settings(
     let connect = Some(settings.connect_timeout.min(settings.attempt_timeout));
     b.http_status_as_error(false)
         .max_redirects(0)
+        // Any method the engine accepts is sent (ureq refuses extension methods by default).
+        .allow_non_standard_methods(true)
         // The environment's proxies are core's to decide (SPEC 3), per request.
         .proxy(None)
         .timeout_global(None)

@@ -648,3 +648,23 @@ fn an_empty_body_is_no_body_on_a_307_hop() {
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[1].header("content-type"), None);
 }
+
+/// An extension method (`PURGE`) is sent as on every adapter, with the client's own agent
+/// and with one configured by the caller. Before, ureq refused it after the connection was
+/// made: the refusal read as a transport failure (ambiguous on a new connection) and
+/// counted against the endpoint.
+#[test]
+fn an_extension_method_is_sent() {
+    let p = Provider::start(Behaviour::ok());
+    let purge = ureq::http::Method::from_bytes(b"PURGE").unwrap();
+    let policy = Policy::builder().endpoint(Endpoint::new("a", p.url()));
+    let own = Client::new(policy).expect("valid client");
+    let configured = client(&[("a", &p.url())]);
+    for c in [&own, &configured, &own, &configured] {
+        let resp = c.request(purge.clone(), "/").call();
+        let resp = resp.unwrap_or_else(|e| panic!("PURGE failed: {e}"));
+        assert_eq!(resp.status(), 200);
+    }
+    let methods: Vec<String> = p.requests().into_iter().map(|r| r.method).collect();
+    assert_eq!(methods, ["PURGE"; 4]);
+}
