@@ -58,6 +58,8 @@ pub(crate) struct Prepared {
     pub(crate) uri: Uri,
     pub(crate) headers: HeaderMap,
     pub(crate) body: SendData,
+    /// The buffering limit a streamed body was over (sent once, with an event).
+    pub(crate) over_limit: Option<usize>,
     pub(crate) options: CallOptions,
     /// Why the request cannot be built (an invalid header or URL from the caller): every
     /// attempt is rejected locally and the call ends as invalid, with a report.
@@ -83,6 +85,9 @@ pub(crate) fn drive(inner: &Inner, mut p: Prepared) -> Result<Response<Body>, Er
     // runs from when the attempt was decided (one clock read per event, not two).
     let mut now = Instant::now();
     let mut call: Call<'_, Response<Body>> = Call::new(&inner.engine, &info, kind, options, now);
+    if let Some(limit) = p.over_limit {
+        call.handle(Input::BodyNotBuffered { limit }, now);
+    }
     // The request id and key as header values, made once for every attempt and hop.
     let identity = call.identity_headers();
     let mut last_error: Option<ureq::Error> = None;

@@ -99,11 +99,18 @@ impl<'c> RequestBuilder<'c> {
     baton_core::call_option_setters!(options, buffer_limit);
 
     fn run(self, body: SendData) -> Result<Response<Body>, Error> {
+        self.run_over(body, None)
+    }
+
+    /// [`run`](Self::run) with a stream that was over the buffering limit (`over_limit`,
+    /// the limit): sent once, with the `BodyNotBuffered` event (SPEC 2.4).
+    fn run_over(self, body: SendData, over_limit: Option<usize>) -> Result<Response<Body>, Error> {
         let p = Prepared {
             method: self.method,
             uri: self.uri,
             headers: self.headers,
             body,
+            over_limit,
             options: self.options,
             invalid: self.invalid,
         };
@@ -180,7 +187,7 @@ impl<'c> RequestBuilder<'c> {
             Ok(n) if n <= limit => self.run(SendData::Bytes(buf)),
             Ok(_) => {
                 let stream = io::Cursor::new(buf).chain(reader);
-                self.run(SendData::OneShot(Some(Box::new(stream))))
+                self.run_over(SendData::OneShot(Some(Box::new(stream))), Some(limit))
             }
             Err(e) => {
                 self.invalid(format!("reading the request body failed: {e}"));

@@ -141,6 +141,7 @@ impl BlockingTransport for Ureq<'_> {
             uri: self.uri.clone(),
             headers,
             body: self.body.clone().map_or(SendData::Empty, SendData::Bytes),
+            over_limit: None,
             options,
             invalid: self.invalid.clone(),
         };

@@ -668,3 +668,35 @@ fn an_extension_method_is_sent() {
     let methods: Vec<String> = p.requests().into_iter().map(|r| r.method).collect();
     assert_eq!(methods, ["PURGE"; 4]);
 }
+
+/// A stream over its buffering limit is sent once, with the event that says so (SPEC 2.4),
+/// before the call's result, as on every async adapter.
+#[test]
+fn a_stream_over_its_buffering_limit_is_sent_once_with_the_event() {
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let l2 = log.clone();
+    let b = Provider::start(Behaviour::ok());
+    let c = builder(&[("b", &b.url())])
+        .on_event(move |e| {
+            let name = match &e.kind {
+                EventKind::BodyNotBuffered { limit } => format!("not buffered {limit}"),
+                EventKind::AttemptStarted { .. } => "started".into(),
+                EventKind::Result { .. } => "result".into(),
+                _ => return,
+            };
+            l2.lock().unwrap().push(name);
+        })
+        .build()
+        .unwrap();
+    let resp = c
+        .post("/")
+        .buffer_body(3)
+        .send_reader(std::io::Cursor::new(b"stream".to_vec()))
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(b.requests()[0].body_text(), "stream");
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["not buffered 3", "started", "result"]
+    );
+}
