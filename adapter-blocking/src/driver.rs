@@ -547,6 +547,7 @@ impl AttemptConfig {
             && !config.http_status_as_error()
             && config.max_redirects() == 0
             && config.allow_non_standard_methods()
+            && config.max_response_header_size() == crate::RESPONSE_HEAD_BYTES
             && (t.global, t.per_call, t.recv_body) == (self.global, None, self.recv_body)
             && (t.resolve, t.connect) == (connect, connect)
             && (t.send_request, t.send_body, t.recv_response) == (timeout, timeout, timeout)
@@ -566,6 +567,7 @@ impl AttemptConfig {
             // adapter: ureq's own refusal came after the connection was made, and read as
             // a transport failure.
             .allow_non_standard_methods(true)
+            .max_response_header_size(crate::RESPONSE_HEAD_BYTES)
             // Per-phase budgets for the attempt (the phase is learned by watching the
             // connection), and the deadline's global one.
             .timeout_global(self.global)

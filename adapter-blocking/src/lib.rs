@@ -327,6 +327,7 @@ impl Client {
             .http_status_as_error(false)
             .max_redirects(0)
             .allow_non_standard_methods(true)
+            .max_response_header_size(RESPONSE_HEAD_BYTES)
             .timeout_global(Some(probe.connect_timeout + probe.timeout))
             .timeout_connect(Some(probe.connect_timeout))
             .timeout_recv_response(Some(probe.timeout))
@@ -641,6 +642,14 @@ fn agent_configs(
     Ok((configs, agent_of))
 }
 
+/// The most bytes of a response head ureq reads: baton's table
+/// ([`baton_core::MAX_RESPONSE_HEADER_BYTES`], names and values only) decides, so ureq's
+/// own limit, which counts the whole head (status line, `": "`, line ends), is that table's
+/// limit plus the framing of its most headers and a status line. At ureq's default (64 KiB
+/// of the whole head), a head within the table failed here alone, as a protocol error.
+pub(crate) const RESPONSE_HEAD_BYTES: usize =
+    baton_core::MAX_RESPONSE_HEADER_BYTES + baton_core::MAX_RESPONSE_HEADERS * 4 + 8 * 1024;
+
 /// baton's settings for every request, and the policy's timeouts, as an agent's own
 /// (before the caller's `configure_ureq`): an attempt that asks nothing else then runs with
 /// the agent's configuration as it is, where a request that changes any setting gets a
@@ -656,6 +665,7 @@ fn with_request_settings(
         .max_redirects(0)
         // Any method the engine accepts is sent (ureq refuses extension methods by default).
         .allow_non_standard_methods(true)
+        .max_response_header_size(RESPONSE_HEAD_BYTES)
         // The environment's proxies are core's to decide (SPEC 3), per request.
         .proxy(None)
         .timeout_global(None)

@@ -700,3 +700,22 @@ fn a_stream_over_its_buffering_limit_is_sent_once_with_the_event() {
         ["not buffered 3", "started", "result"]
     );
 }
+
+/// A response head within baton's limit table (names and values at most 64 KiB) is an
+/// answer here as on every adapter: ureq's own limit, which counts the whole head, failed
+/// it as a protocol error.
+#[test]
+fn a_response_head_within_the_limit_table_is_an_answer() {
+    let mut behaviour = Behaviour::ok();
+    for i in 0..90 {
+        behaviour = behaviour.header(format!("x-h{i:02}"), "v".repeat(720));
+    }
+    let p = Provider::start(behaviour);
+    let c = client(&[("a", &p.url())]);
+    let resp = c.get("/").call().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resp.status(), 200);
+    let bytes: usize = (resp.headers().iter())
+        .map(|(n, v)| n.as_str().len() + v.len())
+        .sum();
+    assert!(bytes > 65_000 && bytes <= baton_blocking::baton_core::MAX_RESPONSE_HEADER_BYTES);
+}
