@@ -186,8 +186,8 @@ impl std::fmt::Debug for RequestBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestBuilder")
             .field("method", &self.method)
-            .field("uri", &self.uri)
-            .field("headers", &self.headers)
+            .field("uri", &baton_core::Target(&self.uri))
+            .field("headers", &baton_core::HeaderNames(&self.headers))
             .field("body", &self.body)
             .field("options", &self.options)
             .finish()

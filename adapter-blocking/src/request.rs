@@ -55,8 +55,8 @@ impl std::fmt::Debug for RequestBuilder<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestBuilder")
             .field("method", &self.method)
-            .field("uri", &self.uri)
-            .field("headers", &self.headers)
+            .field("uri", &baton_core::Target(&self.uri))
+            .field("headers", &baton_core::HeaderNames(&self.headers))
             .field("options", &self.options)
             .field("invalid", &self.invalid)
             .finish()

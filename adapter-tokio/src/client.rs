@@ -793,9 +793,9 @@ impl std::fmt::Debug for RequestBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestBuilder")
             .field("method", &self.method)
-            .field("uri", &self.uri)
+            .field("uri", &baton_core::Target(&self.uri))
             .field("version", &self.version)
-            .field("headers", &self.headers)
+            .field("headers", &baton_core::HeaderNames(&self.headers))
             .field("body", &self.body.as_ref().map(|_| "..."))
             .field("options", &self.options)
             .field("error", &self.error)

@@ -226,3 +226,31 @@ fn smol_never_shows_url_secrets() {
         assert_clean("smol", fault, &texts);
     }
 }
+
+/// A request builder's `Debug` (an absolute URL with a password, a key and a query, a
+/// path with a customer id, a header holding a key) shows none of them, on every adapter:
+/// the URL as its origin, the path as `<path>`, headers by name.
+#[test]
+fn request_builders_never_show_secrets() {
+    let endpoint = secret_url("127.0.0.1:1");
+    let absolute = secret_url("127.0.0.1:2");
+    let mut texts = Vec::new();
+    let tokio = baton_tokio::Client::new(policy(&endpoint)).expect("client");
+    let blocking = baton_blocking::Client::new(policy(&endpoint)).expect("client");
+    let async_std = baton_async_std::Client::new(policy(&endpoint)).expect("client");
+    for target in [absolute.as_str(), PATH] {
+        let r = tokio.get(target).header("x-api-key", "SECRETKEY");
+        texts.push(format!("{r:?}"));
+        let r = blocking.get(target).header("x-api-key", "SECRETKEY");
+        texts.push(format!("{r:?}"));
+        let r = async_std.get(target).header("x-api-key", "SECRETKEY");
+        texts.push(format!("{r:?}"));
+    }
+    for text in &texts {
+        assert!(text.contains("x-api-key"), "{text}");
+        for secret in SECRETS {
+            assert!(!text.contains(secret), "{secret} shown in: {text}");
+        }
+    }
+    assert!(texts.iter().any(|t| t.contains("http://127.0.0.1:2")));
+}

@@ -133,7 +133,9 @@ pub use policy::{
 };
 pub use probe::{Probe, ProbeRefused, ProbeResult};
 pub use proxy::{Proxy, ProxyEnv, Route};
-pub use redact::{chain_text, redact_url, scrub_urls, write_causes, Origin, Scrubbed};
+pub use redact::{
+    chain_text, redact_url, scrub_urls, write_causes, HeaderNames, Origin, Scrubbed, Target,
+};
 pub use redirect::{same_origin, CrossOrigin, Hop, Redirect, Redirects};
 pub use report::{
     AttemptFailure, AttemptRecord, AttemptResult, CallRejection, Error, ErrorKind, FailureClass,

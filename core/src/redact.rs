@@ -43,6 +43,45 @@ impl fmt::Debug for Origin<'_> {
     }
 }
 
+/// Shows a request's target in `Debug` as far as SPEC 4 allows: an absolute URL as its
+/// origin ([`Origin`]), a path (which may hold a key, or a customer's id) as `<path>`.
+///
+/// ```
+/// use baton_core::Target;
+/// let absolute: http::Uri = "https://u:pw@rpc.example/v3/KEY?k=S".parse().unwrap();
+/// assert_eq!(format!("{:?}", Target(&absolute)), "https://rpc.example:443");
+/// let path: http::Uri = "/v3/KEY".parse().unwrap();
+/// assert_eq!(format!("{:?}", Target(&path)), "<path>");
+/// ```
+#[derive(Clone, Copy)]
+pub struct Target<'a>(pub &'a Uri);
+
+impl fmt::Debug for Target<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.authority() {
+            Some(_) => fmt::Display::fmt(&Origin(self.0), f),
+            None => f.write_str("<path>"),
+        }
+    }
+}
+
+/// Shows a header map in `Debug` by its names only: a value may be a credential.
+///
+/// ```
+/// use baton_core::HeaderNames;
+/// let mut headers = http::HeaderMap::new();
+/// headers.insert("x-api-key", "SECRET".parse().unwrap());
+/// assert_eq!(format!("{:?}", HeaderNames(&headers)), r#"["x-api-key"]"#);
+/// ```
+#[derive(Clone, Copy)]
+pub struct HeaderNames<'a>(pub &'a http::HeaderMap);
+
+impl fmt::Debug for HeaderNames<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
 /// A URL as text, reduced to `scheme://host:port`; text that does not parse as a URL is
 /// shown as `<url>` (it might be anything, a key included).
 ///
