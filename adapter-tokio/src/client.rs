@@ -181,6 +181,7 @@ impl ClientBuilder {
             }
         };
         policy.require_token_provider(tokens.is_some())?;
+        check_urls(&policy)?;
         let urls = (policy.settings().url_mode == UrlMode::Complete).then(|| {
             policy
                 .endpoints()
@@ -952,4 +953,21 @@ pub(crate) struct Parts {
     pub(crate) body: Option<reqwest::Body>,
     pub(crate) options: CallOptions,
     pub(crate) error: Option<InvalidRequest>,
+}
+
+/// Every endpoint URL as reqwest reads it (the WHATWG URL rules): one the policy accepts
+/// but reqwest cannot parse (`http://256.0.0.1/`, a host that reads as an IPv4 address out
+/// of range) is refused when the client is built. Found only when sent, every call ended
+/// there as invalid, and none failed over to the endpoints after it.
+fn check_urls(policy: &Policy) -> Result<(), BuildError> {
+    for e in policy.endpoints() {
+        if let Err(why) = reqwest::Url::parse(e.url()) {
+            return Err(BuildError::Config(baton_core::ConfigError::InvalidUrl {
+                id: e.id().to_string(),
+                url: baton_core::redact_url(e.url()),
+                reason: format!("reqwest cannot use it: {why}"),
+            }));
+        }
+    }
+    Ok(())
 }

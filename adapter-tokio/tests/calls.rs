@@ -573,3 +573,20 @@ async fn an_event_stream_opens_at_once_under_a_policy_that_reads_bodies_ahead() 
         log.0.lock().unwrap()
     );
 }
+
+/// An endpoint URL the policy accepts but reqwest cannot use (a host that reads as an
+/// IPv4 address out of range) is refused when the client is built, naming the endpoint.
+/// Found only when sent, every call ended there as invalid and never failed over.
+#[test]
+fn an_endpoint_url_reqwest_cannot_use_is_refused_when_the_client_is_built() {
+    let policy = || {
+        common::policy(&[
+            ("a", "http://256.0.0.1:1/k/SECRET"),
+            ("b", "http://127.0.0.1:1/"),
+        ])
+    };
+    assert!(policy().build().is_ok(), "the policy alone accepts it");
+    let e = baton_tokio::Client::new(policy()).unwrap_err().to_string();
+    assert!(e.contains("\"a\"") && e.contains("256.0.0.1"), "{e}");
+    assert!(!e.contains("SECRET"), "{e}");
+}
