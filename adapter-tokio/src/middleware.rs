@@ -124,6 +124,8 @@ impl BatonMiddleware {
 struct NextTransport<'a> {
     next: Next<'a>,
     extensions: Extensions,
+    /// Bytes of a body read ahead for the classifier (`classify_body`), as the client does.
+    peek: usize,
 }
 
 impl Transport for NextTransport<'_> {
@@ -134,13 +136,20 @@ impl Transport for NextTransport<'_> {
     ) -> impl Future<Output = Result<reqwest::Response, SendError>> + Send {
         let next = self.next.clone();
         let mut extensions = self.extensions.clone();
+        let peek = self.peek;
         async move {
-            next.run(request, &mut extensions)
+            let response = next.run(request, &mut extensions).await;
+            let response = response.map_err(|e| match e {
+                reqwest_middleware::Error::Reqwest(e) => SendError::Reqwest(e),
+                reqwest_middleware::Error::Middleware(e) => SendError::Other(e.into()),
+            })?;
+            if peek == 0 {
+                return Ok(response);
+            }
+            // Boxed, as the client's: only policies whose classifier reads bodies pay.
+            Box::pin(crate::peek::body(response, peek))
                 .await
-                .map_err(|e| match e {
-                    reqwest_middleware::Error::Reqwest(e) => SendError::Reqwest(e),
-                    reqwest_middleware::Error::Middleware(e) => SendError::Other(e.into()),
-                })
+                .map_err(SendError::Reqwest)
         }
     }
 
@@ -167,6 +176,7 @@ impl Middleware for BatonMiddleware {
         let transport = NextTransport {
             next,
             extensions: extensions.clone(),
+            peek: self.shared.engine.policy().settings().classify_body,
         };
         match driver::drive((&self.shared, &transport), prepared, options).await {
             Ok(f) => {

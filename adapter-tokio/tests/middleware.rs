@@ -274,3 +274,25 @@ fn nested(inner: &[(&str, &str)]) -> (BatonMiddleware, BatonMiddleware) {
         BatonMiddleware::new(inner).unwrap(),
     )
 }
+
+/// The middleware reads a short body ahead for the classifier (`classify_body`) as the
+/// client does: a JSON-RPC outage inside a 200 fails over, and the caller reads the
+/// answer's body whole. Before, the classifier saw no body through the middleware.
+#[tokio::test]
+async fn the_classifier_sees_short_bodies_through_the_middleware() {
+    let down = Provider::start(Behaviour::status(200).body("outage"));
+    let up = Provider::start(Behaviour::status(200).body("fine"));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let policy = common::policy(&[("down", &down.url()), ("up", &up.url())])
+        .configure(|c| c.classify_body = 16)
+        .classify_fn(move |v| {
+            s.lock().unwrap().push(v.body.map(<[u8]>::to_vec));
+            (v.body == Some(b"outage")).then_some(baton_core::Verdict::Trigger)
+        });
+    let (client, _, _) = stack(BatonMiddleware::new(policy).unwrap());
+    let resp = client.get(format!("{}/", down.url())).send().await.unwrap();
+    assert_eq!(resp.text().await.unwrap(), "fine");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen, [Some(b"outage".to_vec()), Some(b"fine".to_vec())]);
+}

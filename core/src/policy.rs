@@ -883,7 +883,8 @@ pub struct Settings {
     pub env_proxies: bool,
     /// Bytes of a response body the response classifier may read (default 0: it sees the
     /// head only; at most [`MAX_CLASSIFY_BODY`]). With a limit, an adapter that supports it
-    /// (baton-tokio) reads a body of at most that many bytes within the attempt's time
+    /// (baton-tokio's client and middleware; the other adapters hand the classifier no
+    /// body) reads a body of at most that many bytes within the attempt's time
     /// before the engine decides, and hands it to the classifier
     /// ([`ResponseView::body`]); a longer body stays unread and the classifier sees none.
     /// What JSON-RPC providers need: their outages come as errors in a 200's body.
