@@ -16,9 +16,13 @@ use crate::error::BoxError;
 pub(crate) enum Buffered {
     /// The whole body, within the limit: replayable.
     Complete(Bytes),
-    /// Over the limit (or the stream failed while buffering): the bytes read so far in
-    /// front of the rest of the stream, to be sent once.
+    /// Over the limit: the bytes read so far in front of the rest of the stream, to be
+    /// sent once.
     OverLimit(reqwest::Body),
+    /// The stream failed while it was being read: the request cannot be sent (the call is
+    /// rejected locally, as on every adapter). Sent, its body would have broken partway,
+    /// an ambiguous failure of a request that never left whole.
+    Failed(BoxError),
 }
 
 /// Reads `body` up to `limit` bytes.
@@ -31,34 +35,23 @@ pub(crate) async fn buffer(mut body: reqwest::Body, limit: usize) -> Buffered {
                 if let Ok(data) = frame.into_data() {
                     buf.extend_from_slice(&data);
                     if buf.len() > limit {
-                        return Buffered::OverLimit(reqwest::Body::wrap(Prefixed {
-                            prefix: Some(buf.freeze()),
-                            rest: body,
-                            error: None,
-                        }));
+                        let read = Prefixed::new(buf.freeze(), body);
+                        return Buffered::OverLimit(reqwest::Body::wrap(read));
                     }
                 }
                 // Trailers are dropped: reqwest sends none for HTTP/1.1 bodies either.
             }
-            Some(Err(e)) => {
-                // Keep the failure for the send, so it surfaces as a body error there.
-                return Buffered::OverLimit(reqwest::Body::wrap(Prefixed {
-                    prefix: Some(buf.freeze()),
-                    rest: reqwest::Body::from(Bytes::new()),
-                    error: Some(e.into()),
-                }));
-            }
+            Some(Err(e)) => return Buffered::Failed(e.into()),
         }
     }
 }
 
-/// Bytes already read, then the rest of the stream (or the error that stopped it): a
+/// Bytes already read, then the rest of the stream: a
 /// request body buffered past its limit, or a response body read ahead for the
 /// classifier ([`peek`](crate::peek)).
 pub(crate) struct Prefixed {
     prefix: Option<Bytes>,
     rest: reqwest::Body,
-    error: Option<BoxError>,
 }
 
 impl Prefixed {
@@ -67,7 +60,6 @@ impl Prefixed {
         Prefixed {
             prefix: Some(prefix),
             rest,
-            error: None,
         }
     }
 }
@@ -85,18 +77,13 @@ impl HttpBody for Prefixed {
                 return Poll::Ready(Some(Ok(Frame::data(p))));
             }
         }
-        if let Some(e) = self.error.take() {
-            return Poll::Ready(Some(Err(e)));
-        }
         Pin::new(&mut self.rest)
             .poll_frame(cx)
             .map(|o| o.map(|r| r.map_err(Into::into)))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.prefix.as_ref().is_none_or(Bytes::is_empty)
-            && self.error.is_none()
-            && self.rest.is_end_stream()
+        self.prefix.as_ref().is_none_or(Bytes::is_empty) && self.rest.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {

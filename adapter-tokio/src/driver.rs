@@ -289,6 +289,12 @@ impl<O: Owner> CallTransport for Calls<O> {
                     *stream = Some(body);
                     return Some(limit);
                 }
+                crate::body::Buffered::Failed(e) => {
+                    let e = baton_core::chain_text(&*e);
+                    let why = format!("the body stream failed while buffering: {e}");
+                    req.invalid.get_or_insert(why.into());
+                    req.body = Body::None;
+                }
             }
             None
         }

@@ -590,3 +590,27 @@ fn an_endpoint_url_reqwest_cannot_use_is_refused_when_the_client_is_built() {
     assert!(e.contains("\"a\"") && e.contains("256.0.0.1"), "{e}");
     assert!(!e.contains("SECRET"), "{e}");
 }
+
+/// A stream that fails while it is buffered (`buffer_body`) is not sent: the call is
+/// rejected locally, nothing reaches the provider and nothing may have executed, as on
+/// every adapter. Before, it was reported over the limit and sent, and broke partway.
+#[tokio::test]
+async fn a_stream_that_fails_while_buffered_is_not_sent() {
+    let provider = Provider::start(Behaviour::ok());
+    let (client, log) = common::client(common::policy(&[("a", &provider.url())]));
+    let broken: BoxError = "the source went away".into();
+    let body = late_body(vec![Ok(bytes::Bytes::from("hello ")), Err(broken)]);
+    let err = client.post("/").body(body).buffer_body(1024).send().await;
+    let err = err.unwrap_err();
+    assert!(
+        matches!(err.kind(), Some(ErrorKind::InvalidCall(_))),
+        "{err}"
+    );
+    assert!(!err.may_have_executed(), "{err}");
+    assert!(
+        format!("{err:#}").contains("the source went away"),
+        "{err:#}"
+    );
+    assert_eq!(provider.request_count(), 0);
+    assert!(!log.names().contains(&"BodyNotBuffered".to_string()));
+}
