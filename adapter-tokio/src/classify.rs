@@ -80,6 +80,10 @@ pub enum FailureCause {
     StreamReset,
     /// Another error while connecting (undelivered).
     Connect,
+    /// The call asks for HTTP/2 ([`RequestBuilder::version`](crate::RequestBuilder::version))
+    /// and the connection agreed HTTP/1.1 (an `http://` endpoint, or a server whose ALPN
+    /// chose `http/1.1`): the client refused before writing the request (undelivered).
+    Version,
     /// The attempt timed out after the connection was ready, or in an unknown phase
     /// (ambiguous).
     Timeout,
@@ -121,6 +125,7 @@ impl FailureCause {
             FailureCause::GoAway => "connection going away (HTTP/2 GOAWAY)",
             FailureCause::StreamReset => "stream reset (HTTP/2 RST_STREAM)",
             FailureCause::Connect => "connect error",
+            FailureCause::Version => "the connection does not speak the HTTP version asked",
             FailureCause::Timeout => "timeout",
             FailureCause::Reset => "connection reset",
             FailureCause::Closed => "connection closed",
@@ -156,6 +161,7 @@ impl FailureCause {
                 | FailureCause::Tls
                 | FailureCause::RefusedStream
                 | FailureCause::Connect
+                | FailureCause::Version
                 | FailureCause::Rejected
                 | FailureCause::Credential
         )
@@ -216,6 +222,9 @@ pub(crate) struct Facts {
     pub(crate) rejected: Option<baton_tls::Rejection>,
     /// How an HTTP/2 stream ended (h2's error in the chain).
     pub(crate) h2: Option<H2End>,
+    /// hyper-util refused the request's HTTP version on the connection it got, before
+    /// writing anything (its `UserUnsupportedVersion`, known only by its text).
+    pub(crate) version: bool,
 }
 
 /// Classifies a reqwest error.
@@ -298,8 +307,9 @@ fn chain_facts(err: &(dyn StdError + 'static)) -> Facts {
             facts.parse |= h.is_parse() || h.is_parse_status();
             facts.timeout |= h.is_timeout();
         }
+        let text = e.to_string().to_ascii_lowercase();
+        facts.version |= text == "client error (userunsupportedversion)";
         if !facts.tls {
-            let text = e.to_string().to_ascii_lowercase();
             facts.tls = text.contains("tls")
                 || text.contains("certificate")
                 || text.contains("handshake")
@@ -382,6 +392,12 @@ pub(crate) fn from_facts(f: Facts) -> Classified {
         return Classified {
             kind: Kind::Failure(end.class()),
             cause,
+        };
+    }
+    if f.version && !f.body {
+        return Classified {
+            kind: Kind::Failure(FailureClass::Undelivered),
+            cause: FailureCause::Version,
         };
     }
     if f.connect {
@@ -657,6 +673,7 @@ mod tests {
         for (cause, executed) in [
             (FailureCause::Dns, false),
             (FailureCause::Tls, false),
+            (FailureCause::Version, false),
             (FailureCause::Timeout, true),
             (FailureCause::Closed, true),
             (FailureCause::Other, true),

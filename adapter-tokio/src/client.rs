@@ -891,8 +891,18 @@ impl RequestBuilder {
         }
     }
 
-    /// Sets the HTTP version.
+    /// Sets the HTTP version the call asks for: HTTP/1.0, HTTP/1.1 or HTTP/2 (any other is
+    /// an invalid call: nothing is sent). HTTP/2 forces it on every attempt: an endpoint
+    /// whose connection agreed HTTP/1.1 (an `http://` one without `http_version = "http2"`,
+    /// or a server that chose `http/1.1`) refuses the attempt before writing it, an
+    /// undelivered failure, so the call may fail over. The policy's `http_version` is the
+    /// per-endpoint way to choose (SPEC 9).
     pub fn version(mut self, version: Version) -> Self {
+        if ![Version::HTTP_10, Version::HTTP_11, Version::HTTP_2].contains(&version) {
+            return self.fail(format!(
+                "HTTP version {version:?}: baton-tokio sends HTTP/1.0, HTTP/1.1 and HTTP/2"
+            ));
+        }
         self.version = version;
         self
     }

@@ -614,3 +614,40 @@ async fn a_stream_that_fails_while_buffered_is_not_sent() {
     assert_eq!(provider.request_count(), 0);
     assert!(!log.names().contains(&"BodyNotBuffered".to_string()));
 }
+
+/// HTTP/2 asked of endpoints whose connections agreed HTTP/1.1 (plain `http://`): each
+/// attempt is refused by the client before anything is written, so it is undelivered and
+/// a POST fails over; nothing reaches a provider and nothing may have executed. A version
+/// baton-tokio does not send (HTTP/3) is an invalid call. Before, the refusal read as an
+/// ambiguous transport error.
+#[tokio::test]
+async fn a_version_the_connection_does_not_speak_is_undelivered() {
+    let (a, b) = (
+        Provider::start(Behaviour::ok()),
+        Provider::start(Behaviour::ok()),
+    );
+    let (client, _) = common::client(common::policy(&[("a", &a.url()), ("b", &b.url())]));
+    let h2 = client.post("/").body("{}").version(http::Version::HTTP_2);
+    let err = h2.send().await.unwrap_err();
+    let undelivered = baton_core::AttemptResult::Failed(baton_core::FailureClass::Undelivered);
+    let results: Vec<_> = err.report().attempts.iter().map(|a| a.result).collect();
+    assert!(
+        results.len() >= 2 && results.iter().all(|r| *r == undelivered),
+        "{err:#}"
+    );
+    assert!(!err.may_have_executed(), "{err:#}");
+    let h3 = client.get("/").version(http::Version::HTTP_3).send().await;
+    let err = h3.unwrap_err();
+    assert!(
+        matches!(err.kind(), Some(ErrorKind::InvalidCall(_))),
+        "{err:#}"
+    );
+    assert!(err
+        .report()
+        .attempts
+        .iter()
+        .all(|a| !matches!(a.result, baton_core::AttemptResult::Response(_))));
+    assert_eq!((a.request_count(), b.request_count()), (0, 0));
+    let fine = client.get("/").version(http::Version::HTTP_11).send().await;
+    assert_eq!(fine.unwrap().status(), 200);
+}
