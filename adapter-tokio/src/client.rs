@@ -102,10 +102,16 @@ impl ClientBuilder {
 
     baton_core::client_builder_setters!(events, async);
 
-    /// Adjusts each reqwest client baton builds (baton sets the connect timeout after this
-    /// runs). Do not set reqwest's total `timeout` here: it also runs during connect, so a
-    /// connect-phase failure could be reported as ambiguous; use the policy's attempt
-    /// timeout and deadline instead.
+    /// Adjusts each reqwest client baton builds. After this runs, baton sets what the
+    /// policy decides, replacing anything set here on the same subject: the connect
+    /// timeout, redirects (none: the engine's), reqwest's own retries (none), proxies (the
+    /// environment's, as core reads them; a `proxy` set here is dropped), the HTTP version
+    /// (`http_version`) and TLS (the platform's trust store plus the policy's `ca_file`,
+    /// `client_cert` and `client_key`: root certificates, identities and TLS versions set
+    /// here are dropped). Everything else (pool sizes, keep-alive, user agent, default
+    /// headers, local address) is kept. Do not set reqwest's total `timeout` here: it also
+    /// runs during connect, so a connect-phase failure could be reported as ambiguous; use
+    /// the policy's attempt timeout and deadline instead.
     pub fn configure_reqwest(
         mut self,
         f: impl Fn(reqwest::ClientBuilder) -> reqwest::ClientBuilder + Send + Sync + 'static,
