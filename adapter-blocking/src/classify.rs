@@ -455,6 +455,27 @@ impl ObservedTransport {
     }
 }
 
+/// A connection reset or cut short (`ConnectionReset`, `ConnectionAborted`, and
+/// `UnexpectedEof`, a TLS peer gone without its close) as an error ureq passes on: ureq
+/// reads these as the end of a body, and a body framed by the connection's close (no
+/// length, not chunked) then read as whole when it was cut (SPEC 1: a body failure is never
+/// passed off as a complete body). hyper fails such a read, as baton's async adapters do.
+/// The kind becomes `Other`, the original error its source.
+fn cut_is_an_error(e: ureq::Error) -> ureq::Error {
+    use io::ErrorKind as K;
+    match e {
+        ureq::Error::Io(io)
+            if matches!(
+                io.kind(),
+                K::ConnectionReset | K::ConnectionAborted | K::UnexpectedEof
+            ) =>
+        {
+            ureq::Error::Io(io::Error::other(io))
+        }
+        e => e,
+    }
+}
+
 fn response_timeout(t: NextTimeout) -> NextTimeout {
     advance(Phase::Ready);
     let until = with_slot(|s| {
@@ -535,7 +556,7 @@ impl Transport for ObservedTransport {
         }
         // The request was sent: the next output is the next request's head.
         self.at_head = true;
-        self.inner.await_input(timeout)
+        self.inner.await_input(timeout).map_err(cut_is_an_error)
     }
 
     fn is_open(&mut self) -> bool {

@@ -719,3 +719,25 @@ fn a_response_head_within_the_limit_table_is_an_answer() {
         .sum();
     assert!(bytes > 65_000 && bytes <= baton_blocking::baton_core::MAX_RESPONSE_HEADER_BYTES);
 }
+
+/// A body that ends with the connection (no length, not chunked) and is cut by a reset is
+/// a body error naming the endpoint, never the half passed off as the whole (SPEC 1). ureq
+/// read the reset as the body's end.
+#[test]
+fn a_reset_cutting_an_unframed_body_is_a_body_error() {
+    let body = "0123456789abcdefghij";
+    let p = Provider::start(
+        Behaviour::status(200)
+            .body(body)
+            .reset_after_half_unframed_body(),
+    );
+    let c = client(&[("primary", &p.url())]);
+    let mut resp = c.get("/").call().unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("content-length").is_none());
+    let mut read = String::new();
+    let err = resp.body_mut().as_reader().read_to_string(&mut read);
+    let err = err.expect_err("a cut body must not read as whole");
+    assert!(err.to_string().contains("primary"), "{err}");
+    assert_eq!(read, &body[..body.len() / 2]);
+}

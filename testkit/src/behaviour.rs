@@ -14,6 +14,9 @@ pub(crate) enum Action {
     StallAfterHeaders,
     /// Write the head and the first half of the body, then close.
     HalfBodyThenClose,
+    /// Write the head without a length (the body ends when the connection closes) and
+    /// the first half of the body, then reset the connection.
+    UnframedHalfBodyThenReset,
     /// Close the connection (FIN) without writing anything.
     Close,
     /// Reset the connection (RST) without writing anything.
@@ -36,6 +39,7 @@ pub(crate) enum Action {
 /// | [`.delay(d)`](Self::delay) | waits `d` first (then does the rest) | ambiguous past the client's timeout |
 /// | [`.stall_after_headers()`](Self::stall_after_headers) | sends the head, never the body, keeps the socket open | ambiguous |
 /// | [`.close_after_half_body()`](Self::close_after_half_body) | sends the head and half the body, then closes | ambiguous |
+/// | [`.reset_after_half_unframed_body()`](Self::reset_after_half_unframed_body) | sends the head without a length and half the body, then resets | ambiguous (body error) |
 /// | [`close`](Self::close) | closes the connection (FIN) without answering | ambiguous |
 /// | [`reset`](Self::reset) | resets the connection (RST) without answering | ambiguous |
 /// | [`black_hole`](Self::black_hole) | never answers, keeps the socket open | ambiguous |
@@ -255,6 +259,19 @@ impl Behaviour {
         self
     }
 
+    /// Sends the response head without `Content-Length` (with `connection: close`: the
+    /// body ends when the connection does) and the first half of the body, waits 50 ms,
+    /// then resets the connection (RST). A client must not take the half for the whole.
+    ///
+    /// ```
+    /// let b = testkit::Behaviour::status(200).body("0123456789").reset_after_half_unframed_body();
+    /// # drop(b);
+    /// ```
+    pub fn reset_after_half_unframed_body(mut self) -> Self {
+        self.action = Action::UnframedHalfBodyThenReset;
+        self
+    }
+
     /// Whether this is the [`refuse`](Self::refuse) state.
     pub fn is_refuse(&self) -> bool {
         self.action == Action::Refuse
@@ -283,7 +300,8 @@ impl Behaviour {
             head.extend_from_slice(value.as_bytes());
             head.extend_from_slice(b"\r\n");
         }
-        if !has_length && !no_body {
+        let unframed = self.action == Action::UnframedHalfBodyThenReset;
+        if !has_length && !no_body && !unframed {
             head.extend_from_slice(format!("content-length: {}\r\n", self.body.len()).as_bytes());
         }
         let body: &[u8] = if no_body { &[] } else { &self.body };

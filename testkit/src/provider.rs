@@ -491,6 +491,16 @@ fn serve(shared: &Shared, id: u64, stream: TcpStream) {
                 finish(&out, &mut reader);
                 return;
             }
+            Action::UnframedHalfBodyThenReset => {
+                // The closing form: its head says `connection: close`.
+                let wire = &behaviour.closing;
+                let half = (wire.bytes.len() - wire.head_len) / 2;
+                let _ = out.write_all(&wire.bytes[..wire.head_len + half]);
+                std::thread::sleep(Duration::from_millis(50));
+                let _ = socket2::SockRef::from(&out).set_linger(Some(Duration::ZERO));
+                shared.forget(id);
+                return;
+            }
             Action::Close => {
                 finish(&out, &mut reader);
                 return;
