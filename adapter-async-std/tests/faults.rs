@@ -274,6 +274,17 @@ on_both_runtimes! {
         assert!(std::error::Error::source(&e).is_some());
     }
 
+    async fn a_reset_cutting_an_unframed_body_is_a_body_error() {
+        let b = Behaviour::ok().body("0123456789abcdef").reset_after_half_unframed_body();
+        let a = Provider::start(b);
+        let c = client(&[a.url()]);
+        let resp = c.get("/").send().await.unwrap();
+        assert!(resp.headers().get("content-length").is_none());
+        let e = resp.bytes().await.unwrap_err();
+        assert!(e.is_body());
+        assert!(e.to_string().contains("\"a\""), "{e}");
+    }
+
     async fn deadline_ends_the_call_with_what_it_has() {
         let a = Provider::start(Behaviour::black_hole());
         let c = client(&[a.url()]);

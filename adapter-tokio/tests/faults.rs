@@ -215,6 +215,15 @@ async fn half_body_then_close_is_a_body_error_for_get_and_post() {
     }
 }
 
+/// A body framed by the connection's close, cut by a reset: a body error, as on blocking.
+#[tokio::test]
+async fn a_reset_cutting_an_unframed_body_is_a_body_error() {
+    let b = Behaviour::status(200)
+        .body("0123456789")
+        .reset_after_half_unframed_body();
+    expect_body_error(run(Primary::Behaves(b), Method::GET).await).await;
+}
+
 #[tokio::test]
 async fn a_body_read_chunk_by_chunk_ends_in_a_body_error_naming_the_endpoint() {
     let b = Behaviour::status(200)
