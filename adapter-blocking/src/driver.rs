@@ -626,6 +626,14 @@ fn exec<B: AsSendBody>(
     };
     let agent = inner.agent(attempt.endpoint, request.uri());
     let wanted = AttemptConfig::of(inner, agent, attempt, deadline, tunnel);
+    // The deadline passed before the attempt could start (a slow event callback, a token
+    // lease that waited): nothing is sent, and nothing was, as tokio's tracked body proves
+    // there. ureq would fail its global timeout before connecting, a timeout of no phase.
+    if wanted.global == Some(std::time::Duration::ZERO) {
+        let e = ureq::Error::Timeout(ureq::Timeout::Global);
+        let phase = baton_core::TimeoutPhase::Connect;
+        return Sent::Failed(AttemptOutcome::Timeout(phase), Some(e));
+    }
     // ureq copies the agent's whole configuration into a request that changes any of it
     // (about 2,000 instructions a call, measured with callgrind on `callcost blocking`):
     // an attempt with the policy's own timeouts, which the agent was built with, runs

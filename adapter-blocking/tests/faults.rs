@@ -741,3 +741,28 @@ fn a_reset_cutting_an_unframed_body_is_a_body_error() {
     assert!(err.to_string().contains("primary"), "{err}");
     assert_eq!(read, &body[..body.len() / 2]);
 }
+
+/// The deadline passes before an attempt can start (here a slow event callback): nothing
+/// is sent, and the report says nothing may have executed, as on tokio. Before, ureq's
+/// global timeout failed the send before it connected, a timeout of no phase, and the
+/// report said the call may have executed.
+#[test]
+fn an_attempt_the_deadline_overtook_before_it_started_sent_nothing() {
+    let p = Provider::start(Behaviour::ok());
+    let c = builder(&[("a", &p.url())])
+        .on_event(|e| {
+            if matches!(e.kind, EventKind::AttemptStarted { .. }) {
+                std::thread::sleep(Duration::from_millis(150));
+            }
+        })
+        .build()
+        .unwrap();
+    let err = c
+        .post("/")
+        .idempotency_key("k-overtaken")
+        .deadline(Duration::from_millis(100))
+        .send(b"{}".to_vec())
+        .unwrap_err();
+    assert_eq!(p.request_count(), 0);
+    assert!(!err.report().may_have_executed, "{err}");
+}
