@@ -575,6 +575,12 @@ impl Transport for HttpClients {
     fn connect_timeout(&self, endpoint: usize) -> Option<Duration> {
         self.connect.get(endpoint).copied().flatten()
     }
+
+    fn may_wait(&self, endpoint: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        let first = self.first.get(endpoint).and_then(Option::as_ref);
+        first.is_some_and(|f| !f.answered.load(Ordering::Relaxed))
+    }
 }
 
 struct Inner {

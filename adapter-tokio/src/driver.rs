@@ -42,6 +42,12 @@ pub(crate) trait Transport: Sync {
     /// The connect timeout the transport enforces for `endpoint`, when known: an attempt
     /// timer that fires later than it fired after the connect phase.
     fn connect_timeout(&self, endpoint: usize) -> Option<Duration>;
+    /// Whether a send for `endpoint` may wait before it connects (the endpoint's first
+    /// connection is still being made by another request): the attempt timer then runs
+    /// before the connection is in the making. None waits by default.
+    fn may_wait(&self, _endpoint: usize) -> bool {
+        false
+    }
 }
 
 /// What one client shares with every call's driver.
@@ -333,10 +339,17 @@ impl<O: Owner> CallTransport for Calls<O> {
             .and_then(|_| request.try_clone())
             .map(Box::new);
         // The attempt timer may fire before the connection is ready: learn whether the
-        // request's body was dropped before hyper looked at it (SPEC 2.6). Only with
+        // request's body was dropped before hyper looked at it (SPEC 2.6). So when the
+        // timer is no longer than the connect timeout, or when the send may wait before it
+        // connects (a token lease, the endpoint's first connection): then a timer longer
+        // than the connect timeout also fires before anything was written. Only with
         // baton's own reqwest clients: a middleware stack may read or rebuild the body
         // (signing), so its timer expiries stay ambiguous.
-        let tracked = matches!(connect_timeout, Some(ct) if a.timeout <= ct);
+        let waits = || {
+            shared.engine.credential(a.endpoint).is_some()
+                || self.0.transport().may_wait(a.endpoint)
+        };
+        let tracked = matches!(connect_timeout, Some(ct) if a.timeout <= ct || waits());
         let handoff = tracked.then(|| {
             let (body, handoff) = crate::body::Tracked::wrap(request.body_mut().take());
             *request.body_mut() = Some(body);

@@ -125,3 +125,35 @@ async fn a_provider_slower_than_the_attempt_fails_it_undelivered_so_a_post_fails
         .result
         .may_have_executed(&Default::default()));
 }
+
+/// A token that takes a while eats into the attempt's time: the attempt timer then fires
+/// while the connection is still in the making, though it is longer than the connect
+/// timeout. Nothing was written, so the POST fails over. Before, a timer longer than the
+/// connect timeout was taken to have fired after the connection was ready: ambiguous, and
+/// the POST stopped there.
+#[tokio::test]
+async fn an_attempt_timer_that_fires_while_connecting_after_a_slow_token_is_undelivered() {
+    let hung = testkit::HungConnect::start();
+    let b = testkit::Provider::start(testkit::Behaviour::ok());
+    let policy = Policy::builder()
+        .connect_timeout(Duration::from_millis(500))
+        .attempt_timeout(Duration::from_millis(600))
+        .endpoint(
+            Endpoint::new("a", format!("http://{}", hung.addr()))
+                .credential(CredentialSettings::default()),
+        )
+        .endpoint(Endpoint::new("b", b.url()));
+    let client = baton_tokio::Client::builder(policy)
+        .token_provider(|_: &str| async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok::<_, &str>(Token::new("t1").expires_in(Duration::from_secs(600)))
+        })
+        .build()
+        .unwrap();
+    let resp = client.post("/").body("{}").send().await;
+    let resp = resp.unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!((resp.status().as_u16(), resp.endpoint()), (200, "b"));
+    let first = resp.report().attempts[0].result;
+    let connect = baton_core::AttemptResult::TimedOut(baton_core::TimeoutPhase::Connect);
+    assert_eq!(first, connect);
+}
