@@ -519,8 +519,11 @@ impl Sim {
 
     /// Moves the virtual clock forward.
     pub fn advance(&mut self, d: Duration) {
+        let before = self.now;
         self.now = add(self.now, d);
-        self.wall += d;
+        // The wall clock moves as far as the virtual one did (`add` caps a move past
+        // `MAX_DURATION`): the two stay in step, and a huge `d` does not overflow it.
+        self.wall += self.now.saturating_duration_since(before);
     }
 
     /// Runs one call of `method` to `/` with `options`.

@@ -720,3 +720,14 @@ fn a_probe_outside_a_call_reports_its_result() {
     let t = n.iter().rposition(|e| e == "BreakerTransition").unwrap();
     assert!(p < t, "{n:?}");
 }
+
+/// A simulator moved by the longest duration does not panic (the wall clock overflowed),
+/// and its clocks stay in step: a call after it runs as any other.
+#[test]
+fn the_simulator_moves_by_any_duration_without_panicking() {
+    let mut s = sim(endpoints(&["a"]));
+    s.advance(Duration::MAX);
+    s.advance(Duration::MAX);
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.report.stop_reason, StopReason::Answered);
+}
