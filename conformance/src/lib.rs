@@ -72,7 +72,7 @@
 //! cannot run there (the runner fails such a vector unless its `paths` leave those out).
 //!
 //! Besides the fields above, `expect` may hold `error`, `endpoint`, `elapsed_ms = [min, max]`
-//! (real paths widen it by [`real::TOLERANCE`]), `headers_seen` (`"*same*"`: equal on every
+//! (real paths widen its upper bound by [`real::TOLERANCE`], its lower by [`EARLY`]), `headers_seen` (`"*same*"`: equal on every
 //! request), `headers_absent`, `target_seen`, `key_executions` (requests carrying each
 //! idempotency key, over all providers), `body_error` (reading the returned body fails:
 //! `stall`, `half_body`) and `safe = true` (no rule of `baton_core::verify::judge` breaks:
@@ -506,8 +506,14 @@ impl Observed {
     }
 }
 
+/// How much earlier than its lower bound a call may end on real sockets: a timer fires
+/// late, never early, so only the clock reads around the call and the timers' millisecond
+/// ticks are allowed for. The upper bound is widened by the path's whole tolerance.
+pub const EARLY: Duration = Duration::from_millis(5);
+
 /// Compares what call `c` of vector `v` did with what it expects; `tolerance` widens
-/// elapsed bounds for real sockets. Returns every mismatch.
+/// elapsed upper bounds for real sockets (lower bounds by at most [`EARLY`]: an adapter
+/// that skipped a wait or a hedge delay must not pass). Returns every mismatch.
 pub fn check(v: &Vector, c: &CallSpec, got: &Observed, tolerance: Duration) -> Vec<String> {
     let expect = &c.expect;
     let mut bad = Vec::new();
@@ -566,7 +572,7 @@ pub fn check(v: &Vector, c: &CallSpec, got: &Observed, tolerance: Duration) -> V
         }
     }
     if let Some((lo, hi)) = expect.elapsed_ms {
-        let lo = Duration::from_millis(lo).saturating_sub(tolerance);
+        let lo = Duration::from_millis(lo).saturating_sub(tolerance.min(EARLY));
         let hi = Duration::from_millis(hi) + tolerance;
         if got.elapsed < lo || got.elapsed > hi {
             bad.push(format!(
