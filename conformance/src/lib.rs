@@ -72,7 +72,7 @@
 //! cannot run there (the runner fails such a vector unless its `paths` leave those out).
 //!
 //! Besides the fields above, `expect` may hold `error`, `endpoint`, `elapsed_ms = [min, max]`
-//! (real paths widen its upper bound by [`real::TOLERANCE`], its lower by [`EARLY`]), `headers_seen` (`"*same*"`: equal on every
+//! (real paths widen it by a [`Slack`]: [`real::TOLERANCE`] above, [`EARLY`] below), `headers_seen` (`"*same*"`: equal on every
 //! request), `headers_absent`, `target_seen`, `key_executions` (requests carrying each
 //! idempotency key, over all providers), `body_error` (reading the returned body fails:
 //! `stall`, `half_body`) and `safe = true` (no rule of `baton_core::verify::judge` breaks:
@@ -508,13 +508,50 @@ impl Observed {
 
 /// How much earlier than its lower bound a call may end on real sockets: a timer fires
 /// late, never early, so only the clock reads around the call and the timers' millisecond
-/// ticks are allowed for. The upper bound is widened by the path's whole tolerance.
+/// ticks are allowed for (plus the time earlier calls of the vector took, see [`Slack`]).
 pub const EARLY: Duration = Duration::from_millis(5);
 
-/// Compares what call `c` of vector `v` did with what it expects; `tolerance` widens
-/// elapsed upper bounds for real sockets (lower bounds by at most [`EARLY`]: an adapter
-/// that skipped a wait or a hedge delay must not pass). Returns every mismatch.
-pub fn check(v: &Vector, c: &CallSpec, got: &Observed, tolerance: Duration) -> Vec<String> {
+/// How far a call's elapsed time may stray from its vector's `elapsed_ms` bounds.
+///
+/// ```
+/// use std::time::Duration;
+/// use conformance::Slack;
+/// assert_eq!(Slack::NONE.early, Duration::ZERO);
+/// let real = Slack::real(Duration::from_millis(12));
+/// assert_eq!(real.early, Duration::from_millis(17));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slack {
+    /// Below the lower bound.
+    pub early: Duration,
+    /// Above the upper bound.
+    pub late: Duration,
+}
+
+impl Slack {
+    /// Exact bounds (the simulator: virtual time, calls take no time of their own).
+    pub const NONE: Slack = Slack {
+        early: Duration::ZERO,
+        late: Duration::ZERO,
+    };
+
+    /// Real sockets, for a call after earlier calls of its vector that took `before` in
+    /// all (with the runner's pauses between them): a wait that state from an earlier call decides (a token, a cooldown) runs from
+    /// a moment inside those calls, so it may end that much sooner than the vector's
+    /// model (where calls take no time) says; beyond that, [`EARLY`] below the lower
+    /// bound and [`real::TOLERANCE`] above the upper.
+    pub fn real(before: Duration) -> Slack {
+        Slack {
+            early: EARLY + before,
+            late: real::TOLERANCE,
+        }
+    }
+}
+
+/// Compares what call `c` of vector `v` did with what it expects, its elapsed time within
+/// `slack` of the bounds (an adapter that skipped a wait or a hedge delay must not pass).
+/// Returns every mismatch.
+pub fn check(v: &Vector, c: &CallSpec, got: &Observed, slack: Slack) -> Vec<String> {
     let expect = &c.expect;
     let mut bad = Vec::new();
     if expect.safe == Some(true) {
@@ -572,8 +609,8 @@ pub fn check(v: &Vector, c: &CallSpec, got: &Observed, tolerance: Duration) -> V
         }
     }
     if let Some((lo, hi)) = expect.elapsed_ms {
-        let lo = Duration::from_millis(lo).saturating_sub(tolerance.min(EARLY));
-        let hi = Duration::from_millis(hi) + tolerance;
+        let lo = Duration::from_millis(lo).saturating_sub(slack.early);
+        let hi = Duration::from_millis(hi) + slack.late;
         if got.elapsed < lo || got.elapsed > hi {
             bad.push(format!(
                 "elapsed {:?} outside [{lo:?}, {hi:?}]",
@@ -1329,13 +1366,13 @@ mod checks {
         let mut got = Observed::default();
         let one = request(&[("authorization", "Bearer caller")]);
         got.seen.insert("a".into(), vec![one]);
-        assert!(check(&v, &v.calls[0], &got, Duration::ZERO).is_empty());
+        assert!(check(&v, &v.calls[0], &got, Slack::NONE).is_empty());
         let two = request(&[
             ("authorization", "Bearer caller"),
             ("authorization", "Bearer A-secret"),
         ]);
         got.seen.insert("a".into(), vec![two]);
-        let bad = check(&v, &v.calls[0], &got, Duration::ZERO);
+        let bad = check(&v, &v.calls[0], &got, Slack::NONE);
         assert!(
             bad.iter().any(|b| b.contains("header authorization at a")),
             "{bad:?}"
@@ -1359,14 +1396,14 @@ mod checks {
         let mut got = Observed::from_report(&run.report);
         assert!(receipts(&v, &got).is_empty());
         got.seen.insert("a".into(), vec![request(&[])]);
-        let bad = check(&v, &v.calls[0], &got, Duration::ZERO);
+        let bad = check(&v, &v.calls[0], &got, Slack::NONE);
         assert!(
             bad.iter().any(|b| b.contains("may_have_executed is false")),
             "{bad:?}"
         );
         // More requests than the report's three attempts: one it does not show.
         got.seen.insert("a".into(), vec![request(&[]); 4]);
-        let bad = check(&v, &v.calls[0], &got, Duration::ZERO);
+        let bad = check(&v, &v.calls[0], &got, Slack::NONE);
         let hidden = "more than the report's 3 attempt";
         assert!(bad.iter().any(|b| b.contains(hidden)), "{bad:?}");
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use baton_core::{HttpVersion, PolicyBuilder, Report};
 use testkit::{Behaviour, H2Behaviour, H2Provider, Provider};
 
-use crate::{check, CallSpec, Fault, Observed, SeenRequest, StepSpec, Vector};
+use crate::{check, CallSpec, Fault, Observed, SeenRequest, Slack, StepSpec, Vector};
 
 /// How far elapsed times may stray on real sockets (scheduling, connects, two cores
 /// shared with other work).
@@ -361,8 +361,9 @@ impl Tally {
                 v.calls.len()
             ));
         }
+        let mut before = Duration::ZERO;
         for (i, (c, o)) in v.calls.iter().zip(observed).enumerate() {
-            for bad in check(v, c, o, TOLERANCE) {
+            for bad in check(v, c, o, Slack::real(before)) {
                 self.failures.push(format!(
                     "{} ({}) call {}: {bad}",
                     v.name,
@@ -370,6 +371,8 @@ impl Tally {
                     i + 1
                 ));
             }
+            // The call, and the pause after it before its requests are read.
+            before += o.elapsed + SETTLE;
         }
     }
 

@@ -1,8 +1,6 @@
 //! Every vector through the core simulator.
 
-use std::time::Duration;
-
-use conformance::{check, run_sim, vectors};
+use conformance::{check, run_sim, vectors, Slack};
 
 #[test]
 fn every_vector_passes_on_the_simulator() {
@@ -47,7 +45,7 @@ fn every_vector_passes_on_the_simulator() {
                     ));
                 }
                 for (i, (c, o)) in v.calls.iter().zip(&observed).enumerate() {
-                    for bad in check(v, c, o, Duration::ZERO) {
+                    for bad in check(v, c, o, Slack::NONE) {
                         failures.push(format!(
                             "{} [{}] call {}: {bad}",
                             v.name,
