@@ -145,12 +145,29 @@ pub fn load(path: &Path) -> Result<ConfigFile, String> {
     parse(&text).map_err(|e| format!("config file {}: {e}", path.display()))
 }
 
+/// A TOML error as its message and where it is (`line L, column C`), without the source
+/// line the parser's own text quotes: that line may hold an endpoint URL's key or a
+/// header's secret (SPEC 4), whatever the typo on it.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim_end();
+    let Some(span) = e.span() else {
+        return message.to_string();
+    };
+    let before = &text.as_bytes()[..span.start.min(text.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+    format!("line {line}, column {column}: {message}")
+}
+
 /// Parses config text. Header names are case-insensitive: two keys of one endpoint's
 /// `[endpoint.headers]` that differ only in case would send the header twice, so they are
 /// refused.
 pub fn parse(text: &str) -> Result<ConfigFile, String> {
-    let file: ConfigFile =
-        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    let file: ConfigFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
     for e in &file.endpoints {
         let names: Vec<&String> = e.headers.keys().collect();
         for (i, a) in names.iter().enumerate() {

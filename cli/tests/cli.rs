@@ -1666,7 +1666,12 @@ fn check_of_an_unsafe_policy_exits_8_with_counterexamples_that_fail_the_conforma
         let vector: conformance::Vector = toml::from_str(&text).unwrap();
         let observed = conformance::run_sim(&vector).unwrap();
         let last = vector.calls.last().unwrap();
-        let bad = conformance::check(&vector, last, observed.last().unwrap(), Duration::ZERO);
+        let bad = conformance::check(
+            &vector,
+            last,
+            observed.last().unwrap(),
+            conformance::Slack::NONE,
+        );
         // Exactly the rules the check printed for this class, and nothing else.
         assert!(!bad.is_empty());
         for b in &bad {
@@ -1740,4 +1745,28 @@ fn check_stays_8_when_its_counterexample_cannot_be_written_and_refuses_zero_call
         "",
     );
     assert_eq!(code(&o), 2, "{}", stderr(&o));
+}
+
+/// A config file's syntax or type error names where it is (line and column) and what is
+/// wrong, never the line itself: it may hold an endpoint URL's key or a header's secret,
+/// whatever the typo on it (SPEC 4). Before, the parser's text quoted the whole line.
+#[test]
+fn a_config_file_error_names_the_line_without_quoting_it() {
+    let dir = temp_dir("toml-secrets");
+    let files = [
+        "[[endpoint]]\nid = \"a\"\nurl = \"http://user:SECRETPW@127.0.0.1:1/v2/SECRETKEY\"\nurl = \"x\"\n",
+        "[[endpoint]]\nid = \"a\"\nurl = \"http://127.0.0.1:1/\"\nheaders = { authorization = \"Bearer SECRETTOKEN\", x = 1 }\n",
+        "[[endpoint]]\nid = \"a\"\nurl = \"http://127.0.0.1:1/\"\nheaders = { authorization = \"Bearer SECRETTOKEN }\n",
+    ];
+    for (i, text) in files.iter().enumerate() {
+        let path = dir.join(format!("c{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let o = run(&["request", "--config", path.to_str().unwrap()], "");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("line 4"), "{err}");
+        for secret in ["SECRETPW", "SECRETKEY", "SECRETTOKEN"] {
+            assert!(!err.contains(secret), "{secret} in: {err}");
+        }
+    }
 }
