@@ -59,8 +59,8 @@ pub enum Command {
         after_help = "Exit status of `events`: 0 after --max-events events, or when the \
                       server ended the stream (204); 2 invalid usage, configuration or call \
                       settings (nothing sent); 3 gave up: --max-reconnects reconnections in a \
-                      row brought no event; 6 an endpoint the stream could go on only at asked \
-                      to wait longer than max_retry_after (Retry-After); 9 a fatal answer (a status other than 200, 204, \
+                      row brought no event; 6 the only endpoint the stream could go on at \
+                      asked to wait longer than max_retry_after (Retry-After); 9 a fatal answer (a status other than 200, 204, \
                       408, 429 and 5xx, or a content type that is not text/event-stream); 10 \
                       interrupted: a stream opened by a method that is not safe broke and \
                       could only go on by sending its request again; 11 an event over \

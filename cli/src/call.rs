@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Duration;
 
-use baton_core::{CallOptions, ErrorKind, Permission, Report, StopReason};
+use baton_core::{AttemptResult, CallOptions, ErrorKind, Permission, Report, StopReason};
 use serde::Deserialize;
 
 use crate::args::{CallArgs, Choice};
@@ -270,15 +270,20 @@ pub struct Failure {
     pub exit: u8,
 }
 
-/// Exit status of `request` for an engine error kind and the call's stop reason.
+/// Exit status of `request` for an engine error kind, the call's stop reason, and whether
+/// any attempt was sent (`sent`: an attempt that was not rejected locally).
 ///
-/// The kind decides, except that a failover error whose stop reason is
-/// `no_usable_endpoint` (every endpoint left went into cooldown during the call and
-/// `--cooldown-mode skip` left nothing to try) exits 4 like a call that found no usable
-/// endpoint at its start: in both cases nothing was left to try.
-pub fn exit_for(kind: &ErrorKind, stop: StopReason) -> u8 {
+/// The kind decides, except that:
+/// - a failover error whose stop reason is `no_usable_endpoint` (every endpoint left went
+///   into cooldown during the call and `--cooldown-mode skip` left nothing to try) exits 4
+///   like a call that found no usable endpoint at its start: in both cases nothing was
+///   left to try;
+/// - an invalid call exits 2 ("nothing sent", fix the input and run it again) only when
+///   nothing was: a request rejected for a later endpoint after earlier attempts were
+///   sent exits 3, as any call that tried and failed, since those may have executed.
+pub fn exit_for(kind: &ErrorKind, stop: StopReason, sent: bool) -> u8 {
     match kind {
-        ErrorKind::InvalidCall(_) | ErrorKind::UnknownEndpoint(_) => 2,
+        ErrorKind::InvalidCall(_) | ErrorKind::UnknownEndpoint(_) if !sent => 2,
         ErrorKind::NoUsableEndpoint => 4,
         ErrorKind::Failover if stop == StopReason::NoUsableEndpoint => 4,
         ErrorKind::Deadline => 5,
@@ -341,6 +346,12 @@ impl CallSpec {
     }
 }
 
+/// Whether any attempt of the call was sent (was not rejected locally).
+fn any_sent(report: &Report) -> bool {
+    let rejected = AttemptResult::Failed(baton_core::FailureClass::RejectedLocally);
+    report.attempts.iter().any(|a| a.result != rejected)
+}
+
 impl CallResult {
     /// A call that failed in the engine (or adapter), with its report.
     pub fn error(kind: &ErrorKind, report: Report, message: String) -> CallResult {
@@ -348,7 +359,7 @@ impl CallResult {
             failure: Some(Failure {
                 kind: kind.as_str().to_string(),
                 message,
-                exit: exit_for(kind, report.stop_reason),
+                exit: exit_for(kind, report.stop_reason, any_sent(&report)),
             }),
             report: Some(report),
             response: None,
@@ -452,7 +463,7 @@ mod tests {
 
     #[test]
     fn exit_codes_follow_the_error_kind() {
-        let e = |k: ErrorKind| exit_for(&k, StopReason::AttemptsExhausted);
+        let e = |k: ErrorKind| exit_for(&k, StopReason::AttemptsExhausted, false);
         assert_eq!(e(ErrorKind::Failover), 3);
         assert_eq!(e(ErrorKind::Budget), 3);
         assert_eq!(e(ErrorKind::RateLimited), 3);
@@ -465,8 +476,11 @@ mod tests {
         );
         assert_eq!(e(ErrorKind::UnknownEndpoint("x".into())), 2);
         assert_eq!(
-            exit_for(&ErrorKind::Failover, StopReason::NoUsableEndpoint),
+            exit_for(&ErrorKind::Failover, StopReason::NoUsableEndpoint, true),
             4
         );
+        // Rejected for a later endpoint after an attempt was sent: it may have executed.
+        let late = ErrorKind::InvalidCall(baton_core::CallRejection::NotBuilt);
+        assert_eq!(exit_for(&late, StopReason::InvalidCall, true), 3);
     }
 }
