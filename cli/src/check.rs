@@ -24,6 +24,12 @@ pub fn run(args: CheckArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return crate::usage_error(&e),
     };
+    // The client `--runtime` would build: its own checks (TLS files, hedging or HTTP/2 on
+    // the blocking runtime) refuse a configuration here as every other command does.
+    // Built and dropped; nothing is sent.
+    if let Err(e) = crate::runner::Runner::from_args(&args.client, Instant::now()) {
+        return crate::usage_error(&e);
+    }
     let endpoints = config.endpoints.len();
     let policy = match config.policy().build() {
         Ok(p) => p,

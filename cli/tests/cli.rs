@@ -1770,3 +1770,28 @@ fn a_config_file_error_names_the_line_without_quoting_it() {
         }
     }
 }
+
+/// `baton check` refuses what the client of `--runtime` refuses, as `request` does (exit
+/// 2, naming the setting): a CA file that does not exist, hedging or HTTP/2 on the
+/// blocking runtime. Before, it checked the policy alone and passed them.
+#[test]
+fn check_refuses_what_the_runtime_refuses() {
+    let dir = temp_dir("runtime-refusals");
+    let cases: [&[&str]; 3] = [
+        &["--cacert", "/nonexistent-baton-ca.pem"],
+        &["--hedge-after", "5", "--runtime", "blocking"],
+        &["--http2-prior-knowledge", "--runtime", "blocking"],
+    ];
+    for extra in cases {
+        let mut args = vec!["-e", "a=http://127.0.0.1:1/", "--calls", "10"];
+        args.extend_from_slice(extra);
+        let checked = check_in(&dir, &args);
+        let mut request = vec!["request"];
+        request.extend_from_slice(&args[..2]);
+        request.extend_from_slice(extra);
+        let requested = run(&request, "");
+        let err = String::from_utf8_lossy(&checked.stderr);
+        assert_eq!(requested.status.code(), Some(2), "{extra:?}");
+        assert_eq!(checked.status.code(), Some(2), "{extra:?}: {err}");
+    }
+}
