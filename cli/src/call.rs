@@ -91,7 +91,14 @@ impl CallSpec {
 pub fn parse_header(text: &str) -> Result<(String, String), String> {
     match text.split_once(':') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
-        _ => Err(format!("--header {text:?}: expected 'Name: value'")),
+        // Only the first word is quoted: the rest may be a secret (`Authorization Bearer
+        // ...` without its colon).
+        _ => {
+            let name = text.trim().split([':', ' ']).next().unwrap_or_default();
+            Err(format!(
+                "--header starting {name:?}: expected 'Name: value' (the value is not shown)"
+            ))
+        }
     }
 }
 
@@ -175,6 +182,12 @@ fn the_bad_key(line: &str) -> Option<String> {
         return None;
     };
     map.into_iter().find_map(|(key, value)| {
+        // `headers` that is not an object is refused without quoting it (serde's message
+        // would): it is likely a header's value, and values may be secrets.
+        if key == "headers" && !value.is_object() {
+            let why = "expected an object of header names and string values (not shown)";
+            return Some(format!("`headers`: {why}"));
+        }
         let alone = serde_json::Value::Object([(key.clone(), value)].into_iter().collect());
         serde_json::from_value::<BatchLine>(alone)
             .err()

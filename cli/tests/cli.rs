@@ -126,6 +126,28 @@ fn a_path_that_would_not_be_sent_or_a_lower_case_method_is_refused_before_sendin
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("header X-Token"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("secret-1"), "{}", stderr(&o));
+    // A header without its colon, and a batch line whose `headers` is a string: the value
+    // is never quoted either.
+    let o = run(
+        &[
+            "request",
+            "-e",
+            &ep("a", &p.url()),
+            "-H",
+            "Authorization Bearer secret-2",
+        ],
+        "",
+    );
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("\"Authorization\""), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("secret-2"), "{}", stderr(&o));
+    let o = run(
+        &["batch", "-e", &ep("a", &p.url())],
+        "{\"headers\": \"Bearer secret-3\"}\n",
+    );
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("`headers`"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("secret-3"), "{}", stderr(&o));
     assert_eq!(p.request_count(), 0, "a refused call was sent");
 }
 
