@@ -437,6 +437,8 @@ pub(crate) struct Pending {
     pub(crate) number: u32,
     pub(crate) at: Instant,
     pub(crate) outcome: PendingOutcome,
+    /// The redirects the attempt followed on its way (SPEC 3).
+    pub(crate) redirects: Vec<crate::Redirect>,
 }
 
 #[derive(Debug, Clone)]
@@ -551,22 +553,19 @@ impl Sim {
             let action = call.poll();
             match action {
                 Action::Send(a) => {
-                    let i = a.endpoint;
-                    let step = self.scripts[i].step(self.requests[i]).clone();
-                    self.requests[i] += 1;
-                    if step.reply.delivered() {
-                        executed[i].push(Execution {
-                            request_id: call.request_id().to_string(),
-                            idempotency_key: call.idempotency_key().map(str::to_owned),
-                            attempt: a.number,
-                            at: self.now.saturating_duration_since(self.origin),
-                        });
-                    }
-                    let (after, outcome) = pending_outcome(&step, &a);
+                    let execution = Execution {
+                        request_id: call.request_id().to_string(),
+                        idempotency_key: call.idempotency_key().map(str::to_owned),
+                        attempt: a.number,
+                        at: self.now.saturating_duration_since(self.origin),
+                    };
+                    let mut record = |i: usize| executed[i].push(execution.clone());
+                    let (after, outcome, redirects) = self.play(&a, &request, &mut record);
                     pending.push(Pending {
                         number: a.number,
                         at: add(self.now, after),
                         outcome,
+                        redirects,
                     });
                     max_in_flight = max_in_flight.max(pending.len());
                 }
@@ -591,6 +590,62 @@ impl Sim {
             max_in_flight,
             elapsed: self.now.saturating_duration_since(start),
             stuck,
+        }
+    }
+
+    /// Plays attempt `a` against the scripts: its endpoint's next step and, while that
+    /// answers a redirect the policy follows (SPEC 3), the next step of the endpoint the
+    /// hop's origin names, all within the attempt's time, as the adapters follow redirects
+    /// within an attempt. A hop to an origin no endpoint has does not resolve (undelivered;
+    /// the call reads it as ambiguous, after a redirect). `record` is told each endpoint
+    /// that received a request. Returns when the attempt ends, how, and the hops followed.
+    fn play(
+        &mut self,
+        a: &crate::Attempt,
+        request: &SimRequest,
+        record: &mut dyn FnMut(usize),
+    ) -> (Duration, PendingOutcome, Vec<crate::Redirect>) {
+        let engine = self.engine.clone();
+        let policy = engine.policy();
+        let (mut endpoint, mut spent) = (a.endpoint, Duration::ZERO);
+        let mut redirects: Option<crate::Redirects> = None;
+        let mut method = request.method.clone();
+        let mut target = crate::attempt_uri(policy, endpoint, &request.uri).unwrap_or_default();
+        let followed = |r: Option<crate::Redirects>| r.map(crate::Redirects::into_followed);
+        loop {
+            let step = self.scripts[endpoint].step(self.requests[endpoint]).clone();
+            self.requests[endpoint] += 1;
+            if step.reply.delivered() {
+                record(endpoint);
+            }
+            let left = crate::Attempt {
+                timeout: a.timeout.saturating_sub(spent),
+                ..a.clone()
+            };
+            let (after, outcome) = pending_outcome(&step, &left);
+            spent += after;
+            let hop = match &outcome {
+                PendingOutcome::Response(code, headers) => {
+                    let state = redirects.get_or_insert_with(|| {
+                        crate::Redirects::for_attempt(policy, a, request.body, &target, &method)
+                    });
+                    let status = StatusCode::from_u16(*code).ok();
+                    status.and_then(|s| state.next(s, &header_map(headers)))
+                }
+                _ => None,
+            };
+            let Some(hop) = hop else {
+                return (spent, outcome, followed(redirects).unwrap_or_default());
+            };
+            let named = policy.endpoints().iter().position(|e| {
+                let uri = e.url().parse::<Uri>().unwrap_or_default();
+                crate::same_origin(&uri, &hop.uri)
+            });
+            let Some(next) = named else {
+                let unresolved = PendingOutcome::Failure(FailureClass::Undelivered);
+                return (spent, unresolved, followed(redirects).unwrap_or_default());
+            };
+            (endpoint, method, target) = (next, hop.method, hop.uri);
         }
     }
 
@@ -701,16 +756,27 @@ pub(crate) fn pending_outcome(step: &Step, a: &crate::Attempt) -> (Duration, Pen
     }
 }
 
+/// A scripted step's headers as a header map (a name or value that is not valid is left
+/// out).
+fn header_map(headers: &[(String, String)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        if let (Ok(n), Ok(v)) = (HeaderName::try_from(k), HeaderValue::try_from(v)) {
+            map.append(n, v);
+        }
+    }
+    map
+}
+
 pub(crate) fn deliver(call: &mut Call<'_, Head>, p: Pending, now: Instant, wall: SystemTime) {
     let attempt = p.number;
+    if !p.redirects.is_empty() {
+        let redirects = p.redirects;
+        call.handle(Input::Redirected { attempt, redirects }, now);
+    }
     let input = match p.outcome {
         PendingOutcome::Response(code, headers) => {
-            let mut map = HeaderMap::new();
-            for (k, v) in headers {
-                if let (Ok(n), Ok(v)) = (HeaderName::try_from(k), HeaderValue::try_from(v)) {
-                    map.append(n, v);
-                }
-            }
+            let map = header_map(&headers);
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             Input::Response {
                 attempt,

@@ -731,3 +731,47 @@ fn the_simulator_moves_by_any_duration_without_panicking() {
     let run = s.run(Method::GET, CallOptions::default());
     assert_eq!(run.report.stop_reason, StopReason::Answered);
 }
+
+/// The simulator follows redirects within the attempt as every adapter does (SPEC 3): a
+/// same-origin 302 is followed to the endpoint's next step, a 307 to another endpoint's
+/// origin runs there (and that endpoint executed the call), and a hop to an origin no
+/// endpoint has does not resolve, which after a redirect is ambiguous. Before, the 3xx
+/// was the call's answer and the hop's execution was not seen.
+#[test]
+fn the_simulator_follows_redirects_within_the_attempt() {
+    let mut s = sim(endpoints(&["a", "b"]));
+    s.script(
+        "a",
+        Script::status(302)
+            .header("location", "/final")
+            .then(Script::status(200)),
+    );
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.report.status(), Some(http::StatusCode::OK));
+    assert_eq!((run.executions("a"), run.executions("b")), (2, 0));
+    assert_eq!(run.report.attempts.len(), 1);
+    assert_eq!(run.report.redirects.len(), 1);
+
+    let mut s = sim(endpoints(&["a", "b"]));
+    s.script(
+        "a",
+        Script::status(307).header("location", "https://b.example/pay"),
+    );
+    let run = s.run(Method::POST, CallOptions::default());
+    assert_eq!(run.report.status(), Some(http::StatusCode::OK));
+    assert_eq!((run.executions("a"), run.executions("b")), (1, 1));
+    assert_eq!(run.report.attempts.len(), 1, "a redirect is not an attempt");
+
+    let mut s = sim(endpoints(&["a", "b"]));
+    s.script(
+        "a",
+        Script::status(307).header("location", "https://elsewhere.example/pay"),
+    );
+    let run = s.run(Method::POST, CallOptions::default());
+    assert!(run.report.may_have_executed);
+    assert_eq!(
+        run.executions("b"),
+        0,
+        "a POST that may have executed stays"
+    );
+}

@@ -374,10 +374,12 @@ impl World {
                         connect_timeout: a.connect_timeout,
                     });
                     let (after, outcome) = sim::pending_outcome(&fault.step(self), &a);
+                    // The explorer's faults hold no redirect.
                     pending.push(Pending {
                         number: a.number,
                         at: add(now, after),
                         outcome,
+                        redirects: Vec::new(),
                     });
                 }
                 Action::Discard(n) => pending.retain(|p| p.number != n),
