@@ -6,6 +6,14 @@
 //! Health and budget carry from call to call, as in a real client. Most of baton's own tests
 //! use it, and users can property-test their policies with it.
 //!
+//! What it models as the adapters do: connect and response timeouts, every failure class
+//! (refused, reset, black hole, HTTP/2 refusals, certificate rejections), `Retry-After`,
+//! and redirects followed within the attempt (a `Location` on an endpoint's origin plays
+//! that endpoint's next step; any other origin does not resolve). What it does not: a
+//! response body (a classifier sees none, as on every adapter but baton-tokio with
+//! `classify_body`), credential refreshes (an endpoint's token slot is never filled), and
+//! connect time (a connect succeeds at once unless scripted to fail).
+//!
 //! ```
 //! use std::time::{Duration, Instant};
 //! use baton_core::{sim::{Script, Sim}, CallOptions, Endpoint, Policy, StopReason};
