@@ -93,7 +93,10 @@
 //! The real runners share [`real`]: one `testkit` provider per endpoint on 127.0.0.1, the
 //! policy pointed at them, one client per vector, calls in order (really sleeping
 //! `wait_before`), the body of a returned response read in full (with a
-//! [`real::BODY_TIMEOUT`]), and the requests each provider recorded during each call. Each
+//! [`real::BODY_TIMEOUT`]), and the requests each provider recorded during each call.
+//! Besides its own `expect`, every call of a vector that also runs on `sim` must decide as
+//! the simulator did: the same stop reason, error kind, `may_have_executed` and attempts
+//! (endpoint and outcome each), stated in the vector or not. Each
 //! runner prints `N vectors ran, M not expressible on this path` with every reason, and
 //! fails listing every mismatch. Set `CONFORMANCE_DUMP=1` to have `tests/sim.rs` print what
 //! each call did (handy when writing a vector).

@@ -346,7 +346,10 @@ impl Tally {
                 Err(e) => self
                     .failures
                     .push(format!("{} ({}): {e}", v.name, file_name(v))),
-                Ok(observed) => self.compare(&sc.vector, &observed),
+                Ok(observed) => {
+                    self.compare(&sc.vector, &observed);
+                    self.agree_with_sim(v, &observed);
+                }
             }
         }
     }
@@ -373,6 +376,51 @@ impl Tally {
             }
             // The call, and the pause after it before its requests are read.
             before += o.elapsed + SETTLE;
+        }
+    }
+
+    /// What every call did, beside what the simulator did with the same vector: the
+    /// decisions (stop reason, error kind, `may_have_executed`, each attempt's endpoint
+    /// and outcome) must be the same on every path, whether or not the vector states
+    /// them (SPEC 7: one behaviour on every runtime). Vectors the simulator cannot run
+    /// are left to their own `expect`.
+    fn agree_with_sim(&mut self, v: &Vector, observed: &[Observed]) {
+        if !v.runs_on("sim") {
+            return;
+        }
+        let Ok(model) = crate::run_sim(&v.for_sim()) else {
+            return;
+        };
+        for (i, (m, o)) in model.iter().zip(observed).enumerate() {
+            let fields = [
+                ("stop reason", &m.stop_reason, &o.stop_reason),
+                (
+                    "error",
+                    &format!("{:?}", m.error),
+                    &format!("{:?}", o.error),
+                ),
+                (
+                    "may_have_executed",
+                    &m.may_have_executed.to_string(),
+                    &o.may_have_executed.to_string(),
+                ),
+                (
+                    "attempts",
+                    &format!("{:?}", m.attempts),
+                    &format!("{:?}", o.attempts),
+                ),
+            ];
+            for (field, sim, real) in fields {
+                if sim != real {
+                    self.failures.push(format!(
+                        "{} ({}) call {}: {field} differs from the simulator's: sim {sim}, {} {real}",
+                        v.name,
+                        file_name(v),
+                        i + 1,
+                        self.path
+                    ));
+                }
+            }
         }
     }
 
