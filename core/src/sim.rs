@@ -8,11 +8,13 @@
 //!
 //! What it models as the adapters do: connect and response timeouts, every failure class
 //! (refused, reset, black hole, HTTP/2 refusals, certificate rejections), `Retry-After`,
-//! and redirects followed within the attempt (a `Location` on an endpoint's origin plays
-//! that endpoint's next step; any other origin does not resolve). What it does not: a
-//! response body (a classifier sees none, as on every adapter but baton-tokio with
-//! `classify_body`), credential refreshes (an endpoint's token slot is never filled), and
-//! connect time (a connect succeeds at once unless scripted to fail).
+//! redirects followed within the attempt (a `Location` on an endpoint's origin plays that
+//! endpoint's next step; any other origin does not resolve), and credentials (SPEC 9: an
+//! endpoint's slot is filled by a provider that answers at once, and a refusal of a held
+//! token is re-sent once, playing the endpoint's next step). What it does not: a response
+//! body (a classifier sees none, as on every adapter but baton-tokio with
+//! `classify_body`), a token provider that is slow or fails, and connect time (a connect
+//! succeeds at once unless scripted to fail).
 //!
 //! ```
 //! use std::time::{Duration, Instant};
@@ -620,6 +622,10 @@ impl Sim {
         let mut method = request.method.clone();
         let mut target = crate::attempt_uri(policy, endpoint, &request.uri).unwrap_or_default();
         let followed = |r: Option<crate::Redirects>| r.map(crate::Redirects::into_followed);
+        // The endpoint's token for the attempt's own request (SPEC 9), and whether it was
+        // already re-sent once after a refusal.
+        let mut token = lease_now(&engine, endpoint, self.now);
+        let mut resent = false;
         loop {
             let step = self.scripts[endpoint].step(self.requests[endpoint]).clone();
             self.requests[endpoint] += 1;
@@ -632,6 +638,20 @@ impl Sim {
             };
             let (after, outcome) = pending_outcome(&step, &left);
             spent += after;
+            // A refusal of a token the slot held is re-sent once, to the same endpoint,
+            // with a refreshed token, as every adapter does; a refusal of the fresh one
+            // invalidates it too, and is the answer. Redirect hops carry no token here.
+            if let (Some((slot, held)), PendingOutcome::Response(code, _)) =
+                (token.take(), &outcome)
+            {
+                let status = StatusCode::from_u16(*code).unwrap_or(StatusCode::OK);
+                let replayable = request.body != BodyKind::OneShot;
+                if slot.answered(&held, status) && !resent && replayable {
+                    token = lease_now(&engine, endpoint, self.now);
+                    resent = true;
+                    continue;
+                }
+            }
             let hop = match &outcome {
                 PendingOutcome::Response(code, headers) => {
                     let state = redirects.get_or_insert_with(|| {
@@ -761,6 +781,26 @@ pub(crate) fn pending_outcome(step: &Step, a: &crate::Attempt) -> (Duration, Pen
             (step.after, PendingOutcome::Failure(end.class()))
         }
         Reply::RefusedStream | Reply::GoAway { .. } | Reply::StreamReset => timed_out,
+    }
+}
+
+/// A token for `endpoint`'s credential slot, when it has one, from a provider that answers
+/// at once (the simulator has no identity service): the slot's own rules decide whether
+/// it is fresh or held.
+fn lease_now(
+    engine: &Engine,
+    endpoint: usize,
+    now: Instant,
+) -> Option<(&crate::credential::Credential, crate::credential::Lease)> {
+    let slot = engine.credential(endpoint)?;
+    let id = engine.policy().endpoints().get(endpoint)?.id().to_string();
+    let fetch = || std::future::ready(Ok(crate::credential::Token::new(format!("sim-{id}"))));
+    let lease = std::pin::pin!(slot.lease(move || now, fetch));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::future::Future::poll(lease, &mut cx) {
+        std::task::Poll::Ready(Ok(lease)) => Some((slot, lease)),
+        // Another call's refresh in flight cannot be: the simulator runs one call at once.
+        _ => None,
     }
 }
 

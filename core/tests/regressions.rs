@@ -775,3 +775,42 @@ fn the_simulator_follows_redirects_within_the_attempt() {
         "a POST that may have executed stays"
     );
 }
+
+/// The simulator re-sends a refused credential as every adapter does (SPEC 9): a 401 for
+/// a token the slot held is refreshed and re-sent once to the same endpoint within the
+/// attempt; a 401 for a token just fetched is not re-sent (the call fails over). Before,
+/// the 401 was the answer and the re-send's execution unseen.
+#[test]
+fn the_simulator_re_sends_a_refused_credential_once() {
+    use baton_core::credential::CredentialSettings;
+    let policy = Policy::builder()
+        .jitter(Jitter::None)
+        .seed(7)
+        .endpoint(
+            Endpoint::new("a", "https://a.example/").credential(CredentialSettings::default()),
+        )
+        .endpoint(Endpoint::new("b", "https://b.example/"));
+    let mut s = sim(policy);
+    s.script(
+        "a",
+        Script::status(200)
+            .then(Script::status(401))
+            .then(Script::status(200))
+            .then(Script::status(401)),
+    );
+    // The first call's token is fetched for it: answered.
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.report.status(), Some(http::StatusCode::OK));
+    // The second holds it: refused, refreshed, re-sent once within the one attempt.
+    let run = s.run(Method::POST, CallOptions::default());
+    assert_eq!(run.report.status(), Some(http::StatusCode::OK));
+    assert_eq!((run.executions("a"), run.executions("b")), (2, 0));
+    assert_eq!(run.report.attempts.len(), 1);
+    // The third holds the refreshed one: refused (a's fourth step), re-sent, and the
+    // re-send (the script's last step again) refused too: the answer is no third send
+    // there, the call fails over.
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.executions("a"), 2);
+    assert_eq!(run.report.status(), Some(http::StatusCode::OK));
+    assert_eq!(run.report.endpoint_id(), Some("b"));
+}
