@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Duration;
 
-use baton_core::{AttemptResult, CallOptions, ErrorKind, Permission, Report, StopReason};
+use baton_core::{CallOptions, ErrorKind, Permission, Report, StopReason};
 use serde::Deserialize;
 
 use crate::args::{CallArgs, Choice};
@@ -91,12 +91,19 @@ impl CallSpec {
 pub fn parse_header(text: &str) -> Result<(String, String), String> {
     match text.split_once(':') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
-        // Only the first word is quoted: the rest may be a secret (`Authorization Bearer
-        // ...` without its colon).
+        // Only a leading header name is quoted (its token characters, at most 40): the
+        // rest may be a secret (`Authorization Bearer ...`, `X-Api-Key=...`, a token
+        // passed alone).
         _ => {
-            let name = text.trim().split([':', ' ']).next().unwrap_or_default();
+            let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+            let name: String = text
+                .trim()
+                .chars()
+                .take_while(|&c| token(c))
+                .take(40)
+                .collect();
             Err(format!(
-                "--header starting {name:?}: expected 'Name: value' (the value is not shown)"
+                "--header starting {name:?}: expected 'Name: value' (the rest is not shown)"
             ))
         }
     }
@@ -284,7 +291,7 @@ pub struct Failure {
 }
 
 /// Exit status of `request` for an engine error kind, the call's stop reason, and whether
-/// any attempt was sent (`sent`: an attempt that was not rejected locally).
+/// the call may have executed (`sent`: the report's `may_have_executed`).
 ///
 /// The kind decides, except that:
 /// - a failover error whose stop reason is `no_usable_endpoint` (every endpoint left went
@@ -292,8 +299,8 @@ pub struct Failure {
 ///   like a call that found no usable endpoint at its start: in both cases nothing was
 ///   left to try;
 /// - an invalid call exits 2 ("nothing sent", fix the input and run it again) only when
-///   nothing was: a request rejected for a later endpoint after earlier attempts were
-///   sent exits 3, as any call that tried and failed, since those may have executed.
+///   nothing may have executed: a request rejected for a later endpoint after an earlier
+///   attempt that may have executed exits 3, as any call that tried and failed.
 pub fn exit_for(kind: &ErrorKind, stop: StopReason, sent: bool) -> u8 {
     match kind {
         ErrorKind::InvalidCall(_) | ErrorKind::UnknownEndpoint(_) if !sent => 2,
@@ -359,12 +366,6 @@ impl CallSpec {
     }
 }
 
-/// Whether any attempt of the call was sent (was not rejected locally).
-fn any_sent(report: &Report) -> bool {
-    let rejected = AttemptResult::Failed(baton_core::FailureClass::RejectedLocally);
-    report.attempts.iter().any(|a| a.result != rejected)
-}
-
 impl CallResult {
     /// A call that failed in the engine (or adapter), with its report.
     pub fn error(kind: &ErrorKind, report: Report, message: String) -> CallResult {
@@ -372,7 +373,7 @@ impl CallResult {
             failure: Some(Failure {
                 kind: kind.as_str().to_string(),
                 message,
-                exit: exit_for(kind, report.stop_reason, any_sent(&report)),
+                exit: exit_for(kind, report.stop_reason, report.may_have_executed),
             }),
             report: Some(report),
             response: None,
@@ -492,7 +493,7 @@ mod tests {
             exit_for(&ErrorKind::Failover, StopReason::NoUsableEndpoint, true),
             4
         );
-        // Rejected for a later endpoint after an attempt was sent: it may have executed.
+        // Rejected for a later endpoint after an attempt that may have executed.
         let late = ErrorKind::InvalidCall(baton_core::CallRejection::NotBuilt);
         assert_eq!(exit_for(&late, StopReason::InvalidCall, true), 3);
     }

@@ -24,17 +24,18 @@ pub fn run(args: CheckArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return crate::usage_error(&e),
     };
-    // The client `--runtime` would build: its own checks (TLS files, hedging or HTTP/2 on
-    // the blocking runtime) refuse a configuration here as every other command does.
-    // Built and dropped; nothing is sent.
-    if let Err(e) = crate::runner::Runner::from_args(&args.client, Instant::now()) {
-        return crate::usage_error(&e);
-    }
     let endpoints = config.endpoints.len();
-    let policy = match config.policy().build() {
+    let policy = match config.clone().policy().build() {
         Ok(p) => p,
         Err(e) => return crate::usage_error(&e.to_string()),
     };
+    // The client `--runtime` would build, of the configuration read once (a `--config`
+    // that is a pipe cannot be read twice): its own checks (TLS files, hedging or HTTP/2
+    // on the blocking runtime) refuse a configuration here as every other command does.
+    // Built and dropped; nothing is sent.
+    if let Err(e) = crate::runner::Runner::new(args.client.runtime, config, None) {
+        return crate::usage_error(&e);
+    }
     let check = Check::new().calls(args.calls).seed(args.seed);
     let started = Instant::now();
     let findings = if std::io::stderr().is_terminal() {

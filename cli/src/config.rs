@@ -149,7 +149,7 @@ pub fn load(path: &Path) -> Result<ConfigFile, String> {
 /// line the parser's own text quotes: that line may hold an endpoint URL's key or a
 /// header's secret (SPEC 4), whatever the typo on it.
 fn toml_error(text: &str, e: &toml::de::Error) -> String {
-    let message = e.message().trim_end();
+    let message = without_string_value(e.message().trim_end());
     let Some(span) = e.span() else {
         return message.to_string();
     };
@@ -161,6 +161,23 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
         .map_or(0, |i| i + 1);
     let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
     format!("line {line}, column {column}: {message}")
+}
+
+/// A wrong-type message without the string it quotes (`invalid type: string "Bearer ...",
+/// expected a map` for `headers = "Bearer ..."`): a string where a table belongs is likely
+/// a secret value.
+fn without_string_value(message: &str) -> String {
+    const QUOTED: &str = "invalid type: string \"";
+    match (message.find(QUOTED), message.rfind("\", expected")) {
+        (Some(at), Some(end)) if end >= at + QUOTED.len() => {
+            format!(
+                "{}invalid type: a string{}",
+                &message[..at],
+                &message[end + 1..]
+            )
+        }
+        _ => message.to_string(),
+    }
 }
 
 /// Parses config text. Header names are case-insensitive: two keys of one endpoint's
@@ -183,7 +200,7 @@ pub fn parse(text: &str) -> Result<ConfigFile, String> {
 }
 
 /// Endpoints and settings, after the file and the flags.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ClientConfig {
     /// Endpoints in priority order.
     pub endpoints: Vec<Endpoint>,

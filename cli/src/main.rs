@@ -120,7 +120,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | a response was returned (any status) |
-//! | 2 | invalid usage, configuration or call settings (nothing sent; a request rejected for a later endpoint after earlier attempts were sent exits 3): bad flag, bad config, invalid request id, unknown `--prefer` endpoint, invalid header, a method in lower case (`get`), a PATH that would not be sent (no `--base`) |
+//! | 2 | invalid usage, configuration or call settings (nothing sent; a request rejected for a later endpoint after an earlier attempt that may have executed exits 3): bad flag, bad config, invalid request id, unknown `--prefer` endpoint, invalid header, a method in lower case (`get`), a PATH that would not be sent (no `--base`) |
 //! | 3 | every attempt failed, or further attempts were not permitted, or the budget / a rate limit stopped the call |
 //! | 4 | no usable endpoint: none at the start, or every endpoint still permitted went into cooldown during the call and `--cooldown-mode skip` left nothing to try (the error kind is then `failover`, the stop reason `no_usable_endpoint`) |
 //! | 5 | deadline exceeded |

@@ -141,6 +141,15 @@ fn a_path_that_would_not_be_sent_or_a_lower_case_method_is_refused_before_sendin
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("\"Authorization\""), "{}", stderr(&o));
     assert!(!stderr(&o).contains("secret-2"), "{}", stderr(&o));
+    for bad in [
+        "X-Api-Key=secret-4",
+        "apikey;secret-4",
+        "Authorization\tsecret-4",
+    ] {
+        let o = run(&["request", "-e", &ep("a", &p.url()), "-H", bad], "");
+        assert_eq!(code(&o), 2, "{}", stderr(&o));
+        assert!(!stderr(&o).contains("secret-4"), "{}", stderr(&o));
+    }
     let o = run(
         &["batch", "-e", &ep("a", &p.url())],
         "{\"headers\": \"Bearer secret-3\"}\n",
@@ -1779,6 +1788,7 @@ fn a_config_file_error_names_the_line_without_quoting_it() {
         "[[endpoint]]\nid = \"a\"\nurl = \"http://user:SECRETPW@127.0.0.1:1/v2/SECRETKEY\"\nurl = \"x\"\n",
         "[[endpoint]]\nid = \"a\"\nurl = \"http://127.0.0.1:1/\"\nheaders = { authorization = \"Bearer SECRETTOKEN\", x = 1 }\n",
         "[[endpoint]]\nid = \"a\"\nurl = \"http://127.0.0.1:1/\"\nheaders = { authorization = \"Bearer SECRETTOKEN }\n",
+        "[[endpoint]]\nid = \"a\"\nurl = \"http://127.0.0.1:1/\"\nheaders = \"Bearer SECRETTOKEN\"\n",
     ];
     for (i, text) in files.iter().enumerate() {
         let path = dir.join(format!("c{i}.toml"));
