@@ -632,8 +632,11 @@ impl Sim {
             if step.reply.delivered() {
                 record(endpoint);
             }
+            // Hops share the attempt's time, a connect in a hop included.
+            let remaining = a.timeout.saturating_sub(spent);
             let left = crate::Attempt {
-                timeout: a.timeout.saturating_sub(spent),
+                timeout: remaining,
+                connect_timeout: a.connect_timeout.min(remaining),
                 ..a.clone()
             };
             let (after, outcome) = pending_outcome(&step, &left);
@@ -665,10 +668,16 @@ impl Sim {
             let Some(hop) = hop else {
                 return (spent, outcome, followed(redirects).unwrap_or_default());
             };
-            let named = policy.endpoints().iter().position(|e| {
-                let uri = e.url().parse::<Uri>().unwrap_or_default();
-                crate::same_origin(&uri, &hop.uri)
-            });
+            // The endpoint on the hop's origin: the one redirecting when it is on it (two
+            // endpoints may share a host), else the first that is.
+            let on_origin = |e: &usize| {
+                let url = policy.endpoints()[*e].url().parse::<Uri>();
+                crate::same_origin(&url.unwrap_or_default(), &hop.uri)
+            };
+            let all = 0..policy.endpoints().len();
+            let named = Some(endpoint)
+                .filter(on_origin)
+                .or_else(|| all.into_iter().find(on_origin));
             let Some(next) = named else {
                 let unresolved = PendingOutcome::Failure(FailureClass::Undelivered);
                 return (spent, unresolved, followed(redirects).unwrap_or_default());

@@ -774,6 +774,24 @@ fn the_simulator_follows_redirects_within_the_attempt() {
         0,
         "a POST that may have executed stays"
     );
+
+    // Two endpoints on one host: a hop on that origin stays with the one redirecting.
+    let policy = Policy::builder()
+        .jitter(Jitter::None)
+        .seed(7)
+        .endpoint(Endpoint::new("x", "https://h.example/v2/KEY1"))
+        .endpoint(Endpoint::new("y", "https://h.example/v2/KEY2"));
+    let mut s = sim(policy);
+    s.script("x", Script::refuse());
+    s.script(
+        "y",
+        Script::status(302)
+            .header("location", "/v2/final")
+            .then(Script::status(200)),
+    );
+    let run = s.run(Method::GET, CallOptions::default());
+    assert_eq!(run.report.status(), Some(http::StatusCode::OK));
+    assert_eq!((run.executions("x"), run.executions("y")), (0, 2));
 }
 
 /// The simulator re-sends a refused credential as every adapter does (SPEC 9): a 401 for
