@@ -106,7 +106,8 @@ impl ClientBuilder {
     /// policy decides, replacing anything set here on the same subject: the connect
     /// timeout, redirects (none: the engine's), reqwest's own retries (none), proxies (the
     /// environment's, as core reads them; a `proxy` set here is dropped), the HTTP version
-    /// (`http_version`) and TLS (the platform's trust store plus the policy's `ca_file`,
+    /// when the policy's `http_version` names one (`http1`, `http2`; under `auto` a
+    /// version set here stays) and TLS (the platform's trust store plus the policy's `ca_file`,
     /// `client_cert` and `client_key`: root certificates, identities and TLS versions set
     /// here are dropped). Everything else (pool sizes, keep-alive, user agent, default
     /// headers, local address) is kept. Do not set reqwest's total `timeout` here: it also
@@ -907,8 +908,10 @@ impl RequestBuilder {
     /// an invalid call: nothing is sent). HTTP/2 forces it on every attempt: an endpoint
     /// whose connection agreed HTTP/1.1 (an `http://` one without `http_version = "http2"`,
     /// or a server that chose `http/1.1`) refuses the attempt before writing it, an
-    /// undelivered failure, so the call may fail over. The policy's `http_version` is the
-    /// per-endpoint way to choose (SPEC 9).
+    /// undelivered failure, so the call may fail over; like any transport failure it counts
+    /// against that endpoint's breaker, so a client whose calls force HTTP/2 should point
+    /// them at endpoints that speak it. The policy's `http_version` is the per-endpoint way
+    /// to choose (SPEC 9).
     pub fn version(mut self, version: Version) -> Self {
         if ![Version::HTTP_10, Version::HTTP_11, Version::HTTP_2].contains(&version) {
             return self.fail(format!(
