@@ -460,7 +460,8 @@ impl ObservedTransport {
 /// reads these as the end of a body, and a body framed by the connection's close (no
 /// length, not chunked) then read as whole when it was cut (SPEC 1: a body failure is never
 /// passed off as a complete body). hyper fails such a read, as baton's async adapters do.
-/// The kind becomes `Other`, the original error its source.
+/// The kind becomes `Other` for ureq's sake, the original error inside [`CutShort`], whose
+/// kind the body's reader gives back to the caller.
 fn cut_is_an_error(e: ureq::Error) -> ureq::Error {
     use io::ErrorKind as K;
     match e {
@@ -470,9 +471,28 @@ fn cut_is_an_error(e: ureq::Error) -> ureq::Error {
                 K::ConnectionReset | K::ConnectionAborted | K::UnexpectedEof
             ) =>
         {
-            ureq::Error::Io(io::Error::other(io))
+            ureq::Error::Io(io::Error::other(CutShort(io)))
         }
         e => e,
+    }
+}
+
+/// A connection reset or cut short, hidden from ureq under the kind `Other` (see
+/// `cut_is_an_error`); it reads as the error it holds, and the body's reader restores
+/// that error's kind.
+#[derive(Debug)]
+pub(crate) struct CutShort(pub(crate) io::Error);
+
+impl fmt::Display for CutShort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for CutShort {
+    // The inner error's own text is this one's: its source is the inner's source.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
     }
 }
 

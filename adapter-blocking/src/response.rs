@@ -99,8 +99,13 @@ struct NamedReader<R> {
 impl<R: Read> Read for NamedReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.inner.read(buf).map_err(|e| {
+            // A cut connection's own kind (`ConnectionReset`, `UnexpectedEof`), hidden from
+            // ureq as `Other`.
+            let cut = e
+                .get_ref()
+                .and_then(|i| i.downcast_ref::<crate::classify::CutShort>());
             io::Error::new(
-                e.kind(),
+                cut.map_or(e.kind(), |c| c.0.kind()),
                 BodyError {
                     endpoint_id: self.endpoint_id.clone(),
                     attempt: self.attempt,

@@ -739,6 +739,7 @@ fn a_reset_cutting_an_unframed_body_is_a_body_error() {
     let err = resp.body_mut().as_reader().read_to_string(&mut read);
     let err = err.expect_err("a cut body must not read as whole");
     assert!(err.to_string().contains("primary"), "{err}");
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
     assert_eq!(read, &body[..body.len() / 2]);
 }
 
