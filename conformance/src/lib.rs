@@ -532,17 +532,18 @@ pub struct Slack {
 }
 
 impl Slack {
-    /// Exact bounds (the simulator: virtual time, calls take no time of their own).
+    /// Exact bounds (the simulator: its virtual clock is the vector's own time).
     pub const NONE: Slack = Slack {
         early: Duration::ZERO,
         late: Duration::ZERO,
     };
 
     /// Real sockets, for a call after earlier calls of its vector that took `before` in
-    /// all (with the runner's pauses between them): a wait that state from an earlier call decides (a token, a cooldown) runs from
-    /// a moment inside those calls, so it may end that much sooner than the vector's
-    /// model (where calls take no time) says; beyond that, [`EARLY`] below the lower
-    /// bound and [`real::TOLERANCE`] above the upper.
+    /// all beyond the vector's own time for them (with the runner's pauses between them):
+    /// a wait that state from an earlier call decides (a token, a cooldown) runs from a
+    /// moment inside those calls, so it may end that much sooner than the vector says;
+    /// beyond that, [`EARLY`] below the lower bound and [`real::TOLERANCE`] above the
+    /// upper.
     pub fn real(before: Duration) -> Slack {
         Slack {
             early: EARLY + before,
