@@ -83,7 +83,7 @@
 //!
 //! | path | test | how |
 //! |---|---|---|
-//! | `sim` | `tests/sim.rs` | [`run_sim`]: the engine on a virtual clock, requests built as adapters build them |
+//! | `sim` | `tests/sim.rs` | [`run_sim`]: the engine on a virtual clock, requests built as adapters build them; the same file holds `baton_core::sim::Sim` (the simulator users test their policies with, through [`run_core_sim`]) to every vector it models, field by field |
 //! | `tokio` | `tests/tokio.rs` | baton-tokio (reqwest) on a multi-thread runtime |
 //! | `blocking` | `tests/blocking.rs` | baton-blocking (ureq) on the test thread |
 //! | `async-std` | `tests/async_std.rs` | baton-async-std under `async_std::task::block_on` |
@@ -952,6 +952,87 @@ impl CallSpec {
             (None, false) => BodyKind::Empty,
         }
     }
+}
+
+/// Runs a vector through [`baton_core::sim::Sim`], the simulator users property-test their
+/// policies with, and returns, per call, what it observed and the requests each endpoint
+/// received. `None` when the vector holds what that simulator does not model: providers
+/// that are not endpoints (`hosts`). Body faults (`stall`, `half_body`) answer there with
+/// their status (it reads no body), so `body_error` is never set.
+pub fn run_core_sim(
+    v: &Vector,
+) -> Result<Option<Vec<(Observed, BTreeMap<String, usize>)>>, String> {
+    use baton_core::sim::{Reply, Script, SimRequest, Step};
+    let v = &v.for_sim();
+    if !v.hosts.is_empty() {
+        return Ok(None);
+    }
+    let eligible_sets: Vec<Option<Vec<String>>> =
+        v.calls.iter().map(|c| c.eligible.clone()).collect();
+    let current = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let cur = current.clone();
+    let policy = v
+        .policy(|e| format!("http://{}.test", sim_host(&e.id)))?
+        .eligible_fn(move |e, _| {
+            let k = cur.load(std::sync::atomic::Ordering::Relaxed);
+            eligible_sets
+                .get(k)
+                .and_then(|s| s.as_ref())
+                .is_none_or(|s| s.iter().any(|id| id == e.id()))
+        })
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut sim = baton_core::sim::Sim::new(policy, Instant::now());
+    for e in &v.endpoints {
+        let steps = e.script.iter().map(|step| {
+            let reply = match step.fault {
+                Some(Fault::Refuse | Fault::Dns) => Reply::Refuse,
+                Some(Fault::Reset | Fault::Close) => Reply::Reset,
+                Some(Fault::BlackHole) => Reply::BlackHole,
+                Some(Fault::RefusedStream) => Reply::RefusedStream,
+                Some(Fault::GoawayBelow) => Reply::GoAway { above_last: true },
+                Some(Fault::GoawayAt) => Reply::GoAway { above_last: false },
+                Some(Fault::StreamReset) => Reply::StreamReset,
+                Some(Fault::Stall | Fault::HalfBody) | None => {
+                    let headers = step.headers.iter();
+                    let headers = headers.map(|(k, v)| (k.clone(), v.clone())).collect();
+                    Reply::Status(step.status.unwrap_or(200), headers)
+                }
+            };
+            let after = step.delay.unwrap_or_default();
+            Step { reply, after }
+        });
+        sim.script(&e.id, Script::steps_of(steps.collect()));
+    }
+    let mut out = Vec::new();
+    for (k, c) in v.calls.iter().enumerate() {
+        current.store(k, std::sync::atomic::Ordering::Relaxed);
+        if let Some(w) = c.wait_before {
+            sim.advance(w);
+        }
+        let method: http::Method = c
+            .method
+            .parse()
+            .map_err(|_| format!("bad method {}", c.method))?;
+        let mut request = SimRequest::new(method).body(c.body_kind());
+        request.uri = c
+            .path
+            .parse()
+            .map_err(|e| format!("bad path {}: {e}", c.path))?;
+        for (name, value) in &c.headers {
+            request = request.header(name, value);
+        }
+        let run = sim.run_request(request, c.options());
+        let mut o = Observed::from_report(&run.report);
+        o.elapsed = run.elapsed;
+        let seen = v
+            .endpoints
+            .iter()
+            .map(|e| (e.id.clone(), run.executions(&e.id)))
+            .collect();
+        out.push((o, seen));
+    }
+    Ok(Some(out))
 }
 
 /// Runs a vector through the core engine on a virtual clock, building each attempt's

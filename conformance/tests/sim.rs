@@ -102,3 +102,74 @@ fn a_vector_naming_an_unknown_path_or_leaving_paths_out_unexplained_does_not_loa
     );
     assert_eq!(load("").unwrap().len(), 1);
 }
+
+/// The simulator users property-test their policies with (`baton_core::sim::Sim`) decides
+/// every vector it can model as this runner's own simulator does, and so as every runtime
+/// does: the same attempts, result, stop reason, error, `may_have_executed`, elapsed time,
+/// and requests at each endpoint. Before, nothing held it to the vectors.
+#[test]
+fn the_core_simulator_decides_every_vector_as_the_runner_does() {
+    let (mut ran, mut failures) = (0, Vec::new());
+    for v in vectors().iter().filter(|v| v.runs_on("sim")) {
+        let runner = run_sim(v).unwrap_or_else(|e| panic!("{}: {e}", v.name));
+        let Some(core) = conformance::run_core_sim(v).unwrap_or_else(|e| panic!("{}: {e}", v.name))
+        else {
+            continue;
+        };
+        ran += 1;
+        for (i, (r, (c, seen))) in runner.iter().zip(&core).enumerate() {
+            let runner_seen: std::collections::BTreeMap<String, usize> = v
+                .endpoints
+                .iter()
+                .map(|e| (e.id.clone(), r.seen.get(&e.id).map_or(0, Vec::len)))
+                .collect();
+            let fields = [
+                (
+                    "attempts",
+                    format!("{:?}", r.attempts),
+                    format!("{:?}", c.attempts),
+                ),
+                (
+                    "status",
+                    format!("{:?}", r.status),
+                    format!("{:?}", c.status),
+                ),
+                (
+                    "endpoint",
+                    format!("{:?}", r.endpoint),
+                    format!("{:?}", c.endpoint),
+                ),
+                ("error", format!("{:?}", r.error), format!("{:?}", c.error)),
+                ("stop reason", r.stop_reason.clone(), c.stop_reason.clone()),
+                (
+                    "may_have_executed",
+                    r.may_have_executed.to_string(),
+                    c.may_have_executed.to_string(),
+                ),
+                (
+                    "elapsed",
+                    format!("{:?}", r.elapsed),
+                    format!("{:?}", c.elapsed),
+                ),
+                ("requests", format!("{runner_seen:?}"), format!("{seen:?}")),
+            ];
+            for (field, want, got) in fields {
+                if want != got {
+                    failures.push(format!(
+                        "{} call {}: {field}: runner {want}, core sim {got}",
+                        v.name,
+                        i + 1
+                    ));
+                }
+            }
+        }
+    }
+    println!("{ran} vectors through baton_core::sim::Sim");
+    assert!(ran > 50, "only {ran} vectors ran");
+    assert!(
+        failures.is_empty(),
+        "{} differences:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
