@@ -954,14 +954,16 @@ impl CallSpec {
     }
 }
 
+/// One call through [`baton_core::sim::Sim`]: what it observed, and how many requests
+/// each endpoint (by id) received.
+pub type CoreSimCall = (Observed, BTreeMap<String, usize>);
+
 /// Runs a vector through [`baton_core::sim::Sim`], the simulator users property-test their
 /// policies with, and returns, per call, what it observed and the requests each endpoint
 /// received. `None` when the vector holds what that simulator does not model: providers
 /// that are not endpoints (`hosts`). Body faults (`stall`, `half_body`) answer there with
 /// their status (it reads no body), so `body_error` is never set.
-pub fn run_core_sim(
-    v: &Vector,
-) -> Result<Option<Vec<(Observed, BTreeMap<String, usize>)>>, String> {
+pub fn run_core_sim(v: &Vector) -> Result<Option<Vec<CoreSimCall>>, String> {
     use baton_core::sim::{Reply, Script, SimRequest, Step};
     let v = &v.for_sim();
     if !v.hosts.is_empty() {
