@@ -9,8 +9,10 @@
 //!
 //! The rules, in the order [`Redirects::next`] applies them:
 //! - only 301, 302, 303, 307 and 308 with a `Location` that resolves (RFC 3986) to an
-//!   absolute `http`/`https` URL with a host are redirects; any other response is the
-//!   attempt's answer;
+//!   absolute `http`/`https` URL with a host and no userinfo are redirects; any other
+//!   response is the attempt's answer (a `Location` with `user:password@` would put
+//!   credentials the policy never gave into the request, and a forward proxy's request
+//!   line);
 //! - at most `max_redirects` hops per attempt (0: every 3xx is the answer); the 3xx that
 //!   would exceed it is the answer, and so is one that leads back to a URL this attempt
 //!   already visited (a loop);
@@ -480,7 +482,10 @@ fn origin_of(uri: &Uri) -> (Scheme, Authority) {
 
 /// Resolves a `Location` value against the URL that answered (RFC 3986 section 5.2),
 /// dropping any fragment. `None` when the result is not an absolute `http`/`https` URL
-/// with a host.
+/// with a host, or when it carries userinfo (`https://user:pw@host/`): such a hop would
+/// put credentials the policy never gave into a URL (and into a forward proxy's request
+/// line), so the 3xx is the answer instead, as browsers refuse such a redirect across
+/// origins.
 pub(crate) fn resolve(base: &Uri, reference: &str) -> Option<Uri> {
     let reference = reference.split('#').next().unwrap_or("").trim();
     let scheme_len = reference
@@ -521,8 +526,9 @@ pub(crate) fn resolve(base: &Uri, reference: &str) -> Option<Uri> {
         )
     };
     let uri: Uri = joined.parse().ok()?;
+    let userinfo = uri.authority().is_some_and(|a| a.as_str().contains('@'));
     match (uri.scheme_str(), uri.host()) {
-        (Some("http" | "https"), Some(h)) if !h.is_empty() => Some(uri),
+        (Some("http" | "https"), Some(h)) if !h.is_empty() && !userinfo => Some(uri),
         _ => None,
     }
 }
@@ -625,7 +631,15 @@ mod tests {
 
     #[test]
     fn unusable_locations_are_not_followed() {
-        for reference in ["ftp://x.example/", "mailto:a@b", "http://", "http:///x"] {
+        let userinfo = [
+            "http://user:pw@x.example/",
+            "//user:pw@g.example/x",
+            "https://u@x/",
+        ];
+        for reference in ["ftp://x.example/", "mailto:a@b", "http://", "http:///x"]
+            .into_iter()
+            .chain(userinfo)
+        {
             assert_eq!(resolve(&base(), reference), None, "{reference}");
         }
     }
