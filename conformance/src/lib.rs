@@ -958,17 +958,10 @@ impl CallSpec {
 /// each endpoint (by id) received.
 pub type CoreSimCall = (Observed, BTreeMap<String, usize>);
 
-/// Runs a vector through [`baton_core::sim::Sim`], the simulator users property-test their
-/// policies with, and returns, per call, what it observed and the requests each endpoint
-/// received. `None` when the vector holds what that simulator does not model: providers
-/// that are not endpoints (`hosts`). Body faults (`stall`, `half_body`) answer there with
-/// their status (it reads no body), so `body_error` is never set.
-pub fn run_core_sim(v: &Vector) -> Result<Option<Vec<CoreSimCall>>, String> {
-    use baton_core::sim::{Reply, Script, SimRequest, Step};
-    let v = &v.for_sim();
-    if !v.hosts.is_empty() {
-        return Ok(None);
-    }
+/// The policy of vector `v` (already [`for_sim`](Vector::for_sim)) on the simulated hosts,
+/// with each call's `eligible` list: the call whose index is in the returned counter (set
+/// it before each call) sees its own list.
+fn sim_policy(v: &Vector) -> Result<(Policy, Arc<std::sync::atomic::AtomicUsize>), String> {
     let eligible_sets: Vec<Option<Vec<String>>> =
         v.calls.iter().map(|c| c.eligible.clone()).collect();
     let current = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -984,6 +977,21 @@ pub fn run_core_sim(v: &Vector) -> Result<Option<Vec<CoreSimCall>>, String> {
         })
         .build()
         .map_err(|e| e.to_string())?;
+    Ok((policy, current))
+}
+
+/// Runs a vector through [`baton_core::sim::Sim`], the simulator users property-test their
+/// policies with, and returns, per call, what it observed and the requests each endpoint
+/// received. `None` when the vector holds what that simulator does not model: providers
+/// that are not endpoints (`hosts`). Body faults (`stall`, `half_body`) answer there with
+/// their status (it reads no body), so `body_error` is never set.
+pub fn run_core_sim(v: &Vector) -> Result<Option<Vec<CoreSimCall>>, String> {
+    use baton_core::sim::{Reply, Script, SimRequest, Step};
+    let v = &v.for_sim();
+    if !v.hosts.is_empty() {
+        return Ok(None);
+    }
+    let (policy, current) = sim_policy(v)?;
     let mut sim = baton_core::sim::Sim::new(policy, Instant::now());
     for e in &v.endpoints {
         let steps = e.script.iter().map(|step| {
@@ -1042,21 +1050,7 @@ pub fn run_core_sim(v: &Vector) -> Result<Option<Vec<CoreSimCall>>, String> {
 /// observation per call.
 pub fn run_sim(v: &Vector) -> Result<Vec<Observed>, String> {
     let v = &v.for_sim();
-    let eligible_sets: Vec<Option<Vec<String>>> =
-        v.calls.iter().map(|c| c.eligible.clone()).collect();
-    let current = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let cur = current.clone();
-    let policy = v
-        .policy(|e| format!("http://{}.test", sim_host(&e.id)))?
-        .eligible_fn(move |e, _| {
-            let k = cur.load(std::sync::atomic::Ordering::Relaxed);
-            eligible_sets
-                .get(k)
-                .and_then(|s| s.as_ref())
-                .is_none_or(|s| s.iter().any(|id| id == e.id()))
-        })
-        .build()
-        .map_err(|e| e.to_string())?;
+    let (policy, current) = sim_policy(v)?;
     let engine = Arc::new(Engine::new(policy));
     let origin = Instant::now();
     let mut now = origin;
