@@ -825,8 +825,8 @@ pub struct Settings {
     /// Attempts per endpoint per round (default: 1 with several usable endpoints, 3 with one;
     /// at most 255).
     pub attempts_per_endpoint: Option<u32>,
-    /// Attempts at a pinned endpoint (default: `attempts_per_endpoint` if set, else 3; at
-    /// most 255).
+    /// Attempts at a pinned endpoint (default: `attempts_per_endpoint` where it is set,
+    /// the call's, else the endpoint's own, else this one; else 3; at most 255).
     pub pinned_attempts: Option<u32>,
     /// Cap on a call's attempts (default: one round; at most 10000).
     pub max_attempts: Option<u32>,
@@ -1374,7 +1374,8 @@ impl PolicyBuilder {
         self
     }
 
-    /// Attempts at a pinned endpoint.
+    /// Attempts at a pinned endpoint, in total (SPEC 2.6; default: `attempts_per_endpoint`
+    /// where it is set, the call's, else the endpoint's own, else the policy's; else 3).
     pub fn pinned_attempts(mut self, n: u32) -> Self {
         self.settings.pinned_attempts = Some(n);
         self

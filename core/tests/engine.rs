@@ -420,6 +420,43 @@ fn pinned_call_stops_after_pinned_attempts() {
     assert_eq!(run.report.stop_reason, StopReason::AttemptsExhausted);
 }
 
+/// SPEC 2.6: a pinned endpoint's attempts default to `attempts_per_endpoint` when that was
+/// set explicitly, and an endpoint's own setting is explicit for it (else 3).
+#[test]
+fn pinned_call_defaults_to_the_endpoints_own_attempts_per_endpoint() {
+    let b = Policy::builder()
+        .jitter(Jitter::None)
+        .endpoint(Endpoint::new("a", "https://a.example/").attempts_per_endpoint(2))
+        .endpoint(Endpoint::new("b", "https://b.example/"));
+    let mut s = sim(b);
+    s.script("a", Script::reset());
+    let run = s.run(Method::POST, keyed("k-own"));
+    assert_eq!(run.endpoints_attempted(), ["a", "a"]);
+    assert_eq!(run.executions("b"), 0);
+    assert_eq!(run.report.stop_reason, StopReason::AttemptsExhausted);
+
+    // The policy's pinned_attempts, and a call's own attempts_per_endpoint, still win.
+    let b = Policy::builder()
+        .jitter(Jitter::None)
+        .pinned_attempts(4)
+        .endpoint(Endpoint::new("a", "https://a.example/").attempts_per_endpoint(2))
+        .endpoint(Endpoint::new("b", "https://b.example/"));
+    let mut s = sim(b);
+    s.script("a", Script::reset());
+    let run = s.run(Method::POST, keyed("k-pin"));
+    assert_eq!(run.endpoints_attempted(), ["a"; 4]);
+    let b = Policy::builder()
+        .jitter(Jitter::None)
+        .endpoint(Endpoint::new("a", "https://a.example/").attempts_per_endpoint(2))
+        .endpoint(Endpoint::new("b", "https://b.example/"));
+    let mut s = sim(b);
+    s.script("a", Script::reset());
+    let mut options = keyed("k-call");
+    options.attempts_per_endpoint = Some(1);
+    let run = s.run(Method::POST, options);
+    assert_eq!(run.endpoints_attempted(), ["a"]);
+}
+
 #[test]
 fn keyed_post_fails_over_while_undelivered_then_pins() {
     let mut s = sim(endpoints(&["a", "b", "c"]));

@@ -98,6 +98,27 @@ fn attempt_bounds_follow_the_schedule() {
     assert!(f.classes.iter().all(|c| c.bound.attempts == 3));
 }
 
+/// An endpoint's own `attempts_per_endpoint` is also its pinned limit (SPEC 2.6): with 2 a
+/// round at each of three endpoints, a keyed write pinned at the last one has made 4
+/// attempts elsewhere and makes 2 there, not 3. The explorer reaches the bound and stays
+/// within it.
+#[test]
+fn an_endpoints_own_attempts_are_its_pinned_limit_in_the_bound() {
+    let mut policy = Policy::builder();
+    for id in ["a", "b", "c"] {
+        let url = format!("https://{id}.example/");
+        policy = policy.endpoint(Endpoint::new(id, url).attempts_per_endpoint(2));
+    }
+    let f = Check::new()
+        .calls(3_000)
+        .run(&policy.build().unwrap(), Instant::now());
+    let keyed = class(&f, CallClass::KeyedWrite);
+    assert_eq!(keyed.bound.attempts, 6);
+    assert_eq!(keyed.observed_attempts, 6);
+    assert_eq!(class(&f, CallClass::Write).bound.attempts, 6);
+    assert!(f.is_safe());
+}
+
 #[test]
 fn a_deadline_bounds_time_and_a_waiting_limiter_without_one_does_not() {
     let f = Check::new().calls(500).run(

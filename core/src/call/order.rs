@@ -170,8 +170,6 @@ pub(crate) struct Order {
     /// Attempts per endpoint per round for an endpoint without its own: the policy's, or
     /// 1 (3 when the call has one usable endpoint).
     pub(crate) per_default: u32,
-    /// Attempts at the one endpoint of a pinned call.
-    pub(crate) pinned_limit: u32,
     /// Cap on the call's attempts, and whether it was set explicitly.
     pub(crate) max_attempts: u32,
     pub(crate) max_explicit: bool,
@@ -180,7 +178,6 @@ pub(crate) struct Order {
 /// A call's attempt caps (SPEC 2.6), decided once its first round is known.
 struct Caps {
     per_default: u32,
-    pinned_limit: u32,
     max_attempts: u32,
     max_explicit: bool,
 }
@@ -188,8 +185,9 @@ struct Caps {
 impl Caps {
     /// The caps of a call whose first round is `round`: attempts per endpoint per round
     /// (the call's `per_call`, else each endpoint's own, else the policy's, else 1, or 3
-    /// for a call with one usable endpoint), the pinned limit, and the cap on attempts
-    /// (the call's, else the policy's, else one round).
+    /// for a call with one usable endpoint), and the cap on attempts (the call's, else the
+    /// policy's, else one round). The pinned limit is derived where it is used
+    /// ([`Order::pinned_limit`]).
     #[inline(always)]
     fn of(policy: &crate::Policy, round: &List, per_call: Option<u32>, max: Option<u32>) -> Caps {
         let settings = &policy.settings;
@@ -200,7 +198,6 @@ impl Caps {
             |e| (per_call.or(policy.attempts_per_endpoint_of(e))).unwrap_or(per_default);
         Caps {
             per_default,
-            pinned_limit: settings.pinned_attempts.or(explicit_per).unwrap_or(3),
             max_attempts: explicit_max.unwrap_or_else(|| round.sum_by(per_endpoint)),
             max_explicit: explicit_max.is_some(),
         }
@@ -243,7 +240,6 @@ impl Order {
             round,
             per_call: call.attempts_per_endpoint,
             per_default: caps.per_default,
-            pinned_limit: caps.pinned_limit,
             max_attempts: caps.max_attempts,
             max_explicit: caps.max_explicit,
             ..Order::new()
@@ -255,7 +251,6 @@ impl Order {
         let caps = Caps::of(policy, &self.round, per_call, max);
         self.per_call = per_call;
         self.per_default = caps.per_default;
-        self.pinned_limit = caps.pinned_limit;
         self.max_attempts = caps.max_attempts;
         self.max_explicit = caps.max_explicit;
     }
@@ -265,6 +260,18 @@ impl Order {
     fn per_endpoint(&self, policy: &crate::Policy, e: usize) -> u32 {
         let own = policy.attempts_per_endpoint_of(e);
         self.per_call.or(own).unwrap_or(self.per_default)
+    }
+
+    /// Attempts in total at endpoint `e` when the call is pinned there (SPEC 2.6): the
+    /// policy's `pinned_attempts`, else `attempts_per_endpoint` where it was set explicitly
+    /// (the call's, else the endpoint's own, else the policy's), else 3. Not the round's
+    /// default of 1: a pinned call's retries are the ones the key makes safe.
+    fn pinned_limit(&self, policy: &crate::Policy, e: usize) -> u32 {
+        let settings = &policy.settings;
+        (settings.pinned_attempts.or(self.per_call))
+            .or_else(|| policy.attempts_per_endpoint_of(e))
+            .or(settings.attempts_per_endpoint)
+            .unwrap_or(3)
     }
 
     /// Eligible endpoints in priority order, the preferred one first (without tiers).
@@ -290,7 +297,6 @@ impl Order {
             skipped: Bits(0),
             per_call: None,
             per_default: 1,
-            pinned_limit: 3,
             max_attempts: 1,
             max_explicit: false,
         }
@@ -594,7 +600,8 @@ impl<R> Call<'_, R> {
         let mut refused = false;
         // 1. Retry the same endpoint (after a wait), within its per-round or pinned limit.
         let limit_ok = if pinned {
-            self.history.count_at(current, 0) < self.order.pinned_limit
+            let limit = self.order.pinned_limit(&self.engine.policy, current);
+            self.history.count_at(current, 0) < limit
         } else {
             self.round_count(current) < self.per_endpoint(current)
         };
@@ -802,7 +809,7 @@ mod tests {
         let o = &call.order;
         format!(
             "eligible {:b} preferred {:?} round {:?} skipped {:b} pos {} round_start {} per_call {:?} \
-             per_default {} pinned_limit {} max_attempts {} max_explicit {} ranked {}",
+             per_default {} max_attempts {} max_explicit {} ranked {}",
             o.eligible.0,
             o.preferred,
             o.round.iter().collect::<Vec<_>>(),
@@ -811,7 +818,6 @@ mod tests {
             o.round_start,
             o.per_call,
             o.per_default,
-            o.pinned_limit,
             o.max_attempts,
             o.max_explicit,
             o.ranked.is_some(),

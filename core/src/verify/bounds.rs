@@ -7,8 +7,10 @@
 //! predicate or skipped unavailable endpoints can leave one), that default is 3 and the
 //! bound is also at least `max over e of per(e)` with it. A call that can be pinned (only the
 //! current endpoint allowed: a retry permission that differs from the failover one, such
-//! as a keyed write's) makes at most `M - 1` attempts before the pin and then up to
-//! `pinned_attempts` at the pinned endpoint in total: `M - 1 + pinned_attempts`.
+//! as a keyed write's) makes at most `M - per(e)` attempts elsewhere when pinned at `e`,
+//! and up to `pinned(e)` there in total (at least its round's `per(e)`), where `pinned(e)`
+//! is `pinned_attempts`, else `e`'s own or the policy's `attempts_per_endpoint`, else 3:
+//! the bound is the largest `M - per(e) + max(per(e), pinned(e))`.
 //!
 //! The bounds are for calls without per-call schedule options (`CallOptions`'
 //! `attempts_per_endpoint`, `max_attempts`, `attempt_timeout`), as the explorer makes them.
@@ -105,11 +107,16 @@ fn attempts(policy: &Policy, pinnable: bool) -> u32 {
         return one;
     }
     let round = (0..n).fold(0u32, |sum, e| sum.saturating_add(per(e, 1)));
-    let pinned_limit = s.pinned_attempts.or(s.attempts_per_endpoint).unwrap_or(3);
-    let pinned = if pinnable {
-        round.saturating_sub(1).saturating_add(pinned_limit)
-    } else {
-        round
+    // Pinned at `e`: the others' share of the round, then `e`'s attempts in total, the
+    // more of its round share and its pinned limit.
+    let pinned_at = |e: usize| {
+        let limit = s.pinned_attempts.unwrap_or(per(e, 3));
+        let others = round.saturating_sub(per(e, 1));
+        others.saturating_add(limit.max(per(e, 1)))
+    };
+    let pinned = match pinnable {
+        true => (0..n).map(pinned_at).max().unwrap_or(round),
+        false => round,
     };
     one.max(pinned)
 }
