@@ -457,6 +457,58 @@ fn timer_clipped_to_the_deadline_firing_early_is_the_deadline_not_the_endpoint()
     );
 }
 
+/// SPEC 1, 2.3, 2.5: a connect timeout that fires well before the deadline is the
+/// endpoint's (undelivered: a GET fails over, the breaker counts it), even when the attempt
+/// timer was clipped to the deadline. It used to end the call as "deadline" with 5 s left.
+#[test]
+fn connect_timeout_before_a_clipped_deadline_fails_over_and_counts() {
+    let policy = endpoints(&["a", "b"])
+        .configure(|s| s.breaker.rule = BreakerRule::Consecutive { failures: 1 })
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut call = direct_call(
+        policy,
+        Method::POST,
+        http::HeaderMap::new(),
+        CallOptions {
+            deadline: Some(ms(10_000)),
+            ..CallOptions::default()
+        },
+        t0,
+    );
+    let Action::Send(a) = call.poll_action(t0) else {
+        panic!()
+    };
+    assert_eq!((a.timeout, a.connect_timeout), (ms(10_000), ms(5_000)));
+    let t1 = t0 + ms(5_000);
+    let connect = AttemptOutcome::Timeout(TimeoutPhase::Connect);
+    call.handle_outcome(a.number, connect, t1);
+    let Action::Send(b) = call.poll_action(t1) else {
+        panic!("the call stopped at a connect timeout with 5 s left")
+    };
+    assert_eq!(b.endpoint, 1);
+    assert_eq!(b.timeout, ms(5_000), "clipped to the time left");
+    let engine = call.engine();
+    assert_eq!(
+        engine.health_of("a", t1).unwrap().state,
+        BreakerState::Open,
+        "the endpoint's own connect timeout did not count"
+    );
+    // b's connect timer is cut by the deadline too: its timeout is the deadline's.
+    let t2 = t0 + ms(9_999);
+    call.handle_outcome(b.number, connect, t2);
+    assert_eq!(call.poll_action(t2), Action::Done);
+    let report = common::report(call);
+    assert_eq!(report.stop_reason, StopReason::Deadline);
+    assert!(!report.may_have_executed);
+    assert_eq!(
+        engine.health_of("b", t2).unwrap().state,
+        BreakerState::Closed,
+        "the caller's deadline tripped b's breaker"
+    );
+}
+
 /// SPEC 3, 5: framing headers from a caller, and more headers than the limit, reject the
 /// call before anything is sent.
 #[test]

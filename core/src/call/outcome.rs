@@ -130,10 +130,7 @@ impl<R: Answer> Call<'_, R> {
             return;
         };
         let outcome = self.after_redirects(number, outcome);
-        // A timeout of an attempt whose timer was clipped to the deadline is the deadline's
-        // cut even when the adapter's timer fired a hair early (SPEC 2.6).
-        let deadline_hit = self.deadline_passed()
-            || (flight.clipped && matches!(outcome, AttemptOutcome::Timeout(_)));
+        let deadline_hit = self.deadline_passed() || self.deadline_cut(&flight, outcome);
         let (result, record) = judge(outcome, deadline_hit);
         let elapsed = crate::time::since(self.now, flight.started);
         self.ended(&flight, result, record, elapsed);
@@ -183,6 +180,20 @@ impl<R: Answer> Call<'_, R> {
 impl<R> Call<'_, R> {
     fn deadline_passed(&self) -> bool {
         self.class.deadline.is_some_and(|d| self.now >= d)
+    }
+
+    /// Whether a timeout is the deadline's cut though the deadline has not quite passed:
+    /// the attempt's timer was clipped to the deadline and fired a hair early (timers that
+    /// round to whole milliseconds), less than [`MIN_ATTEMPT_TIME`] before it (SPEC 2.6).
+    /// A timeout with more time left is a timer of the endpoint's own (its connect timeout,
+    /// shorter than the time left): it triggers and counts, as before any deadline.
+    ///
+    /// [`MIN_ATTEMPT_TIME`]: super::MIN_ATTEMPT_TIME
+    fn deadline_cut(&self, flight: &Flight, outcome: AttemptOutcome) -> bool {
+        flight.clipped
+            && matches!(outcome, AttemptOutcome::Timeout(_))
+            && (self.class.deadline)
+                .is_some_and(|d| crate::time::since(d, self.now) < super::MIN_ATTEMPT_TIME)
     }
 
     /// Records how a landed attempt ended and tells the endpoint's health; events in causal
