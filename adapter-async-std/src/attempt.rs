@@ -54,9 +54,15 @@ pub(crate) struct Route {
 pub(crate) struct AttemptCtx {
     pub(crate) route: Arc<Route>,
     pub(crate) number: u32,
+    /// When the attempt started: its connect timeout counts from here.
     pub(crate) start: Instant,
     pub(crate) connect_timeout: Duration,
+    /// The attempt timeout, counted from when the connection is ready (SPEC 2.6), so
+    /// that a slow connect never eats the provider's time to answer.
     pub(crate) timeout: Duration,
+    /// No timer of the attempt ends later: the call's deadline, or the end of the
+    /// attempt a redirect hop or a credential re-send belongs to.
+    pub(crate) ends_by: Option<Instant>,
 }
 
 /// The response headers arrived; the body is still on the connection (an HTTP/1.1 one
@@ -244,6 +250,16 @@ async fn take(ctx: &AttemptCtx, connect_by: Instant, pooled: bool) -> Result<Tak
 }
 
 impl AttemptCtx {
+    /// When the provider's time to answer ends, for a connection ready at `ready`: the
+    /// attempt timeout from then, within [`ends_by`](Self::ends_by).
+    pub(crate) fn respond_by(&self, ready: Instant) -> Instant {
+        let by = ready.checked_add(self.timeout);
+        match (by, self.ends_by) {
+            (Some(by), Some(end)) => by.min(end),
+            (by, end) => by.or(end).unwrap_or(ready),
+        }
+    }
+
     /// A failure in `phase` (`fresh`: on a connection this attempt opened).
     fn failed(&self, phase: Phase, e: BoxError, fresh: bool) -> AttemptEnd {
         let phase = crate::classify::proven(phase, &*e, fresh);
@@ -282,13 +298,17 @@ pub(crate) fn run(
 ) -> impl Future<Output = AttemptEnd> + Send {
     async move {
         let connect_by = ctx.start + ctx.connect_timeout;
-        let respond_by = ctx.start + ctx.timeout;
         // A request handed back unsent by a pooled connection goes to another; a few
         // times at most (each pooled connection it met was closing), the last on a new
         // connection: a pool a restarted provider left all dead never costs an attempt,
         // as hyper-util's never costs tokio one (SPEC 7).
         for tries in (0..TRIES).rev() {
-            let sent = match take(&ctx, connect_by, tries > 0).await {
+            let taken = take(&ctx, connect_by, tries > 0).await;
+            // The attempt timer starts once the connection is ready (SPEC 2.6). From the
+            // attempt's start, a connect that took most of it left the provider a sliver,
+            // and the request was written only to time out as "may have executed".
+            let respond_by = ctx.respond_by(Instant::now());
+            let sent = match taken {
                 Err(end) => return end,
                 Ok(Taken::H1(conn, fresh)) => send_h1(&ctx, conn, fresh, req, respond_by).await,
                 Ok(Taken::H2(sender, died)) => {
@@ -482,6 +502,7 @@ mod tests {
             start: Instant::now(),
             connect_timeout: Duration::from_millis(connect_ms),
             timeout: Duration::from_millis(timeout_ms),
+            ends_by: None,
         }
     }
 

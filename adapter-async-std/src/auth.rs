@@ -39,7 +39,9 @@ pub(crate) async fn run(
         return attempt::run(ctx, req).await;
     };
     // The provider gets the attempt's time; past it, a valid token, or nothing is sent.
-    let respond_by = ctx.start + ctx.timeout;
+    // Counted from the attempt's start here: a token lease and a re-send after a refusal
+    // stay within the attempt's time as the engine counts it (not plus its connect time).
+    let respond_by = ctx.respond_by(ctx.start);
     let lease = || {
         let deadline = async move {
             async_io::Timer::at(respond_by).await;
@@ -84,6 +86,7 @@ pub(crate) async fn run(
         start: now,
         timeout: left,
         connect_timeout: again.connect_timeout.min(left),
+        ends_by: Some(respond_by),
         ..again
     };
     let resent = attempt::run(ctx, spare).await;

@@ -175,6 +175,7 @@ impl CallTransport for Calls {
             start,
             connect_timeout: a.connect_timeout.min(left),
             timeout: a.timeout.min(left),
+            ends_by: call.deadline(),
         };
         // Only an endpoint with a credential pays for the copy.
         let spare = (inner.engine.credential(a.endpoint))
@@ -319,7 +320,8 @@ fn hop_route(inner: &Inner, endpoint: usize, hop: &baton_core::Hop) -> Option<Ar
 }
 
 /// The context of a redirect hop of attempt `sent` on `route`, within what is left of
-/// its time.
+/// its time: hops share the attempt's timer as the engine set it (from the attempt's
+/// start; the first hop's connect time is not added back).
 fn hop_ctx(sent: &Sent<std::time::Duration>, route: Arc<Route>) -> AttemptCtx {
     let now = Instant::now();
     let left = sent.at.saturating_duration_since(now);
@@ -329,6 +331,7 @@ fn hop_ctx(sent: &Sent<std::time::Duration>, route: Arc<Route>) -> AttemptCtx {
         start: now,
         connect_timeout: sent.ticket.min(left),
         timeout: left,
+        ends_by: Some(sent.at),
     }
 }
 
@@ -404,7 +407,8 @@ pub(crate) async fn send_probe(
         number: 1,
         start: Instant::now(),
         connect_timeout: probe.connect_timeout,
-        timeout: probe.connect_timeout + probe.timeout,
+        timeout: probe.timeout,
+        ends_by: None,
     };
     let spare = crate::auth::spare(&req);
     match crate::auth::run(inner.clone(), ctx, req, spare).await {

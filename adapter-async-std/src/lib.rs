@@ -81,11 +81,14 @@
 //! headers are the commit point: a later body failure is an [`Error::Body`] naming the
 //! endpoint, never a short body passed off as complete.
 //!
-//! Timeouts are measured from the moment the engine asks for the attempt: the connect
-//! timeout bounds DNS + TCP + TLS of a new connection, the attempt timeout bounds
-//! everything up to the end of the response headers. Reading the body is held to the
-//! policy's `body_timeout` (none by default; [`ClientBuilder::body_timeout`] sets it) and
-//! to the call's deadline.
+//! The connect timeout is measured from the moment the engine asks for the attempt and
+//! bounds DNS + TCP + TLS of a new connection (and the wait for another call's connect of
+//! the shared HTTP/2 connection); the attempt timeout starts when the connection is ready
+//! (SPEC 2.6) and bounds everything up to the end of the response headers, within the
+//! call's deadline. A redirect hop, and the re-send after a credential refusal, stay
+//! within the attempt's time as the engine counts it (from its start). Reading the body
+//! is held to the policy's `body_timeout` (none by default; [`ClientBuilder::body_timeout`]
+//! sets it) and to the call's deadline.
 //!
 //! ## Decisions this crate made (where the spec is silent)
 //!

@@ -5,11 +5,18 @@
 //! The primary's TCP connects never complete (a full accept backlog, [`testkit::HungConnect`]);
 //! the connect timeout stays at its 5 s default. An unkeyed POST must fail over (nothing was
 //! sent) and report `may_have_executed` for the backup only.
+//!
+//! And the other side of the rule: a connect that completes slowly leaves the provider its
+//! whole attempt timeout to answer (a TLS handshake held back by a door in front of a TLS
+//! front; blocking, async-std and smol). baton-tokio and the tower layer still count the
+//! attempt timer from the attempt's start (reqwest and a generic service do not say when
+//! the connection is ready): documented there, not tested here.
 
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-use baton_core::{AttemptResult, Endpoint, Policy, PolicyBuilder, Report, TimeoutPhase};
-use testkit::{Behaviour, HungConnect, Provider};
+use baton_core::{AttemptResult, Endpoint, Policy, PolicyBuilder, Report, TimeoutPhase, Tls};
+use testkit::{Behaviour, HungConnect, PkiFiles, Provider, TestPki, TlsFront};
 
 /// The two configurations of the issue: an attempt timeout shorter than the connect
 /// timeout, and a deadline alone.
@@ -172,4 +179,118 @@ fn tokio_hedge_whose_connect_never_completes_is_undelivered() {
     );
     assert_eq!(report.status().map(|s| s.as_u16()), Some(200), "{report:?}");
     assert_eq!(report.result_endpoint(), Some("slow"), "{report:?}");
+}
+
+/// A door on 127.0.0.1 that holds each connection `delay` before it joins it to
+/// `upstream`: in front of a TLS front, the client's handshake completes that much later.
+fn slow_door(upstream: SocketAddr, delay: Duration) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    return;
+                };
+                let (mut c, mut s) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let up = std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c, &mut s);
+                    let _ = s.shutdown(std::net::Shutdown::Write);
+                });
+                let (mut s, mut c) = (server, client);
+                let _ = std::io::copy(&mut s, &mut c);
+                let _ = c.shutdown(std::net::Shutdown::Write);
+                let _ = up.join();
+            });
+        }
+    });
+    addr
+}
+
+/// The slow-connect setup: a provider that answers in 300 ms behind a TLS front behind a
+/// door that holds the handshake 450 ms; the attempt timeout is 600 ms. Counted from the
+/// attempt's start, the answer (at about 750 ms) would come after it.
+struct SlowConnect {
+    provider: Provider,
+    _front: TlsFront,
+    _pki: TestPki,
+    files: PkiFiles,
+    door: SocketAddr,
+}
+
+impl SlowConnect {
+    fn start(tag: &str) -> SlowConnect {
+        let (pki, files) = TestPki::temp(tag);
+        let provider = Provider::start(Behaviour::ok().delay(Duration::from_millis(300)));
+        let front = pki.front(
+            &pki.server,
+            &["http/1.1"],
+            false,
+            Some(provider.addr()),
+            None,
+        );
+        let door = slow_door(front.addr(), Duration::from_millis(450));
+        SlowConnect {
+            provider,
+            _front: front,
+            _pki: pki,
+            files,
+            door,
+        }
+    }
+
+    fn policy(&self) -> PolicyBuilder {
+        let tls = Tls {
+            ca_file: Some(self.files.ca.clone()),
+            ..Tls::default()
+        };
+        Policy::builder()
+            .endpoint(Endpoint::new("a", format!("https://{}", self.door)))
+            .attempt_timeout(Duration::from_millis(600))
+            .configure(|s| s.tls = tls)
+    }
+
+    fn check(&self, adapter: &str, report: &Report) {
+        assert_eq!(
+            report.status().map(|s| s.as_u16()),
+            Some(200),
+            "{adapter}: the slow connect ate the provider's time: {report:?}"
+        );
+        assert_eq!(report.attempts.len(), 1, "{adapter}: {report:?}");
+        assert_eq!(self.provider.request_count(), 1, "{adapter}");
+    }
+}
+
+#[test]
+fn blocking_slow_connect_leaves_the_whole_attempt_timeout() {
+    let slow = SlowConnect::start("blocking-slow-connect");
+    let client = baton_blocking::Client::builder(slow.policy())
+        .build()
+        .unwrap();
+    let report = match client.post("/").send("amount=1") {
+        Ok(r) => baton_blocking::ResponseExt::report(&r).cloned().unwrap(),
+        Err(e) => e.report().clone(),
+    };
+    slow.check("blocking", &report);
+}
+
+async fn async_std_slow_connect(adapter: &str) {
+    let slow = SlowConnect::start(adapter);
+    let client = baton_async_std::Client::new(slow.policy()).unwrap();
+    let report = match client.post("/").body("amount=1").send().await {
+        Ok(r) => r.report().clone(),
+        Err(e) => e.report().clone(),
+    };
+    slow.check(adapter, &report);
+}
+
+#[test]
+fn async_std_slow_connect_leaves_the_whole_attempt_timeout() {
+    async_std::task::block_on(async_std_slow_connect("async-std"));
+}
+
+#[test]
+fn smol_slow_connect_leaves_the_whole_attempt_timeout() {
+    smol::block_on(async_std_slow_connect("smol"));
 }
