@@ -136,17 +136,41 @@ pub(crate) async fn timeout_at<F: Future>(at: Instant, fut: F) -> Option<F::Outp
     .await
 }
 
-/// A connection to send on: an HTTP/1.1 one of the attempt's own (`true` when opened
-/// for this attempt), or the endpoint's shared HTTP/2 one (with, when opened for this
-/// attempt, where its task leaves the error that ended it).
+/// A connection to send on: an HTTP/1.1 one of the attempt's own (how it came by it),
+/// or the endpoint's shared HTTP/2 one (with, when opened for this attempt, where its
+/// task leaves the error that ended it).
 enum Taken {
-    H1(Conn, bool),
+    H1(Conn, Opened),
     H2(http2::SendRequest<OutBody>, Option<Died>),
+}
+
+/// How an attempt came by its HTTP/1.1 connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opened {
+    /// An idle one from the pool.
+    Pooled,
+    /// A new one, for this attempt; `alert_proves` as in [`alert_proves`].
+    Fresh { alert_proves: bool },
+}
+
+/// Whether a server's alert refusing our identity on a new connection proves that its
+/// request was not processed (SPEC 1, 9). Only over TLS 1.3: there the server judges the
+/// client's certificate after the client finished its side of the handshake (so after
+/// the connection was ready here), and a server that refuses it reads no request. Over
+/// TLS 1.2 it judges the certificate before its own `Finished`, so a refusal fails the
+/// handshake itself (undelivered anyway), and an alert after the connection was ready
+/// came after the handshake: ambiguous, like any alert then.
+fn alert_proves(stream: &crate::io::Stream) -> bool {
+    connect::tls13(stream)
 }
 
 /// How an HTTP/2 connection's task ended (its error, if any): a request that finds the
 /// connection closed learns why from it (a TLS alert refusing our identity, say).
-type Died = async_channel::Receiver<Option<hyper::Error>>;
+struct Died {
+    ended: async_channel::Receiver<Option<hyper::Error>>,
+    /// As in [`alert_proves`].
+    alert_proves: bool,
+}
 
 /// What sending on a connection came to: the attempt's end, or the request handed back
 /// unsent by a pooled connection that turned out closed (try another).
@@ -167,6 +191,7 @@ async fn open(ctx: &AttemptCtx) -> Result<Taken, Failure> {
     let stream = connect::connect(&ctx.route.target, &ctx.route.tls, connect_by)
         .await
         .map_err(|(p, e)| (crate::classify::proven(p, &e, true), e.into()))?;
+    let proves = alert_proves(&stream);
     let h2 = match &ctx.route.target.tls {
         Some(_) => connect::agreed_h2(&stream),
         None => ctx.route.version == HttpVersion::Http2,
@@ -190,6 +215,10 @@ async fn open(ctx: &AttemptCtx) -> Result<Taken, Failure> {
         hyper::rt::Executor::execute(&Exec, async move {
             let _ = ended.try_send(driver.await.err());
         });
+        let died = Died {
+            ended: died,
+            alert_proves: proves,
+        };
         return Ok(Taken::H2(sender, Some(died)));
     }
     let (sender, driver) = ctx
@@ -198,7 +227,10 @@ async fn open(ctx: &AttemptCtx) -> Result<Taken, Failure> {
         .handshake(Io::new(stream))
         .await
         .map_err(|e| (Phase::NotSent, e.into()))?;
-    Ok(Taken::H1(Conn::new(sender, driver), true))
+    let opened = Opened::Fresh {
+        alert_proves: proves,
+    };
+    Ok(Taken::H1(Conn::new(sender, driver), opened))
 }
 
 /// Whether the endpoint may speak HTTP/2 on this attempt's connection.
@@ -244,7 +276,7 @@ async fn take(ctx: &AttemptCtx, connect_by: Instant, pooled: bool) -> Result<Tak
     }
     let idle = pooled.then(|| ctx.route.pool.take(ctx.route.endpoint, Instant::now()));
     match idle.flatten() {
-        Some(c) => Ok(Taken::H1(c, false)),
+        Some(c) => Ok(Taken::H1(c, Opened::Pooled)),
         None => open_by(ctx).await,
     }
 }
@@ -260,9 +292,11 @@ impl AttemptCtx {
         }
     }
 
-    /// A failure in `phase` (`fresh`: on a connection this attempt opened).
-    fn failed(&self, phase: Phase, e: BoxError, fresh: bool) -> AttemptEnd {
-        let phase = crate::classify::proven(phase, &*e, fresh);
+    /// A failure in `phase`. `alert_proves`: a server's alert refusing our identity proves
+    /// that nothing was processed (on a connection this attempt opened, before its request
+    /// was sent, or once sent over TLS 1.3: see [`alert_proves`]).
+    fn failed(&self, phase: Phase, e: BoxError, alert_proves: bool) -> AttemptEnd {
+        let phase = crate::classify::proven(phase, &*e, alert_proves);
         AttemptEnd::Failed(TransportError::new(
             self.route.endpoint_id.clone(),
             self.number,
@@ -310,7 +344,7 @@ pub(crate) fn run(
             let respond_by = ctx.respond_by(Instant::now());
             let sent = match taken {
                 Err(end) => return end,
-                Ok(Taken::H1(conn, fresh)) => send_h1(&ctx, conn, fresh, req, respond_by).await,
+                Ok(Taken::H1(conn, opened)) => send_h1(&ctx, conn, opened, req, respond_by).await,
                 Ok(Taken::H2(sender, died)) => {
                     Box::pin(send_h2(&ctx, sender, died, req, respond_by)).await
                 }
@@ -334,11 +368,12 @@ pub(crate) fn run(
 fn send_h1(
     ctx: &AttemptCtx,
     mut conn: Conn,
-    fresh: bool,
+    opened: Opened,
     req: http::Request<OutBody>,
     respond_by: Instant,
 ) -> impl Future<Output = Sent> + Send + '_ {
     async move {
+        let fresh = opened != Opened::Pooled;
         // Ready to take the request? A pooled connection the server closed is found here.
         let ready = poll_fn(|cx| match conn.poll_ready(cx) {
             Poll::Ready(r) => Poll::Ready(Some(r)),
@@ -374,7 +409,10 @@ fn send_h1(
                 // Handed back unsent: no byte of it was written.
                 Some(r) if !fresh => return Sent::Again(Box::new(r)),
                 Some(_) => ctx.failed(Phase::NotSent, e.into_error().into(), fresh),
-                None => ctx.failed(Phase::Exchange, e.into_error().into(), fresh),
+                None => {
+                    let proves = opened == Opened::Fresh { alert_proves: true };
+                    ctx.failed(Phase::Exchange, e.into_error().into(), proves)
+                }
             },
         })
     }
@@ -414,7 +452,10 @@ async fn send_h2(
                         ctx.failed(Phase::NotSent, cause, true)
                     }
                 },
-                None => ctx.failed(Phase::Exchange, e.into_error().into(), died.is_some()),
+                None => {
+                    let proves = died.as_ref().is_some_and(|d| d.alert_proves);
+                    ctx.failed(Phase::Exchange, e.into_error().into(), proves)
+                }
             },
         },
     )
@@ -422,7 +463,7 @@ async fn send_h2(
 
 /// Why a new HTTP/2 connection closed, as its task (ending now) says; else `fallback`.
 async fn why(died: &Died, fallback: hyper::Error, by: Instant) -> BoxError {
-    let cause = timeout_at(by, died.recv()).await;
+    let cause = timeout_at(by, died.ended.recv()).await;
     cause
         .and_then(Result::ok)
         .flatten()
@@ -715,5 +756,41 @@ mod tests {
             let second = run(ctx(&url, &pool, 2000, 3000), request(&addr)).await;
             assert!(matches!(second, AttemptEnd::Response(_)));
         });
+    }
+
+    /// A server's alert refusing our identity proves nothing processed only on a new
+    /// connection that agreed TLS 1.3 (see [`alert_proves`]): the connection says which
+    /// version it agreed.
+    #[test]
+    fn a_server_alert_proves_nothing_processed_only_over_tls13() {
+        use futures_rustls::rustls::{version, ClientConfig, RootCertStore};
+        let pki = testkit::TestPki::new();
+        let provider = Provider::start(Behaviour::ok());
+        let front = pki.front(
+            &pki.server,
+            &["http/1.1"],
+            false,
+            Some(provider.addr()),
+            None,
+        );
+        let pool = Arc::new(Pool::new(1, 4, Duration::from_secs(60)));
+        for (versions, proves) in [(&version::TLS12, false), (&version::TLS13, true)] {
+            let mut roots = RootCertStore::empty();
+            roots.add(pki.ca_der()).unwrap();
+            let config = ClientConfig::builder_with_provider(baton_tls::provider())
+                .with_protocol_versions(&[versions])
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            let mut c = ctx(&front.url(), &pool, 2000, 3000);
+            Arc::get_mut(&mut c.route).unwrap().tls = Arc::new(harden(config, HttpVersion::Http1));
+            let Ok(Taken::H1(_, opened)) = async_io::block_on(open(&c)) else {
+                panic!("no HTTP/1.1 connection over {versions:?}")
+            };
+            let fresh = Opened::Fresh {
+                alert_proves: proves,
+            };
+            assert_eq!(opened, fresh, "{versions:?}");
+        }
     }
 }

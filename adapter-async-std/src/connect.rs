@@ -253,6 +253,17 @@ pub(crate) fn agreed_h2(stream: &Stream) -> bool {
     }
 }
 
+/// Whether a connection agreed TLS 1.3 (plain TCP: no).
+pub(crate) fn tls13(stream: &Stream) -> bool {
+    match stream {
+        Stream::Plain(_) => false,
+        Stream::Tls(s) => {
+            let version = s.get_ref().1.protocol_version();
+            version == Some(futures_rustls::rustls::ProtocolVersion::TLSv1_3)
+        }
+    }
+}
+
 /// Opens a `CONNECT` tunnel to `target` through the proxy `tcp` is connected to. The
 /// proxy's credential goes on the `CONNECT` only.
 async fn open_tunnel(tcp: &mut Async<TcpStream>, target: &Target, via: &Via) -> io::Result<()> {
