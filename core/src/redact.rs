@@ -135,6 +135,11 @@ fn rough_origin(url: &str) -> Option<String> {
 /// let text = "error sending request for url (http://u:PW@127.0.0.1:1/v2/KEY?q=1)";
 /// assert_eq!(scrub_urls(text), "error sending request for url (http://127.0.0.1:1)");
 /// assert_eq!(scrub_urls("at http://[::1]:8545/v2/KEY?k=a,KEY2 now"), "at http://[::1]:8545 now");
+/// // A `)` or `'` inside the path or query does not end the URL.
+/// let text = "for url (https://rpc.example/q?f=(a)&key=SECRET)";
+/// assert_eq!(scrub_urls(text), "for url (https://rpc.example:443)");
+/// let text = "url 'https://api.example/Orders('A1')/KEY'.";
+/// assert_eq!(scrub_urls(text), "url 'https://api.example:443'.");
 /// ```
 pub fn scrub_urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -150,12 +155,18 @@ pub fn scrub_urls(text: &str) -> String {
         };
         out.push_str(&rest[..start]);
         let tail = &rest[start..];
-        // The whole token: a URL's query may hold `,`, `;`, `[` or `(`; it ends at
-        // white space, a quote or a closing bracket of the text around it.
+        // The whole token, to white space, a double quote, an angle bracket or a
+        // backtick: a URL's path and query may hold `,`, `;`, `[`, `(`, `)` and `'`
+        // unencoded (the `url` crate leaves them so), so a `)` or `'` does not end it.
         let end = tail
-            .find(|c: char| c.is_whitespace() || "\"'<>)`".contains(c))
+            .find(|c: char| c.is_whitespace() || "\"<>`".contains(c))
             .unwrap_or(tail.len());
-        out.push_str(&redact_url(&tail[..end]));
+        // Closing punctuation of the text around it (`(url)`, `'url'`, `url.`) is kept
+        // after the origin: it reveals nothing of a path.
+        let token = &tail[..end];
+        let url = token.trim_end_matches([')', ']', '\'', '.', ',', ';', ':']);
+        out.push_str(&redact_url(url));
+        out.push_str(&token[url.len()..]);
         rest = &tail[end..];
     }
 }

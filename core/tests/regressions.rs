@@ -884,3 +884,30 @@ fn the_simulator_re_sends_a_refused_credential_once() {
     assert_eq!(run.report.status(), Some(http::StatusCode::OK));
     assert_eq!(run.report.endpoint_id(), Some("b"));
 }
+
+/// SPEC 4: no text shows an endpoint URL's path or query. A `)` or `'` inside a path or
+/// query (the `url` crate leaves them unencoded) ended the URL there, and the rest of it
+/// (keys among it) was printed as it was.
+#[test]
+fn scrubbed_urls_hide_a_path_or_query_holding_a_bracket_or_a_quote() {
+    let cases = [
+        (
+            "error sending request for url (https://rpc.example/q?f=(a)&key=SECRET)",
+            "error sending request for url (https://rpc.example:443)",
+        ),
+        (
+            "url (https://api.example/odata/Orders('A1')/v2/SECRET)",
+            "url (https://api.example:443)",
+        ),
+        (
+            "see 'http://a.example:81/x)SECRET'.",
+            "see 'http://a.example:81'.",
+        ),
+        ("(https://b.example)", "(https://b.example:443)"),
+    ];
+    for (text, want) in cases {
+        let got = baton_core::scrub_urls(text);
+        assert_eq!(got, want);
+        assert!(!got.contains("SECRET"), "{got}");
+    }
+}
