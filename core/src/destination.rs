@@ -178,8 +178,10 @@ pub fn attempt_uri(policy: &Policy, index: usize, request: &Uri) -> Result<Uri, 
 }
 
 /// Whether a request path could leave a base path once joined (SPEC 1): a `.` or `..`
-/// segment, also percent-encoded (`%2e`), or a backslash (`\\`, `%5c`), which some servers
-/// and clients read as a slash.
+/// segment, also percent-encoded (`%2e`), also between encoded slashes (`%2f`, which a
+/// server that decodes before it resolves reads as a slash) or before a `;` parameter
+/// (`..;`, which some servers read as `..`), or a backslash (`\\`, `%5c`), which some
+/// servers and clients read as a slash.
 fn leaves_base(path: &str) -> bool {
     // Most paths have none of `.`, `\\` or `%`, and so none of the above: answered without
     // the copies and the substring search below, which ran on every attempt.
@@ -197,8 +199,8 @@ fn leaves_base_slow(path: &str) -> bool {
     if lower.contains('\\') || lower.contains("%5c") {
         return true;
     }
-    lower.split('/').any(|seg| {
-        let seg = seg.replace("%2e", ".");
+    lower.replace("%2f", "/").split('/').any(|seg| {
+        let seg = seg.split(';').next().unwrap_or(seg).replace("%2e", ".");
         seg == "." || seg == ".."
     })
 }
@@ -614,7 +616,17 @@ mod tests {
                 assert!(matches!(e, DestinationError::Url { .. }), "{path}: {e}");
             }
         }
-        for path in ["/a..b/c", "/v2/.well-known", "/x%2e"] {
+        // Between encoded slashes, or before a `;` parameter: parsed, then refused.
+        for path in [
+            "/..%2f..%2fadmin",
+            "/%2e%2e%2Fadmin",
+            "/a/..%2F",
+            "/..;/admin",
+        ] {
+            let e = attempt_uri(&p, 0, &request_uri(path).unwrap()).unwrap_err();
+            assert!(matches!(e, DestinationError::Url { .. }), "{path}: {e}");
+        }
+        for path in ["/a..b/c", "/v2/.well-known", "/x%2e", "/a%2fb", "/a;v=1"] {
             assert!(
                 attempt_uri(&p, 0, &request_uri(path).unwrap()).is_ok(),
                 "{path}"
