@@ -231,6 +231,29 @@ fn idempotency_key_from_header_is_sent_unchanged() {
         }
     ));
     let _ = (original, apply_attempt_headers);
+
+    // The same rule for a key given as a call option: "clé" is refused, not sent as the
+    // UTF-8 bytes the header path refuses.
+    let policy = endpoints(&["a"]).build().unwrap();
+    let options = CallOptions {
+        idempotency_key: Some("clé-0001".into()),
+        ..CallOptions::default()
+    };
+    let mut call = direct_call(policy, Method::POST, http::HeaderMap::new(), options, now);
+    assert_eq!(
+        call.poll_action(now),
+        Action::Done,
+        "a non-ASCII key was sent"
+    );
+    let report = common::report(call);
+    assert!(report.attempts.is_empty());
+    assert!(matches!(
+        report.outcome,
+        Outcome::Error {
+            kind: ErrorKind::InvalidCall(_),
+            ..
+        }
+    ));
 }
 
 /// SPEC 2.6: `max_attempts` set above one round starts further rounds. A GET to a single

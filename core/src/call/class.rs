@@ -331,9 +331,12 @@ fn given_idempotency_key(
         },
     };
     if let Some(k) = &key {
-        if k.is_empty() || http::HeaderValue::from_str(k).is_err() {
+        // Visible ASCII (and spaces) only, as for the header: `HeaderValue` also takes
+        // bytes above 0x7f, which a key given as a call option would then carry.
+        let visible = |b: u8| b == b' ' || b == b'\t' || b.is_ascii_graphic();
+        if k.is_empty() || !k.bytes().all(visible) || http::HeaderValue::from_str(k).is_err() {
             invalid.get_or_insert(CallRejection::IdempotencyKey(
-                "not a valid, non-empty header value",
+                "not a valid, non-empty header value of visible ASCII text",
             ));
         }
     }
