@@ -136,16 +136,14 @@ pub fn attempt_uri(policy: &Policy, index: usize, request: &Uri) -> Result<Uri, 
                 .into(),
         });
     }
+    // Exactly one slash between the two (SPEC 1): `//charges` is `/charges`, never a
+    // path that starts with an empty segment.
     let base_path = base.path().trim_end_matches('/');
+    let req_path = req_path.trim_start_matches('/');
     let mut pq = String::with_capacity(base_path.len() + req_path.len() + 16);
     pq.push_str(base_path);
-    if !req_path.starts_with('/') {
-        pq.push('/');
-    }
+    pq.push('/');
     pq.push_str(req_path);
-    if pq.is_empty() {
-        pq.push('/');
-    }
     match (base.query(), request.query()) {
         (Some(a), Some(b)) if !a.is_empty() && !b.is_empty() => {
             pq.push('?');
@@ -634,6 +632,35 @@ mod tests {
         }
         let u = attempt_uri(&p, 0, &request_uri("x").unwrap()).unwrap();
         assert_eq!(u, "http://b.example/api/v1/x");
+    }
+
+    /// SPEC 1: exactly one slash between the base path and the request's, however many
+    /// either side has.
+    #[test]
+    fn base_and_request_paths_are_joined_with_exactly_one_slash() {
+        for (base, path, want) in [
+            (
+                "https://api.example/v1",
+                "//charges",
+                "https://api.example/v1/charges",
+            ),
+            (
+                "https://api.example/v1//",
+                "/charges",
+                "https://api.example/v1/charges",
+            ),
+            (
+                "https://b.example",
+                "//evil.example/x",
+                "https://b.example/evil.example/x",
+            ),
+            ("https://b.example/", "", "https://b.example/"),
+            ("https://b.example/v1", "/", "https://b.example/v1/"),
+        ] {
+            let p = policy(UrlMode::Base, &[base]);
+            let uri = request_uri(path).unwrap();
+            assert_eq!(attempt_uri(&p, 0, &uri).unwrap(), want, "{base} + {path}");
+        }
     }
 
     #[test]
