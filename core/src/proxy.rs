@@ -329,6 +329,7 @@ impl ProxyEnv {
             .unwrap_or("")
             .trim_start_matches('[')
             .trim_end_matches(']')
+            .trim_end_matches('.')
             .to_ascii_lowercase();
         let port = uri
             .port_u16()
@@ -359,13 +360,17 @@ fn exempt(entry: &str) -> Option<Exempt> {
     if entry == "*" {
         return Some(Exempt::All);
     }
-    // `[v6]:port`, `v4:port`, `name:port`; a bare IPv6 address has several colons.
+    // `[v6]:port`, `[v6]/bits`, `v4:port`, `name:port`; a bare IPv6 address has several
+    // colons. An entry whose port or prefix length is not a number it can be is dropped
+    // (it exempts nothing), never widened to every port or narrowed to one address.
     let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
         let (h, tail) = rest.split_once(']')?;
-        (
-            h.to_string(),
-            tail.strip_prefix(':').and_then(|p| p.parse().ok()),
-        )
+        match (tail.strip_prefix(':'), tail.strip_prefix('/')) {
+            (Some(p), _) => (h.to_string(), Some(p.parse().ok()?)),
+            (None, Some(bits)) => (format!("{h}/{bits}"), None),
+            (None, None) if tail.is_empty() => (h.to_string(), None),
+            (None, None) => return None,
+        }
     } else if entry.matches(':').count() == 1 {
         let (h, p) = entry.split_once(':')?;
         (h.to_string(), Some(p.parse().ok()?))
@@ -373,16 +378,22 @@ fn exempt(entry: &str) -> Option<Exempt> {
         (entry.clone(), None)
     };
     let (addr, bits) = match host.split_once('/') {
-        Some((a, b)) => (a, b.parse::<u8>().ok()),
+        Some((a, b)) => (a, Some(b)),
         None => (host.as_str(), None),
     };
     if let Ok(ip) = addr.parse::<IpAddr>() {
         let max = if ip.is_ipv4() { 32 } else { 128 };
-        return Some(Exempt::Net(ip, bits.unwrap_or(max).min(max), port));
+        let bits = match bits {
+            None => max,
+            Some(b) => b.parse::<u8>().ok().filter(|b| *b <= max)?,
+        };
+        return Some(Exempt::Net(ip, bits, port));
     }
+    // A fully qualified name's trailing dot is the same name (`internal.example.`).
     let name = host
         .trim_start_matches("*.")
         .trim_start_matches('.')
+        .trim_end_matches('.')
         .to_string();
     Some(Exempt::Name(name, port))
 }
@@ -459,6 +470,38 @@ mod tests {
         }
         let e = env(&[("HTTPS_PROXY", "http://p:1"), ("no_proxy", "*")]).unwrap();
         assert_eq!(e.route(&uri("https://a/")), Route::Direct);
+    }
+
+    /// A bracketed IPv6 network keeps its prefix; a port or prefix that cannot be is
+    /// dropped (exempts nothing); a trailing dot names the same host.
+    #[test]
+    fn no_proxy_edge_forms() {
+        let e = env(&[
+            ("ALL_PROXY", "http://p:1"),
+            (
+                "NO_PROXY",
+                "[fd00::]/8, [::2]:abc, 10.0.0.0/abc, 10.1.0.0/33, [::3]x, internal.example.",
+            ),
+        ])
+        .unwrap();
+        for direct in [
+            "http://[fd00::1]/",
+            "http://[fdff::9]:8080/",
+            "http://internal.example/",
+            "http://internal.example./",
+            "http://a.internal.example/",
+        ] {
+            assert_eq!(e.route(&uri(direct)), Route::Direct, "{direct}");
+        }
+        for proxied in [
+            "http://[fe00::1]/",
+            "http://[::2]:80/",
+            "http://10.0.0.0/",
+            "http://10.1.0.0/",
+            "http://[::3]/",
+        ] {
+            assert!(e.route(&uri(proxied)).proxy().is_some(), "{proxied}");
+        }
     }
 
     #[test]
