@@ -29,7 +29,9 @@ pub const MAX_RETRY_AFTER_VALUE: Duration = Duration::from_secs(u32::MAX as u64)
 /// assert_eq!(parse_retry_after(b"soon", Some(now)), None);
 /// ```
 pub fn parse_retry_after(value: &[u8], reference: Option<SystemTime>) -> Option<Duration> {
-    let text = std::str::from_utf8(value).ok()?.trim();
+    // Only SP and HTAB surround a field value (RFC 9110 5.5): a no-break space before the
+    // digits makes it no delta-seconds.
+    let text = std::str::from_utf8(value).ok()?.trim_matches([' ', '\t']);
     if text.is_empty() {
         return None;
     }
@@ -103,6 +105,12 @@ mod tests {
         assert_eq!(parse_retry_after(b"1.5", None), None);
         assert_eq!(parse_retry_after(b"", None), None);
         assert_eq!(parse_retry_after(&[0xff, 0xfe], None), None);
+        assert_eq!(parse_retry_after(b"\xc2\xa0120", None), None);
+        assert_eq!(parse_retry_after(b"120\xc2\x85", None), None);
+        assert_eq!(
+            parse_retry_after(b" \t120\t ", None),
+            Some(Duration::from_secs(120))
+        );
     }
 
     #[test]
