@@ -215,10 +215,27 @@ impl ProxyEnv {
     /// Reads `http_proxy`/`HTTP_PROXY`, `https_proxy`/`HTTPS_PROXY`, `all_proxy`/`ALL_PROXY`
     /// and `no_proxy`/`NO_PROXY` through `lookup` (an adapter passes
     /// `|name| std::env::var(name).ok()`). Empty values count as unset.
+    ///
+    /// Under CGI (`REQUEST_METHOD` set) the upper-case `HTTP_PROXY` is not read: there it is
+    /// the incoming request's `Proxy` header, the caller's to choose ("httpoxy"), as
+    /// reqwest, curl and Go also decide. The lower-case `http_proxy` is still read.
+    ///
+    /// ```
+    /// use baton_core::ProxyEnv;
+    /// let cgi = [("REQUEST_METHOD", "GET"), ("HTTP_PROXY", "http://evil.example:1")];
+    /// let env = ProxyEnv::from_env(|n| cgi.iter().find(|(k, _)| *k == n).map(|(_, v)| v.to_string()));
+    /// assert!(env.unwrap().is_empty());
+    /// ```
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<ProxyEnv, ConfigError> {
+        let cgi = lookup("REQUEST_METHOD").is_some();
         let get = |lower: &str, upper: &str| {
+            let upper = || {
+                (!(cgi && upper == "HTTP_PROXY"))
+                    .then(|| lookup(upper))
+                    .flatten()
+            };
             lookup(lower)
-                .or_else(|| lookup(upper))
+                .or_else(upper)
                 .filter(|v| !v.trim().is_empty())
         };
         let all = get("all_proxy", "ALL_PROXY")
