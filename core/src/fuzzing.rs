@@ -223,6 +223,12 @@ struct Tracked<'e> {
     start: Instant,
     /// Attempts reported as having followed a redirect.
     redirected: Vec<u32>,
+    /// The endpoint of every attempt that may have executed the call, as SPEC 1's table
+    /// reads the inputs this harness fed (not as the engine reads them): the oracle of
+    /// invariant 2 and of `may_have_executed`.
+    executed: Vec<usize>,
+    /// The endpoints' idempotency groups (0: none).
+    groups: [u8; 4],
 }
 
 impl Tracked<'_> {
@@ -230,6 +236,73 @@ impl Tracked<'_> {
     fn input(&mut self, input: Input<Head>, now: Instant) {
         if let Some(call) = self.call.as_mut() {
             call.handle(input, now);
+        }
+    }
+
+    /// Attempt `number` at `endpoint` ended with `input`: records whether it may have
+    /// executed the call, by SPEC 1's table (written out here, not the engine's): a
+    /// response outside `not_processed`, an ambiguous failure, a timeout after the
+    /// connection was ready; and any attempt that followed a redirect (its endpoint
+    /// answered). Undelivered, untrusted, rejected-locally, a connect timeout and a body
+    /// that could not be copied sent nothing.
+    fn ended(&mut self, number: u32, endpoint: usize, input: &Input<Head>, np: &StatusSet) {
+        let executed = self.redirected.contains(&number)
+            || match input {
+                Input::Response { response, .. } => !np.contains(response.status),
+                Input::Failed { outcome, .. } => match outcome {
+                    AttemptOutcome::Failure(c) => matches!(c, FailureClass::Ambiguous),
+                    AttemptOutcome::Timeout(p) => *p != TimeoutPhase::Connect,
+                },
+                _ => false,
+            };
+        if executed && self.call.is_some() && !self.finished {
+            self.executed.push(endpoint);
+        }
+    }
+
+    /// The permissions of this call as SPEC 2.2 resolves them (the fuzz policy has no
+    /// permission function): the call's own, else by method and key, else conservative.
+    fn permissions(&self) -> (Permission, Permission) {
+        if self.options.deny {
+            return (Permission::Never, Permission::Never);
+        }
+        let (r, f) = if crate::is_safe_method(&self.method) {
+            (Permission::Always, Permission::Always)
+        } else if self.options.idempotency_key.is_some() {
+            (Permission::Always, Permission::IfUndelivered)
+        } else {
+            (Permission::IfUndelivered, Permission::IfUndelivered)
+        };
+        (
+            self.options.retry.unwrap_or(r),
+            self.options.failover.unwrap_or(f),
+        )
+    }
+
+    /// Invariant 2, for a later attempt at `x` about to be sent: the sticky rule of SPEC
+    /// 2.2 over the attempts that ended so far (a keyed call's group counts as one
+    /// endpoint).
+    fn check_permitted(&self, x: usize) {
+        if self.sent.is_empty() {
+            return; // The first attempt needs no permission.
+        }
+        let (retry, failover) = self.permissions();
+        let keyed = self.options.idempotency_key.is_some();
+        let group = |e: usize| self.groups[e % 4] % 3;
+        let same = |e: usize| e == x || (keyed && group(e) != 0 && group(e) == group(x));
+        let outside = self.executed.iter().any(|&e| !same(e));
+        let inside = self.executed.iter().any(|&e| same(e));
+        let why = || format!("attempt at e{x} after executions at {:?}", self.executed);
+        if outside {
+            assert_eq!(failover, Permission::Always, "failover: {}", why());
+        }
+        if inside {
+            assert_eq!(retry, Permission::Always, "retry: {}", why());
+        }
+        if !(outside || inside) {
+            let again = self.sent.iter().any(|(_, e, _)| *e == x);
+            let kind = if again { retry } else { failover };
+            assert_ne!(kind, Permission::Never, "{}", why());
         }
     }
 }
@@ -352,14 +425,16 @@ fn drive(
 ) {
     let policy = settings.policy(eligible);
     let quota = policy.settings().breaker.probe_quota;
+    let np = &policy.settings().not_processed.clone();
     let n = policy.endpoints().len();
-    let transitions: Arc<std::sync::Mutex<Vec<(String, BreakerState, BreakerState)>>> =
-        Arc::default();
+    // Each endpoint's transitions in order, and its manual resets (`None`).
+    type Change = Option<(BreakerState, BreakerState)>;
+    let transitions: Arc<std::sync::Mutex<Vec<(String, Change)>>> = Arc::default();
     let tr = transitions.clone();
     let sink: crate::EventSink = Arc::new(move |e: &crate::Event<'_>| {
         if let crate::EventKind::BreakerTransition { endpoint, from, to } = &e.kind {
             if let Ok(mut v) = tr.lock() {
-                v.push((endpoint.to_string(), *from, *to));
+                v.push((endpoint.to_string(), Some((*from, *to))));
             }
         }
     });
@@ -389,6 +464,8 @@ fn drive(
             body: fc.body(),
             start: now,
             redirected: Vec::new(),
+            executed: Vec::new(),
+            groups: settings.groups,
         });
     };
     for fc in &first {
@@ -408,7 +485,7 @@ fn drive(
                 }
                 let k = call as usize % calls.len();
                 let t = &mut calls[k];
-                if let Some((number, _)) = t.in_flight.first().copied() {
+                if let Some((number, endpoint)) = t.in_flight.first().copied() {
                     t.in_flight.remove(0);
                     let mut headers = HeaderMap::new();
                     if let Some(s) = retry_after {
@@ -417,13 +494,20 @@ fn drive(
                             HeaderValue::from(u32::from(s % 8)),
                         );
                     }
-                    t.input(outcome_for(kind, status, number, headers), now);
+                    let input = outcome_for(kind, status, number, headers);
+                    t.ended(number, endpoint, &input, np);
+                    t.input(input, now);
                 }
             }
             Op::Advance(ms) => now += Duration::from_millis(u64::from(ms % 4_000)),
             Op::Cancel(k) => {
                 let len = calls.len().max(1);
                 if let Some(t) = calls.get_mut(k as usize % len) {
+                    // Cancelled while in flight: it may have reached the provider.
+                    if t.call.is_some() && !t.finished {
+                        let cut = t.in_flight.iter().map(|(_, e)| *e);
+                        t.executed.extend(cut.collect::<Vec<_>>());
+                    }
                     t.input(Input::Cancel, now);
                 }
             }
@@ -435,13 +519,19 @@ fn drive(
             Op::ReplayFails(k) => {
                 let len = calls.len().max(1);
                 if let Some(t) = calls.get_mut(k as usize % len) {
-                    if let Some((number, _)) = t.in_flight.pop() {
-                        t.input(Input::ReplayFailed { attempt: number }, now);
+                    if let Some((number, endpoint)) = t.in_flight.pop() {
+                        let input = Input::ReplayFailed { attempt: number };
+                        t.ended(number, endpoint, &input, np);
+                        t.input(input, now);
                     }
                 }
             }
             Op::Reset(e) => {
-                engine.reset(&format!("e{}", e as usize % n), now);
+                let id = format!("e{}", e as usize % n);
+                engine.reset(&id, now);
+                if let Ok(mut v) = transitions.lock() {
+                    v.push((id, None));
+                }
             }
             Op::Start(fc) => {
                 if calls.len() < 16 {
@@ -482,15 +572,27 @@ fn drive(
                     Action::Send(a) => {
                         assert!(a.endpoint < n);
                         assert!(!t.finished, "send after done");
+                        t.check_permitted(a.endpoint);
                         t.in_flight.push((a.number, a.endpoint));
                         t.sent.push((a.number, a.endpoint, now));
                     }
-                    Action::Discard(number) => t.in_flight.retain(|(x, _)| *x != number),
+                    Action::Discard(number) => {
+                        // Cancelled by the engine while in flight: it may have executed.
+                        let cut = t.in_flight.iter().filter(|(x, _)| *x == number);
+                        let cut: Vec<usize> = cut.map(|(_, e)| *e).collect();
+                        t.executed.extend(cut);
+                        t.in_flight.retain(|(x, _)| *x != number);
+                    }
                     Action::WaitUntil(u) => {
                         assert!(
                             u > now || !t.in_flight.is_empty(),
                             "wait until a past time with nothing in flight"
                         );
+                        // Invariant 6: no wait ends after the deadline.
+                        let deadline = t.options.deadline.or(engine.policy().settings().deadline);
+                        if let Some(d) = deadline.map(|d| crate::time::add(t.start, d)) {
+                            assert!(u <= d, "a wait past the deadline");
+                        }
                         break;
                     }
                     Action::WaitForAttempt => {
@@ -498,6 +600,10 @@ fn drive(
                         break;
                     }
                     Action::Done => {
+                        // Cut by the deadline, a cancel or an invalid later attempt while
+                        // in flight: each may have reached the provider.
+                        let cut: Vec<usize> = t.in_flight.iter().map(|(_, e)| *e).collect();
+                        t.executed.extend(cut);
                         t.in_flight.clear();
                         assert!(!t.finished, "result handed out twice");
                         t.finished = true;
@@ -513,6 +619,13 @@ fn drive(
                                 .may_have_executed(&engine.policy().settings().not_processed)
                         });
                         assert_eq!(report.may_have_executed, executed);
+                        // The same, by SPEC 1's table over what this harness fed.
+                        assert_eq!(
+                            report.may_have_executed,
+                            !t.executed.is_empty(),
+                            "may_have_executed against the spec's table: {:?}",
+                            report.attempts
+                        );
                         assert!(report
                             .attempts
                             .iter()
@@ -560,9 +673,16 @@ fn drive(
             }
         }
     }
-    // Invariant 8: legal, consistent transitions (manual resets aside).
+    // Invariant 8: legal transitions, each from the state the last one left (a manual
+    // reset, which the calls' sinks do not hear, closes the breaker).
     let log = transitions.lock().map(|v| v.clone()).unwrap_or_default();
-    for (_, from, to) in log {
+    let mut state = vec![BreakerState::Closed; n];
+    for (endpoint, change) in log {
+        let i: usize = endpoint[1..].parse().unwrap_or(0) % n;
+        let Some((from, to)) = change else {
+            state[i] = BreakerState::Closed;
+            continue;
+        };
         assert!(
             matches!(
                 (from, to),
@@ -570,10 +690,14 @@ fn drive(
                     | (BreakerState::Open, BreakerState::HalfOpen)
                     | (BreakerState::HalfOpen, BreakerState::Closed)
                     | (BreakerState::HalfOpen, BreakerState::Open)
-                    | (_, BreakerState::Closed)
             ),
             "illegal transition {from:?} -> {to:?}"
         );
+        assert_eq!(
+            from, state[i],
+            "{endpoint}: a transition from a state it was not in"
+        );
+        state[i] = to;
     }
 }
 
