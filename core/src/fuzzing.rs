@@ -23,6 +23,7 @@ use crate::backoff::{Backoff, Jitter};
 use crate::call::{Action, AttemptOutcome, BodyKind, Call, CallOptions, Head, Input};
 use crate::engine::Engine;
 use crate::health::BreakerState;
+use crate::limit::{LimitScope, Limiter, OnLimit, RateLimit};
 use crate::permission::Permission;
 use crate::policy::{
     Breaker, BreakerRule, Budget, Endpoint, Hedge, Policy, RequestInfo, Settings, Unavailable,
@@ -49,6 +50,8 @@ struct FuzzSettings {
     hedge_ms: Option<u16>,
     np503: bool,
     extra_trigger: Option<u16>,
+    /// A rate limiter: its kind and size, per endpoint, fail fast.
+    limit: Option<(u8, bool, bool)>,
     seed: u64,
 }
 
@@ -110,6 +113,29 @@ impl FuzzSettings {
                 .hedge_ms
                 .map(|h| Hedge::after(Duration::from_millis(u64::from(h % 1_000)))),
             max_retry_after: Duration::from_secs(3),
+            rate_limit: self.limit.map(|(size, per_endpoint, fail_fast)| {
+                let n = u32::from(size % 4) + 1;
+                RateLimit {
+                    limiter: match size % 2 {
+                        0 => Limiter::TokenBucket {
+                            capacity: n,
+                            per_second: f64::from(n),
+                        },
+                        _ => Limiter::SlidingWindow {
+                            limit: n,
+                            window: Duration::from_millis(500),
+                        },
+                    },
+                    scope: match per_endpoint {
+                        true => LimitScope::Endpoint,
+                        false => LimitScope::Client,
+                    },
+                    on_limit: match fail_fast {
+                        true => OnLimit::FailFast,
+                        false => OnLimit::Wait,
+                    },
+                }
+            }),
             seed: Some(self.seed),
             ..Settings::default()
         };
@@ -188,9 +214,10 @@ impl FuzzCall {
 enum Op {
     /// Poll every call and collect actions.
     Poll,
-    /// The next in-flight attempt of call `k` ends.
+    /// An in-flight attempt of call `k` ends (`which`: hedges end in any order).
     Outcome {
         call: u8,
+        which: u8,
         kind: u8,
         status: u16,
         retry_after: Option<u8>,
@@ -309,7 +336,7 @@ impl Tracked<'_> {
 
 fn outcome_for(kind: u8, status: u16, attempt: u32, headers: HeaderMap) -> Input<Head> {
     let failed = |outcome| Input::Failed { attempt, outcome };
-    match kind % 7 {
+    match kind % 9 {
         0 | 1 => Input::Response {
             attempt,
             response: Head::with_headers(
@@ -322,6 +349,8 @@ fn outcome_for(kind: u8, status: u16, attempt: u32, headers: HeaderMap) -> Input
         3 => failed(AttemptOutcome::Failure(FailureClass::Ambiguous)),
         4 => failed(AttemptOutcome::Timeout(TimeoutPhase::Connect)),
         5 => failed(AttemptOutcome::Timeout(TimeoutPhase::Response)),
+        6 => failed(AttemptOutcome::Timeout(TimeoutPhase::Unknown)),
+        7 => failed(AttemptOutcome::Failure(FailureClass::Untrusted)),
         _ => failed(AttemptOutcome::Failure(if status % 50 == 0 {
             FailureClass::RejectedLocally
         } else {
@@ -476,6 +505,7 @@ fn drive(
             Op::Poll => {}
             Op::Outcome {
                 call,
+                which,
                 kind,
                 status,
                 retry_after,
@@ -485,8 +515,9 @@ fn drive(
                 }
                 let k = call as usize % calls.len();
                 let t = &mut calls[k];
-                if let Some((number, endpoint)) = t.in_flight.first().copied() {
-                    t.in_flight.remove(0);
+                let i = usize::from(which) % t.in_flight.len().max(1);
+                if let Some((number, endpoint)) = t.in_flight.get(i).copied() {
+                    t.in_flight.remove(i);
                     let mut headers = HeaderMap::new();
                     if let Some(s) = retry_after {
                         headers.insert(
