@@ -16,7 +16,9 @@ use ureq::Body;
 /// A failure while reading a response body, after the call returned the response.
 ///
 /// It is the inner error of the `io::Error` the body reader returns (its kind is kept).
-/// It names the endpoint, the attempt and the call; its `source()` says what failed.
+/// It names the endpoint, the attempt and the call, keeps the call's `may_have_executed`
+/// (SPEC 2.6), and says whether a timeout (the body timeout or the call's deadline)
+/// ended the read; its `source()` says what failed.
 ///
 /// ```
 /// use std::io;
@@ -27,17 +29,20 @@ use ureq::Body;
 /// assert!(e.to_string().contains("\"backup\""));
 /// assert_eq!(std::error::Error::source(&e).unwrap().to_string(), "peer closed");
 /// assert_eq!(e.endpoint(), "backup");
+/// assert!(e.may_have_executed() && !e.is_timeout());
 /// ```
 #[derive(Debug)]
 pub struct BodyError {
     endpoint_id: EndpointId,
     attempt: u32,
     request_id: RequestId,
+    may_have_executed: bool,
     source: io::Error,
 }
 
 impl BodyError {
-    /// A body error for `endpoint_id`'s attempt `attempt` of call `request_id`.
+    /// A body error for `endpoint_id`'s attempt `attempt` of call `request_id`, which may
+    /// have executed (an answered call did, unless its status promised otherwise).
     pub fn new(
         endpoint_id: impl Into<EndpointId>,
         attempt: u32,
@@ -48,8 +53,26 @@ impl BodyError {
             endpoint_id: endpoint_id.into(),
             attempt,
             request_id,
+            may_have_executed: true,
             source,
         }
+    }
+
+    /// The call's `may_have_executed`, as its report says (SPEC 2.6: a body error keeps
+    /// it).
+    pub fn may_have_executed(&self) -> bool {
+        self.may_have_executed
+    }
+
+    /// Whether the read ended because a timeout fired: the body timeout, or the call's
+    /// deadline.
+    pub fn is_timeout(&self) -> bool {
+        let ureq = self
+            .source
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<ureq::Error>());
+        self.source.kind() == io::ErrorKind::TimedOut
+            || matches!(ureq, Some(ureq::Error::Timeout(_)))
     }
 
     /// The endpoint whose response body failed.
@@ -72,8 +95,15 @@ impl fmt::Display for BodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "reading the response body from endpoint {:?} (attempt {}, request id {}) failed",
-            self.endpoint_id, self.attempt, self.request_id
+            "reading the response body from endpoint {:?} (attempt {}, request id {}) {}",
+            self.endpoint_id,
+            self.attempt,
+            self.request_id,
+            if self.is_timeout() {
+                "timed out"
+            } else {
+                "failed"
+            }
         )?;
         if f.alternate() {
             baton_core::write_causes(f, self)?;
@@ -94,6 +124,7 @@ struct NamedReader<R> {
     endpoint_id: EndpointId,
     attempt: u32,
     request_id: RequestId,
+    may_have_executed: bool,
 }
 
 impl<R: Read> Read for NamedReader<R> {
@@ -110,6 +141,7 @@ impl<R: Read> Read for NamedReader<R> {
                     endpoint_id: self.endpoint_id.clone(),
                     attempt: self.attempt,
                     request_id: self.request_id.clone(),
+                    may_have_executed: self.may_have_executed,
                     source: e,
                 },
             )
@@ -141,6 +173,7 @@ pub(crate) fn finish(response: Response<Body>, report: Report, attempt: u32) -> 
         endpoint_id,
         attempt,
         request_id: report.request_id.clone(),
+        may_have_executed: report.may_have_executed,
     };
     parts.extensions.insert(CallReport(report));
     Response::from_parts(parts, builder.reader(reader))

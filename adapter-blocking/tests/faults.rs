@@ -344,6 +344,11 @@ fn body_stall_after_the_head_is_a_body_error_naming_the_endpoint() {
         .expect("a BodyError inside");
     assert_eq!(body.endpoint(), "primary");
     assert_eq!(body.attempt(), 1);
+    // SPEC 2.6: past the deadline or the body timeout, the body error keeps the call's
+    // may_have_executed, and says that a timeout ended the read.
+    assert!(body.may_have_executed());
+    assert!(body.is_timeout(), "{body}");
+    assert!(body.to_string().contains("timed out"), "{body}");
 }
 
 #[test]
