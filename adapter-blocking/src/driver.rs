@@ -401,12 +401,22 @@ fn send_one(
         return sent;
     }
     let Ok(token) = lease() else { return sent };
+    // The copy of the body is made while the refusal is still in hand: when it cannot be
+    // made, the refusal is the answer (as on tokio, whose spare copy is made up front),
+    // not a replay failure that drops it.
+    if let SendData::Factory(ready, make) = body {
+        match make() {
+            Ok(copy) => *ready = Some(copy),
+            Err(_) => return sent,
+        }
+    }
+    let first = matches!(body, SendData::Factory(Some(_), _));
     drop(sent);
     let mut headers = again;
     if let Some(v) = token.header_value(settings) {
         headers.insert(settings.header.clone(), v);
     }
-    let resent = send_plain(inner, call, attempt, body, method, target, headers, false);
+    let resent = send_plain(inner, call, attempt, body, method, target, headers, first);
     // A refused fresh token is invalidated too (no third send): the next call refreshes.
     if let Sent::Response(resp) = &resent {
         slot.answered(&token, resp.status());

@@ -469,3 +469,45 @@ fn every_adapter_refuses_a_credential_without_a_token_provider() {
     );
     assert!(tokio.to_string().contains("token_provider"), "{tokio}");
 }
+
+/// SPEC 2.4, 9 on blocking: a held token refused on a request whose body cannot be made
+/// again (the caller's body factory fails the second time) ends with the refusal as the
+/// answer, as on tokio, whose spare copy is made before the send; it used to end as a
+/// replay failure that dropped the 401.
+#[test]
+fn blocking_refusal_whose_body_cannot_be_made_again_is_the_answer() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let a = AuthServer::start("t1");
+    let tokens = Tokens::default();
+    tokens.set("a", Ok("t1"));
+    let t = tokens.clone();
+    let slot = Endpoint::new("a", a.url()).credential(CredentialSettings::default());
+    let client = baton_blocking::Client::builder(Policy::builder().endpoint(slot))
+        .token_provider(move |e: &str| t.fetch(e))
+        .build()
+        .unwrap();
+    assert_eq!(client.get("/").call().unwrap().status().as_u16(), 200);
+    // The token rotates: the held t1 is refused, t2 is leased for the one re-send.
+    a.accept("t2");
+    tokens.set("a", Ok("t2"));
+    let made = Arc::new(AtomicUsize::new(0));
+    let m = made.clone();
+    let resp = client
+        .post("/")
+        .send_with(move || match m.fetch_add(1, Ordering::SeqCst) {
+            0 => Ok(std::io::Cursor::new(b"{}".to_vec())),
+            _ => Err(std::io::Error::other("the body cannot be made again")),
+        })
+        .unwrap_or_else(|e| panic!("the refusal was dropped: {e:#}"));
+    assert_eq!(resp.status().as_u16(), 401);
+    assert_eq!(
+        made.load(Ordering::SeqCst),
+        2,
+        "a second copy was asked for"
+    );
+    assert_eq!(
+        tokens_seen(&a),
+        ["Bearer t1", "Bearer t1"],
+        "nothing was re-sent"
+    );
+}
