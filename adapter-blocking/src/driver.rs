@@ -561,11 +561,16 @@ impl AttemptConfig {
             && (t.global, t.per_call, t.recv_body) == (self.global, None, self.recv_body)
             && (t.resolve, t.connect) == (connect, connect)
             && (t.send_request, t.send_body, t.recv_response) == (timeout, timeout, timeout)
+            && (cfg!(feature = "gzip")
+                || matches!(
+                    config.accept_encoding(),
+                    ureq::config::AutoHeaderValue::None
+                ))
     }
 
     /// `request` with this configuration, for the agent's run.
     fn configure<B: AsSendBody>(self, agent: &ureq::Agent, request: Request<B>) -> Request<B> {
-        agent
+        let configured = agent
             .configure_request(request)
             .timeout_recv_body(self.recv_body)
             .proxy(self.tunnel)
@@ -586,8 +591,12 @@ impl AttemptConfig {
             .timeout_connect(Some(self.connect))
             .timeout_send_request(Some(self.timeout))
             .timeout_send_body(Some(self.timeout))
-            .timeout_recv_response(Some(self.timeout))
-            .build()
+            .timeout_recv_response(Some(self.timeout));
+        // No encoding asked for without this crate's `gzip` feature, also on an agent the
+        // caller configured (see `with_request_settings`).
+        #[cfg(not(feature = "gzip"))]
+        let configured = configured.accept_encoding("");
+        configured.build()
     }
 }
 

@@ -43,8 +43,11 @@
 //! extensions ([`ResponseExt::report`]) and in every [`Error`]. The response head is the
 //! commit point: a failure while reading the body afterwards is an `io::Error` whose inner
 //! error is a [`BodyError`] naming the endpoint, never a short body passed off as whole.
-//! The rebuilt body keeps its MIME type and charset, but `Body::content_length()` is
-//! `None`: read the `Content-Length` header instead.
+//! The rebuilt body keeps its MIME type, not its charset (its text is read through ureq's
+//! reader once, so that ureq's `charset` feature, if another crate switched it on, converts
+//! it once, not twice: read the `Content-Type` header for the charset sent), and
+//! `Body::content_length()` is `None`: read the `Content-Length` header instead. Without
+//! this crate's `gzip` feature no encoding is asked for, even when ureq's own `gzip` is on.
 //!
 //! ## Failure classes, learnt by phase
 //! ureq 3 reports a DNS failure as an uncategorised I/O error, so the class is never read
@@ -661,6 +664,11 @@ fn with_request_settings(
 ) -> ConfigBuilder<AgentScope> {
     let attempt = Some(settings.attempt_timeout);
     let connect = Some(settings.connect_timeout.min(settings.attempt_timeout));
+    // Without this crate's `gzip` feature no encoding is asked for, also when another
+    // crate of the application switched on ureq's own `gzip` (one of its defaults): bytes
+    // pass through as sent, as on every runtime.
+    #[cfg(not(feature = "gzip"))]
+    let b = b.accept_encoding("");
     b.http_status_as_error(false)
         .max_redirects(0)
         // Any method the engine accepts is sent (ureq refuses extension methods by default).

@@ -151,8 +151,11 @@ impl<R: Read> Read for NamedReader<R> {
 
 /// Replaces the body with one whose errors name the endpoint and stores the report.
 ///
-/// The rebuilt body keeps the MIME type and charset; its `content_length()` is `None`
-/// (read the `Content-Length` header instead).
+/// The rebuilt body keeps the MIME type, not the charset: its reader is read through
+/// ureq's once already (which, with ureq's `charset` feature switched on anywhere in the
+/// application, converts the text to UTF-8), and a charset on the rebuilt body would have
+/// it converted a second time. Read the `Content-Type` header for the charset sent. Its
+/// `content_length()` is `None` (read the `Content-Length` header instead).
 pub(crate) fn finish(response: Response<Body>, report: Report, attempt: u32) -> Response<Body> {
     let (mut parts, body) = response.into_parts();
     // An id clones without allocating (short ids are stored inline).
@@ -164,9 +167,6 @@ pub(crate) fn finish(response: Response<Body>, report: Report, attempt: u32) -> 
     let mut builder = Body::builder();
     if let Some(m) = body.mime_type() {
         builder = builder.mime_type(m);
-    }
-    if let Some(c) = body.charset() {
-        builder = builder.charset(c);
     }
     let reader = NamedReader {
         inner: body.into_reader(),

@@ -772,3 +772,23 @@ fn an_attempt_the_deadline_overtook_before_it_started_sent_nothing() {
     assert_eq!(p.request_count(), 0);
     assert!(!err.report().may_have_executed, "{err}");
 }
+
+/// With ureq's `gzip` and `charset` switched on by another crate of the application (this
+/// crate's tests do, as a dependency on plain `ureq` does): no encoding is asked for, and a
+/// Latin-1 text body comes back converted once ("café", not "cafÃ©").
+#[test]
+fn ureq_features_switched_on_elsewhere_change_nothing_sent_or_read() {
+    let a = Provider::start(
+        Behaviour::status(200)
+            .header("content-type", "text/plain; charset=iso-8859-1")
+            .body(&b"caf\xe9"[..]),
+    );
+    let c = client(&[("primary", &a.url())]);
+    let mut resp = c.get("/").call().unwrap();
+    assert_eq!(resp.body_mut().read_to_string().unwrap(), "café");
+    let asked = a.requests()[0].headers.clone();
+    assert!(
+        !asked.iter().any(|(n, _)| n == "accept-encoding"),
+        "an encoding was asked for: {asked:?}"
+    );
+}
