@@ -47,7 +47,9 @@
 //! reader once, so that ureq's `charset` feature, if another crate switched it on, converts
 //! it once, not twice: read the `Content-Type` header for the charset sent), and
 //! `Body::content_length()` is `None`: read the `Content-Length` header instead. Without
-//! this crate's `gzip` feature no encoding is asked for, even when ureq's own `gzip` is on.
+//! this crate's `gzip` feature no encoding is asked for, even when ureq's own `gzip` is on
+//! (one of its default features, so a dependency on plain `ureq` elsewhere switches it on);
+//! a gzip body a server sends unasked is then decoded by ureq, which cannot be told not to.
 //!
 //! ## Failure classes, learnt by phase
 //! ureq 3 reports a DNS failure as an uncategorised I/O error, so the class is never read

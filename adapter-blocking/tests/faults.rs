@@ -773,9 +773,9 @@ fn an_attempt_the_deadline_overtook_before_it_started_sent_nothing() {
     assert!(!err.report().may_have_executed, "{err}");
 }
 
-/// With ureq's `gzip` and `charset` switched on by another crate of the application (this
-/// crate's tests do, as a dependency on plain `ureq` does): no encoding is asked for, and a
-/// Latin-1 text body comes back converted once ("café", not "cafÃ©").
+/// With ureq's `charset` switched on by another crate of the application (this crate's
+/// tests do): a Latin-1 text body comes back converted once ("café", not "cafÃ©"), and no
+/// encoding is asked for.
 #[test]
 fn ureq_features_switched_on_elsewhere_change_nothing_sent_or_read() {
     let a = Provider::start(
