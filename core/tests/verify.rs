@@ -100,8 +100,9 @@ fn attempt_bounds_follow_the_schedule() {
 
 /// An endpoint's own `attempts_per_endpoint` is also its pinned limit (SPEC 2.6): with 2 a
 /// round at each of three endpoints, a keyed write pinned at the last one has made 4
-/// attempts elsewhere and makes 2 there, not 3. The explorer reaches the bound and stays
-/// within it.
+/// attempts elsewhere and makes 2 there, not 3. The bound is `M - 1 + 2` = 7 (a share a
+/// skip or a limiter left unused can go to a further round before the pin); the explorer
+/// stays within it.
 #[test]
 fn an_endpoints_own_attempts_are_its_pinned_limit_in_the_bound() {
     let mut policy = Policy::builder();
@@ -113,8 +114,12 @@ fn an_endpoints_own_attempts_are_its_pinned_limit_in_the_bound() {
         .calls(3_000)
         .run(&policy.build().unwrap(), Instant::now());
     let keyed = class(&f, CallClass::KeyedWrite);
-    assert_eq!(keyed.bound.attempts, 6);
-    assert_eq!(keyed.observed_attempts, 6);
+    assert_eq!(keyed.bound.attempts, 7);
+    assert!(
+        (6..=7).contains(&keyed.observed_attempts),
+        "{}",
+        keyed.observed_attempts
+    );
     assert_eq!(class(&f, CallClass::Write).bound.attempts, 6);
     assert!(f.is_safe());
 }

@@ -7,10 +7,10 @@
 //! predicate or skipped unavailable endpoints can leave one), that default is 3 and the
 //! bound is also at least `max over e of per(e)` with it. A call that can be pinned (only the
 //! current endpoint allowed: a retry permission that differs from the failover one, such
-//! as a keyed write's) makes at most `M - per(e)` attempts elsewhere when pinned at `e`,
-//! and up to `pinned(e)` there in total (at least its round's `per(e)`), where `pinned(e)`
-//! is `pinned_attempts`, else `e`'s own or the policy's `attempts_per_endpoint`, else 3:
-//! the bound is the largest `M - per(e) + max(per(e), pinned(e))`.
+//! as a keyed write's) makes fewer than `M` attempts before the pin and then up to
+//! `pinned(e)` at the pinned endpoint `e` in total, where `pinned(e)` is
+//! `pinned_attempts`, else `e`'s own or the policy's `attempts_per_endpoint`, else 3:
+//! `M - 1 + max over e of pinned(e)`.
 //!
 //! The bounds are for calls without per-call schedule options (`CallOptions`'
 //! `attempts_per_endpoint`, `max_attempts`, `attempt_timeout`), as the explorer makes them.
@@ -107,15 +107,14 @@ fn attempts(policy: &Policy, pinnable: bool) -> u32 {
         return one;
     }
     let round = (0..n).fold(0u32, |sum, e| sum.saturating_add(per(e, 1)));
-    // Pinned at `e`: the others' share of the round, then `e`'s attempts in total, the
-    // more of its round share and its pinned limit.
-    let pinned_at = |e: usize| {
-        let limit = s.pinned_attempts.unwrap_or(per(e, 3));
-        let others = round.saturating_sub(per(e, 1));
-        others.saturating_add(limit.max(per(e, 1)))
-    };
+    // Pinned at `e`: fewer than `M` attempts before the pin (a share of `e` a round left
+    // unused, skipped or rate limited, goes to a further round of the others), then up to
+    // `e`'s pinned limit there in total.
+    let pinned_limit = (0..n).map(|e| s.pinned_attempts.unwrap_or(per(e, 3))).max();
     let pinned = match pinnable {
-        true => (0..n).map(pinned_at).max().unwrap_or(round),
+        true => round
+            .saturating_sub(1)
+            .saturating_add(pinned_limit.unwrap_or(3)),
         false => round,
     };
     one.max(pinned)
