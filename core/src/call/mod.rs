@@ -586,7 +586,10 @@ impl<'e, R> Call<'e, R> {
         let mut clipped = false;
         if let Some(d) = self.class.deadline {
             let left = since(d, now);
-            clipped = left <= timeout;
+            // An adapter whose attempt timer starts when the connection is ready (SPEC
+            // 2.6) may clip it to the deadline although the attempt timeout alone fits.
+            let connect = policy.connect_timeout_for(endpoint);
+            clipped = left <= timeout.saturating_add(connect);
             timeout = timeout.min(left);
         }
         let attempt = Attempt {

@@ -19,6 +19,12 @@ use crate::report::{AttemptResult, CallRejection, FailureClass, StopReason, Time
 use crate::retry_after::retry_after_from_headers;
 use crate::time::add;
 
+/// How early a timer clipped to the deadline may fire and still be read as the deadline's
+/// cut: a timer rounded down to whole milliseconds (ureq's), and a socket timeout, which
+/// the kernel counts in ticks (up to 10 ms early at 100 Hz). A real timeout of the
+/// endpoint's own this close to the deadline leaves another attempt too little time.
+const DEADLINE_CUT_SLACK: Duration = Duration::from_millis(20);
+
 impl<R: Answer> Call<'_, R> {
     /// Response headers of attempt `number` arrived.
     pub(super) fn on_response(&mut self, number: u32, response: R, wall: Option<SystemTime>) {
@@ -183,17 +189,15 @@ impl<R> Call<'_, R> {
     }
 
     /// Whether a timeout is the deadline's cut though the deadline has not quite passed:
-    /// the attempt's timer was clipped to the deadline and fired a hair early (timers that
-    /// round to whole milliseconds), less than [`MIN_ATTEMPT_TIME`] before it (SPEC 2.6).
-    /// A timeout with more time left is a timer of the endpoint's own (its connect timeout,
-    /// shorter than the time left): it triggers and counts, as before any deadline.
-    ///
-    /// [`MIN_ATTEMPT_TIME`]: super::MIN_ATTEMPT_TIME
+    /// the attempt's timer may have been clipped to the deadline and fired a little early,
+    /// less than [`DEADLINE_CUT_SLACK`] before it (SPEC 2.6). A timeout with more time left
+    /// is a timer of the endpoint's own (its connect timeout, shorter than the time left):
+    /// it triggers and counts, as before any deadline.
     fn deadline_cut(&self, flight: &Flight, outcome: AttemptOutcome) -> bool {
         flight.clipped
             && matches!(outcome, AttemptOutcome::Timeout(_))
             && (self.class.deadline)
-                .is_some_and(|d| crate::time::since(d, self.now) < super::MIN_ATTEMPT_TIME)
+                .is_some_and(|d| crate::time::since(d, self.now) < DEADLINE_CUT_SLACK)
     }
 
     /// Records how a landed attempt ended and tells the endpoint's health; events in causal
