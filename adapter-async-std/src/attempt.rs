@@ -332,16 +332,23 @@ pub(crate) fn run(
 ) -> impl Future<Output = AttemptEnd> + Send {
     async move {
         let connect_by = ctx.start + ctx.connect_timeout;
+        let mut respond_by: Option<Instant> = None;
         // A request handed back unsent by a pooled connection goes to another; a few
         // times at most (each pooled connection it met was closing), the last on a new
         // connection: a pool a restarted provider left all dead never costs an attempt,
         // as hyper-util's never costs tokio one (SPEC 7).
         for tries in (0..TRIES).rev() {
             let taken = take(&ctx, connect_by, tries > 0).await;
-            // The attempt timer starts once the connection is ready (SPEC 2.6). From the
-            // attempt's start, a connect that took most of it left the provider a sliver,
-            // and the request was written only to time out as "may have executed".
-            let respond_by = ctx.respond_by(Instant::now());
+            // The attempt timer starts once the first connection is ready (SPEC 2.6), once:
+            // from the attempt's start, a connect that took most of it left the provider a
+            // sliver, and the request was written only to time out as "may have executed".
+            let now = Instant::now();
+            let respond_by = *respond_by.get_or_insert_with(|| ctx.respond_by(now));
+            // No time left (a redirect hop or a re-send whose attempt's time ran out):
+            // nothing is written.
+            if taken.is_ok() && respond_by <= now {
+                return AttemptEnd::Failed(ctx.timeout_error(Phase::NotSent));
+            }
             let sent = match taken {
                 Err(end) => return end,
                 Ok(Taken::H1(conn, opened)) => send_h1(&ctx, conn, opened, req, respond_by).await,

@@ -78,10 +78,14 @@ pub(crate) async fn run(
     let Ok(second) = lease().await else {
         return end;
     };
-    drop(end);
-    set(spare.headers_mut(), slot, &second);
     let now = Instant::now();
     let left = respond_by.saturating_duration_since(now);
+    // The attempt's time ran out (its connect took it): the refusal is the answer.
+    if left.is_zero() {
+        return end;
+    }
+    drop(end);
+    set(spare.headers_mut(), slot, &second);
     let ctx = AttemptCtx {
         start: now,
         timeout: left,
