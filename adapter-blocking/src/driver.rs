@@ -401,16 +401,9 @@ fn send_one(
         return sent;
     }
     let Ok(token) = lease() else { return sent };
-    // The copy of the body is made while the refusal is still in hand: when it cannot be
-    // made, the refusal is the answer (as on tokio, whose spare copy is made up front),
-    // not a replay failure that drops it.
-    if let SendData::Factory(ready, make) = body {
-        match make() {
-            Ok(copy) => *ready = Some(copy),
-            Err(_) => return sent,
-        }
-    }
-    let first = matches!(body, SendData::Factory(Some(_), _));
+    let Some(first) = copy_for_resend(body) else {
+        return sent;
+    };
     drop(sent);
     let mut headers = again;
     if let Some(v) = token.header_value(settings) {
@@ -422,6 +415,17 @@ fn send_one(
         slot.answered(&token, resp.status());
     }
     resent
+}
+
+/// Makes the body's copy for the one re-send after a refusal while the refusal is still
+/// in hand: `None` when it cannot be made, and the refusal is then the answer (as on
+/// tokio, whose spare copy is made up front), not a replay failure that drops it. Else
+/// whether the re-send takes the copy made (`first`, in `send_plain`'s terms).
+fn copy_for_resend(body: &mut SendData) -> Option<bool> {
+    if let SendData::Factory(ready, make) = body {
+        *ready = Some(make().ok()?);
+    }
+    Some(matches!(body, SendData::Factory(Some(_), _)))
 }
 
 /// The credential slot of `endpoint` and a token leased from it (waiting, when another
