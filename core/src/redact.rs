@@ -155,16 +155,16 @@ pub fn scrub_urls(text: &str) -> String {
         };
         out.push_str(&rest[..start]);
         let tail = &rest[start..];
-        // The whole token, to white space, a double quote, an angle bracket or a
-        // backtick: a URL's path and query may hold `,`, `;`, `[`, `(`, `)` and `'`
-        // unencoded (the `url` crate leaves them so), so a `)` or `'` does not end it.
+        // The whole token, to white space, a double quote or an angle bracket: a URL's
+        // path and query may hold `,`, `;`, `[`, `(`, `)`, `'` and, in a query, a backtick
+        // unencoded (the `url` crate leaves them so), so none of those ends it.
         let end = tail
-            .find(|c: char| c.is_whitespace() || "\"<>`".contains(c))
+            .find(|c: char| c.is_whitespace() || "\"<>".contains(c))
             .unwrap_or(tail.len());
-        // Closing punctuation of the text around it (`(url)`, `'url'`, `url.`) is kept
-        // after the origin: it reveals nothing of a path.
+        // Closing punctuation of the text around it (`(url)`, `'url'`, `` `url` ``,
+        // `url.`) is kept after the origin: it reveals nothing of a path.
         let token = &tail[..end];
-        let url = token.trim_end_matches([')', ']', '\'', '.', ',', ';', ':']);
+        let url = token.trim_end_matches([')', ']', '\'', '`', '.', ',', ';', ':']);
         out.push_str(&redact_url(url));
         out.push_str(&token[url.len()..]);
         rest = &tail[end..];

@@ -927,6 +927,10 @@ fn scrubbed_urls_hide_a_path_or_query_holding_a_bracket_or_a_quote() {
             "see 'http://a.example:81'.",
         ),
         ("(https://b.example)", "(https://b.example:443)"),
+        (
+            "no route to `https://c.example/q?a=`SECRET`",
+            "no route to `https://c.example:443`",
+        ),
     ];
     for (text, want) in cases {
         let got = baton_core::scrub_urls(text);
