@@ -45,8 +45,10 @@
 //! error is a [`BodyError`] naming the endpoint, never a short body passed off as whole.
 //! The rebuilt body keeps its MIME type, not its charset (its text is read through ureq's
 //! reader once, so that ureq's `charset` feature, if another crate switched it on, converts
-//! it once, not twice: read the `Content-Type` header for the charset sent), and
-//! `Body::content_length()` is `None`: read the `Content-Length` header instead. Without
+//! it once, not twice; with that feature on, a text body reads as UTF-8 whatever charset
+//! its `Content-Type` header names, and its `Content-Length` header counts the bytes
+//! before the conversion), and `Body::content_length()` is `None`: read the
+//! `Content-Length` header instead. Without
 //! this crate's `gzip` feature no encoding is asked for, even when ureq's own `gzip` is on
 //! (one of its default features, so a dependency on plain `ureq` elsewhere switches it on);
 //! a gzip body a server sends unasked is then decoded by ureq, which cannot be told not to.

@@ -154,8 +154,10 @@ impl<R: Read> Read for NamedReader<R> {
 /// The rebuilt body keeps the MIME type, not the charset: its reader is read through
 /// ureq's once already (which, with ureq's `charset` feature switched on anywhere in the
 /// application, converts the text to UTF-8), and a charset on the rebuilt body would have
-/// it converted a second time. Read the `Content-Type` header for the charset sent. Its
-/// `content_length()` is `None` (read the `Content-Length` header instead).
+/// it converted a second time. With that feature on, a text body reads as UTF-8 whatever
+/// charset its `Content-Type` header names, and its `Content-Length` header counts the
+/// bytes before the conversion. Its `content_length()` is `None` (read the
+/// `Content-Length` header instead).
 pub(crate) fn finish(response: Response<Body>, report: Report, attempt: u32) -> Response<Body> {
     let (mut parts, body) = response.into_parts();
     // An id clones without allocating (short ids are stored inline).
